@@ -1,0 +1,27 @@
+"""The work-instruction service: `create_app()` is the WSGI entry (gunicorn "service:create_app()")."""
+from flask import Flask, jsonify
+
+from service import auth, error_handlers, storage
+from service.config import load_config
+
+
+def create_app(config_overrides=None):
+    """Build the app: config -> storage -> auth -> blueprints -> error handlers."""
+    app = Flask(__name__)
+    app.config.update(load_config(config_overrides))
+    app.json.sort_keys = False
+
+    storage.init_app(app)
+    auth.init_app(app)
+    error_handlers.init_app(app)
+
+    from service import graphql, uploads
+
+    graphql.init_app(app)
+    uploads.init_app(app)
+
+    @app.get("/healthz")
+    def healthz():
+        return jsonify(status="ok")
+
+    return app

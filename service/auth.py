@@ -1,0 +1,84 @@
+"""API tokens: which org a request belongs to.
+
+Tokens come from WIS_API_TOKENS (`org:token` entries, a bare token belongs to org `default`). With
+none configured, one token for org `default` is created once under the data directory and reused.
+"""
+import hmac
+import os
+import re
+import secrets
+import sys
+from pathlib import Path
+
+from flask import current_app, g, request
+
+from service.errors import Unauthorized
+
+HEADER = "x-service-api-org"
+DEFAULT_ORG = "default"
+ORG_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+DEFAULT_TOKEN_FILE = "default-token"
+
+
+def parse_tokens(raw):
+    """Parse `org:token,token` into {token: org}; refuse malformed entries at start-up."""
+    tokens = {}
+    for entry in (part.strip() for part in raw.split(",")):
+        if not entry:
+            continue
+        org, sep, token = entry.rpartition(":")
+        org = org if sep else DEFAULT_ORG
+        if not ORG_PATTERN.fullmatch(org):
+            raise SystemExit(f"WIS_API_TOKENS: org name {org!r} must be 1-64 letters, digits, '_' or '-'")
+        if len(token) < 8:
+            raise SystemExit(f"WIS_API_TOKENS: the token of org {org!r} is shorter than 8 characters")
+        tokens[token] = org
+    return tokens
+
+
+def ensure_default_token(data_dir):
+    """Return the embedded default token, creating it exactly once even when workers race."""
+    path = Path(data_dir) / DEFAULT_TOKEN_FILE
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        candidate = path.with_name(f".{DEFAULT_TOKEN_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+        candidate.write_text(secrets.token_urlsafe(24) + "\n")
+        os.chmod(candidate, 0o600)
+        try:
+            # link() fails if another worker won the race; its token then stands for everyone.
+            os.link(candidate, path)
+        except FileExistsError:
+            pass
+        finally:
+            candidate.unlink()
+    return path.read_text().strip()
+
+
+def init_app(app):
+    tokens = parse_tokens(app.config["API_TOKENS"])
+    if not tokens:
+        token = ensure_default_token(app.config["DATA_DIR"])
+        tokens = {token: DEFAULT_ORG}
+        if not app.config.get("QUIET_STARTUP"):
+            print(f"work-instruction service: no WIS_API_TOKENS set; org '{DEFAULT_ORG}' uses the token "
+                  f"kept in {Path(app.config['DATA_DIR']) / DEFAULT_TOKEN_FILE}\n"
+                  f"  send it as the header:  {HEADER}: {token}", file=sys.stderr, flush=True)
+    app.extensions["api_tokens"] = tokens
+
+
+def org_for_token(token):
+    """Return the org of a token, comparing in constant time against every known token."""
+    found = None
+    for known, org in current_app.extensions["api_tokens"].items():
+        if hmac.compare_digest(known.encode(), token.encode()):
+            found = org
+    return found
+
+
+def require_org():
+    """before_request hook: set g.org or refuse with 401."""
+    token = request.headers.get(HEADER, "")
+    org = org_for_token(token) if token else None
+    if org is None:
+        raise Unauthorized()
+    g.org = org

@@ -1,0 +1,38 @@
+"""Configuration: defaults, then the environment, then explicit overrides (tests, embedding)."""
+import os
+
+MB = 1024 * 1024
+
+DEFAULTS = {
+    # Where documents, media and upload streams live.
+    "DATA_DIR": "./data",
+    # Raw "org:token,token2" string; parsed by service.auth.
+    "API_TOKENS": "",
+    "STREAM_TTL_HOURS": 24.0,
+    # Largest request body accepted at all: one chunk or one single upload (10 MB) plus
+    # multipart framing. Anything larger is refused before it is read.
+    "MAX_CONTENT_LENGTH": 10 * MB + 64 * 1024,
+    # Test mode turns on the state and fault-injection endpoints for integrators' test suites.
+    "TEST_MODE": False,
+}
+
+ENVIRONMENT = {
+    "WIS_DATA_DIR": ("DATA_DIR", str),
+    "WIS_API_TOKENS": ("API_TOKENS", str),
+    "WIS_STREAM_TTL_HOURS": ("STREAM_TTL_HOURS", float),
+    "WIS_TEST_MODE": ("TEST_MODE", lambda value: value.strip().lower() in {"1", "true", "yes", "on"}),
+}
+
+
+def load_config(overrides=None, environ=None):
+    """Return the effective configuration as a plain dict."""
+    environ = os.environ if environ is None else environ
+    config = dict(DEFAULTS)
+    for variable, (key, parse) in ENVIRONMENT.items():
+        if environ.get(variable, "") != "":
+            try:
+                config[key] = parse(environ[variable])
+            except ValueError as exc:
+                raise SystemExit(f"invalid value for {variable}: {environ[variable]!r} ({exc})") from None
+    config.update(overrides or {})
+    return config

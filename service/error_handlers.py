@@ -1,0 +1,40 @@
+"""The one place that turns every error into a JSON body; no HTML page or traceback leaves the server."""
+import logging
+
+from flask import jsonify
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+
+from service.errors import ServiceError
+
+log = logging.getLogger(__name__)
+
+
+def _json_error(status, message):
+    response = jsonify(error=message)
+    response.status_code = status
+    return response
+
+
+def init_app(app):
+    @app.errorhandler(ServiceError)
+    def service_error(error):
+        return _json_error(error.status, error.message)
+
+    @app.errorhandler(RequestEntityTooLarge)
+    def too_large(error):
+        limit = app.config.get("MAX_CONTENT_LENGTH")
+        return _json_error(413, f"request body is larger than the limit of {limit} bytes")
+
+    @app.errorhandler(HTTPException)
+    def http_error(error):
+        response = _json_error(error.code or 500, error.description or error.name)
+        # Keep Allow on 405 so clients can see what the route does accept.
+        if error.code == 405 and getattr(error, "valid_methods", None):
+            response.headers["Allow"] = ", ".join(error.valid_methods)
+        return response
+
+    @app.errorhandler(Exception)
+    def unexpected(error):
+        # Logged in full on the server, never sent to the client.
+        log.exception("unhandled error")
+        return _json_error(500, "internal server error")

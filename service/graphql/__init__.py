@@ -1,0 +1,5 @@
+"""GraphQL endpoint (to be built)."""
+
+
+def init_app(app):
+    pass

@@ -1,0 +1,25 @@
+"""The repository: every store of the service, rooted in one data directory."""
+from pathlib import Path
+
+from service.storage import names
+from service.storage.documents import DocumentStore
+from service.storage.media import MediaStore
+
+
+class Repository:
+    """What views and resolvers hand to domain functions; the only object that touches disk."""
+
+    def __init__(self, data_dir):
+        self.data_dir = Path(data_dir)
+        self.orgs_root = self.data_dir / "orgs"
+        self.orgs_root.mkdir(parents=True, exist_ok=True)
+        self.documents = DocumentStore(self.orgs_root)
+        self.media = MediaStore(self.orgs_root, names)
+
+
+def init_app(app):
+    app.extensions["repository"] = Repository(app.config["DATA_DIR"])
+
+
+def get_repository(app):
+    return app.extensions["repository"]

@@ -1,0 +1,63 @@
+"""File primitives every store uses: atomic replace, cross-process locks, disk-full translation.
+
+Writes go to a temporary file in the target's directory, are flushed and fsynced, then renamed over
+the target, and the directory is fsynced so the rename itself survives a power cut. Locks are
+`fcntl` locks (through filelock), which the kernel releases when a worker dies.
+"""
+import contextlib
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+from filelock import FileLock
+
+from service.errors import StorageFull
+
+NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
+
+
+@contextlib.contextmanager
+def disk_errors():
+    """Turn 'disk full' into StorageFull so the client gets a clear 507 instead of a 500."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise StorageFull() from exc
+        raise
+
+
+def fsync_directory(directory):
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path, data):
+    """Replace `path` with `data` so that readers see either the old or the new file, never a mix."""
+    path = Path(path)
+    with disk_errors():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
+        fsync_directory(path.parent)
+
+
+def lock(path, timeout=30):
+    """An exclusive lock between threads and worker processes, held on a `.lock` file beside `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # thread_local=False: one lock object is used by one `with` block only, in any thread.
+    return FileLock(str(path) + ".lock", timeout=timeout, thread_local=False)

@@ -1,0 +1,5 @@
+"""Upload endpoints (to be built)."""
+
+
+def init_app(app):
+    pass
