@@ -4,6 +4,7 @@ from pathlib import Path
 from service.storage import names
 from service.storage.documents import DocumentStore
 from service.storage.media import MediaStore
+from service.storage.streams import StreamStore
 
 
 class Repository:
@@ -15,6 +16,7 @@ class Repository:
         self.orgs_root.mkdir(parents=True, exist_ok=True)
         self.documents = DocumentStore(self.orgs_root)
         self.media = MediaStore(self.orgs_root, names)
+        self.streams = StreamStore(self.orgs_root, self.media)
 
 
 def init_app(app):

@@ -1,5 +1,4 @@
-"""Upload endpoints (to be built)."""
+"""Upload endpoints: single uploads, chunked streams, media serving (see views)."""
+from service.uploads.views import init_app
 
-
-def init_app(app):
-    pass
+__all__ = ["init_app"]

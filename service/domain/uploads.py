@@ -1,0 +1,263 @@
+"""Upload rules: destinations and their limits, format sniffing, media names, and the upload operations.
+
+Views hand these functions the repository, the org and already-validated fields; the bytes arrive as an
+`IncomingFile` (service.storage.files) that was hashed and sniffed while it was written to disk.
+"""
+import math
+import re
+import secrets
+import time
+import unicodedata
+from collections import namedtuple
+from datetime import datetime, timezone
+
+from service.errors import BadRequest, NotFound, PayloadTooLarge
+from service.storage.streams import STREAM_NOT_FOUND
+
+MB = 1024 * 1024
+# One request (a single upload or one chunk) carries at most this much file data (SPEC 8, proxy buffer).
+REQUEST_FILE_LIMIT = 10 * MB
+# Chunk bookkeeping scans the stream's parts on every chunk, so a stream has a bounded number of them.
+MAX_TOTAL_CHUNKS = 10_000
+# Enough leading bytes to tell every accepted format apart.
+SNIFF_BYTES = 12
+
+Format = namedtuple("Format", "label extension content_type")
+FORMATS = {
+    "jpeg": Format("JPEG", ".jpg", "image/jpeg"),
+    "png": Format("PNG", ".png", "image/png"),
+    "gif": Format("GIF", ".gif", "image/gif"),
+    "mp4": Format("MP4", ".mp4", "video/mp4"),
+}
+CONTENT_TYPES = {fmt.extension: fmt.content_type for fmt in FORMATS.values()}
+
+Destination = namedtuple("Destination", "limit formats kind")
+DESTINATIONS = {
+    "stepImage": Destination(8 * MB, ("jpeg", "png"), "image"),
+    "stepVideo": Destination(500 * MB, ("mp4",), "video"),
+    "stepVideoGif": Destination(150 * MB, ("gif",), "video"),
+}
+PATH_PREFIX = {"image": "/api/v1/images/", "video": "/api/v1/videos/"}
+
+NAME_STEM_LIMIT = 100
+
+
+def sniff_format(head):
+    """The format whose magic number starts `head` (CONTRACT 5), or None."""
+    if head.startswith(b"\xff\xd8\xff"):
+        return "jpeg"
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "gif"
+    if head[4:8] == b"ftyp":
+        return "mp4"
+    return None
+
+
+def size_in_mb(size):
+    """`size` bytes in MB rounded up to one decimal, without a trailing `.0` (8 MB + 1 byte -> '8.1')."""
+    tenths = math.ceil(size * 10 / MB)
+    whole, tenth = divmod(tenths, 10)
+    return f"{whole}.{tenth}" if tenth else str(whole)
+
+
+def too_large_message(size, limit):
+    """The 413 message of CONTRACT 5: 'file of size 8.1MB is larger than 8MB'."""
+    if size is None:
+        return f"file is larger than {limit // MB}MB"
+    return f"file of size {size_in_mb(size)}MB is larger than {limit // MB}MB"
+
+
+def check_size(size, *limits):
+    """Raise the 413 of CONTRACT 5 when `size` breaks any limit; it names the smallest limit broken."""
+    broken = [limit for limit in limits if size > limit]
+    if broken:
+        raise PayloadTooLarge(too_large_message(size, min(broken)))
+
+
+def destination_for(destination_id):
+    """The destination of an id, or 400 naming the field and the accepted ids."""
+    try:
+        return DESTINATIONS[destination_id]
+    except KeyError:
+        raise BadRequest(f"destinationId: unknown destination {destination_id!r}; "
+                         f"use one of {', '.join(DESTINATIONS)}") from None
+
+
+def check_format(destination_id, head):
+    """Return the sniffed format of `head` if the destination accepts it, else raise 400 naming the accepted ones."""
+    destination = DESTINATIONS[destination_id]
+    found = sniff_format(head)
+    if found not in destination.formats:
+        accepted = " or ".join(FORMATS[name].label for name in destination.formats)
+        what = f"a {FORMATS[found].label} file" if found else "not a recognised image or video file"
+        raise BadRequest(f"file: {destination_id} accepts {accepted} only; this is {what}")
+    return found
+
+
+def clean_stem(file_name):
+    """The original name without its extension, reduced to letters, digits, '.', '_' and '-'."""
+    base = re.split(r"[/\\]", file_name or "")[-1]
+    ascii_name = unicodedata.normalize("NFKD", base).encode("ascii", "ignore").decode("ascii")
+    stem = ascii_name.rsplit(".", 1)[0] if "." in ascii_name.lstrip(".") else ascii_name
+    stem = re.sub(r"\s+", "_", stem)
+    stem = re.sub(r"[^A-Za-z0-9._-]", "", stem)
+    # Runs of dots collapse so no '..' survives; edge dots and dashes go so names stay tidy.
+    stem = re.sub(r"\.{2,}", ".", stem).strip("._-")
+    return stem[:NAME_STEM_LIMIT].rstrip("._-") or "upload"
+
+
+def media_name(file_name, fmt, prefix=None):
+    """A fresh media name: unique prefix, '-', cleaned original name, extension of the sniffed format."""
+    prefix = prefix or new_media_prefix()
+    return f"{prefix}-{clean_stem(file_name)}{FORMATS[fmt].extension}"
+
+
+def new_media_prefix():
+    return secrets.token_hex(8)
+
+
+def media_path(destination_id, name):
+    return PATH_PREFIX[DESTINATIONS[destination_id].kind] + name
+
+
+def check_sha(expected, actual, what):
+    if expected is not None and expected.lower() != actual:
+        raise BadRequest(f"sha: the SHA-256 of the {what} is {actual}, not {expected.lower()}")
+
+
+# -- single-request upload ------------------------------------------------------------------------
+
+def upload_single(repo, org, destination_id, file_name, incoming, sha=None):
+    """Verify a whole uploaded file and publish it; return its media path."""
+    destination = destination_for(destination_id)
+    check_size(incoming.size, destination.limit, REQUEST_FILE_LIMIT)
+    fmt = check_format(destination_id, incoming.head)
+    check_sha(sha, incoming.sha256, "file")
+    incoming.finish()
+    while True:
+        path = media_path(destination_id, media_name(file_name, fmt))
+        if repo.media.publish(org, path, incoming.path):
+            return path
+
+
+# -- chunked streams ------------------------------------------------------------------------------
+
+def create_stream(repo, org, destination_id, file_name, file_size, sha):
+    """Open a chunked upload stream; refuse at once a file over the destination limit."""
+    destination = destination_for(destination_id)
+    if file_size < 1:
+        raise BadRequest("fileSize: must be at least 1 byte")
+    check_size(file_size, destination.limit)
+    return repo.streams.create(org, {
+        "destinationId": destination_id, "fileName": file_name, "fileSize": file_size, "sha": sha.lower(),
+        "totalChunks": None, "format": None, "mediaPrefix": new_media_prefix(), "state": "open", "path": None,
+    })
+
+
+def require_stream(repo, org, stream_id, ttl_seconds):
+    """404 unless the org has this stream and it has not expired."""
+    if repo.streams.read(org, stream_id, ttl_seconds, time.time()) is None:
+        raise NotFound(STREAM_NOT_FOUND)
+
+
+def new_chunk_file(repo, org, stream_id):
+    """Where the bytes of an incoming chunk are written while they arrive (inside the stream's directory)."""
+    return repo.streams.new_incoming(org, stream_id, SNIFF_BYTES)
+
+
+def new_upload_file(repo, org):
+    """Where the bytes of a single-request upload are written while they arrive."""
+    return repo.media.new_incoming(org, SNIFF_BYTES)
+
+
+def receive_chunk(repo, org, stream_id, ttl_seconds, index, total, incoming, sha=None):
+    """Store one chunk; return (body, complete) where body is {"path"} or {"streamId", "chunkIndex"}."""
+    check_size(incoming.size, REQUEST_FILE_LIMIT)
+    check_sha(sha, incoming.sha256, f"chunk {index}")
+    with repo.streams.open(org, stream_id, ttl_seconds, time.time()) as stream:
+        meta = stream.meta
+        if meta["state"] == "complete":
+            return {"path": meta["path"]}, True
+        _check_chunk(meta, index, total, incoming, stream.part_sizes())
+        if meta["totalChunks"] is None or index == 0:
+            meta["totalChunks"] = total
+            if index == 0:
+                meta["format"] = check_format(meta["destinationId"], incoming.head)
+            stream.save_meta(meta)
+        stream.put_part(index, incoming)
+        merged, length = stream.merge_available()
+        if merged < total:
+            return {"streamId": stream_id, "chunkIndex": index}, False
+        return {"path": _complete(stream, meta, length)}, True
+
+
+def _check_chunk(meta, index, total, incoming, sizes):
+    file_size = meta["fileSize"]
+    if meta["totalChunks"] is not None and total != meta["totalChunks"]:
+        raise BadRequest(f"totalChunks: this stream has {meta['totalChunks']} chunks, not {total}")
+    fewest = -(-file_size // REQUEST_FILE_LIMIT)
+    most = min(file_size, MAX_TOTAL_CHUNKS)
+    if not fewest <= total <= most:
+        raise BadRequest(f"totalChunks: a file of {file_size} bytes is sent in {fewest} to {most} chunks, not {total}")
+    if not 0 <= index < total:
+        raise BadRequest(f"chunkIndex: must be between 0 and {total - 1}, not {index}")
+    received = sum(size for i, size in sizes.items() if i != index) + incoming.size
+    if received > file_size:
+        raise BadRequest(f"file: the chunks received add up to {received} bytes, more than fileSize {file_size}")
+
+
+def _complete(stream, meta, length):
+    """Verify the joined file and publish it; a mismatch discards the stream (it cannot be repaired)."""
+    digest = stream.merged_sha256()
+    problem = None
+    if length != meta["fileSize"]:
+        problem = f"fileSize: the chunks add up to {length} bytes, not {meta['fileSize']}; the stream is discarded"
+    elif digest != meta["sha"]:
+        problem = f"sha: the SHA-256 of the file is {digest}, not {meta['sha']}; the stream is discarded"
+    if problem:
+        stream.discard()
+        raise BadRequest(problem)
+    path = media_path(meta["destinationId"], media_name(meta["fileName"], meta["format"], meta["mediaPrefix"]))
+    stream.publish(path)
+    return path
+
+
+def stream_status(repo, org, stream_id, ttl_seconds):
+    """What the server holds of a stream, so a client knows what to resend."""
+    meta, sizes, touched = repo.streams.status(org, stream_id, ttl_seconds, time.time())
+    complete = meta["state"] == "complete"
+    received = list(range(meta["totalChunks"])) if complete else sorted(sizes)
+    status = {
+        "streamId": stream_id, "destinationId": meta["destinationId"], "fileName": meta["fileName"],
+        "fileSize": meta["fileSize"], "totalChunks": meta["totalChunks"], "receivedChunks": received,
+        "receivedBytes": meta["fileSize"] if complete else sum(sizes.values()), "state": meta["state"],
+    }
+    if complete:
+        status["path"] = meta["path"]
+    expires = datetime.fromtimestamp(touched + ttl_seconds, timezone.utc)
+    status["expiresAt"] = expires.isoformat(timespec="seconds").replace("+00:00", "Z")
+    return status
+
+
+def delete_stream(repo, org, stream_id):
+    """Abort a stream and remove its parts (a published media file stays)."""
+    if not repo.streams.delete(org, stream_id):
+        raise NotFound(STREAM_NOT_FOUND)
+
+
+def sweep_expired_streams(repo, ttl_seconds, now=None):
+    """Remove streams idle for longer than `ttl_seconds` (and stale upload temporaries); return how many streams."""
+    return repo.streams.sweep(ttl_seconds, time.time() if now is None else now)
+
+
+# -- serving --------------------------------------------------------------------------------------
+
+def media_file(repo, org, path):
+    """(file, content type) of an org's published media, or 404 as if it did not exist."""
+    file = repo.media.file_for(org, path)
+    content_type = CONTENT_TYPES.get(file.suffix) if file is not None else None
+    if content_type is None or not file.is_file():
+        raise NotFound("media not found")
+    return file, content_type

@@ -1,0 +1,292 @@
+"""Chunked upload streams on disk: `<data>/orgs/<org>/streams/<streamId>/`.
+
+A stream directory holds
+- `meta.json`   what the client declared, and what the server decided (totalChunks, format, path);
+- `part-<i>`    each acknowledged chunk, fsynced and renamed into place, kept until the stream completes;
+- `prefix`      chunks 0..next-1 joined in order, appended as soon as they are contiguous;
+- `boundaries`  one fixed-size record per chunk boundary: prefix length and SHA-256 state there;
+- `merged`      `{"next": n}`: how many chunks the prefix holds (records 0..n are valid).
+
+Appending a chunk writes the prefix and the next boundary record, fsyncs both, then replaces `merged`
+atomically: a crash in between leaves `merged` at the old boundary, and the next merge truncates the
+prefix back to the recorded length. Replacing an already-merged chunk rewinds `merged` to its boundary.
+Everything on a stream happens under its cross-process lock `streams/<streamId>.lock`; the lock file
+sits beside the directory so a stream can be removed while its lock is held.
+"""
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import struct
+
+from filelock import Timeout
+from rehashes import PySha256
+
+from service.errors import NotFound
+from service.storage.files import atomic_write_bytes, disk_errors, fsync_directory, lock
+from service.storage.incoming import BUFFER_SIZE, IncomingFile, sha256_of_file
+from service.storage.names import id_to_name
+
+STREAM_NOT_FOUND = "stream not found"
+STREAM_ID = re.compile(r"[0-9a-f]{32}")
+META, MERGED, PREFIX, BOUNDARIES = "meta.json", "merged", "prefix", "boundaries"
+PART = re.compile(r"part-(\d+)")
+# Prefix length (8 bytes) and the serialized SHA-256 state (104 bytes) at a chunk boundary.
+BOUNDARY = struct.Struct(">Q104s")
+# Long enough for one request to merge a whole stream's parts while others wait for the lock.
+LOCK_TIMEOUT = 60
+
+
+def _write_json(path, value):
+    atomic_write_bytes(path, json.dumps(value, separators=(",", ":")).encode())
+
+
+def _read_json(path):
+    try:
+        with open(path, "rb") as handle:
+            return json.load(handle)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _part_sizes(directory):
+    sizes = {}
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            match = PART.fullmatch(entry.name)
+            if match:
+                sizes[int(match.group(1))] = entry.stat().st_size
+    return sizes
+
+
+class StreamStore:
+    def __init__(self, orgs_root, media):
+        self.orgs_root = orgs_root
+        self.media = media
+
+    def _directory(self, org, stream_id):
+        if not STREAM_ID.fullmatch(stream_id or ""):
+            raise NotFound(STREAM_NOT_FOUND)
+        return self.orgs_root / id_to_name(org) / "streams" / stream_id
+
+    def create(self, org, meta):
+        """Make a new stream directory with its bookkeeping; return the server-made stream id."""
+        stream_id = secrets.token_hex(16)
+        directory = self._directory(org, stream_id)
+        with disk_errors():
+            directory.mkdir(parents=True)
+            try:
+                with open(directory / PREFIX, "wb"), open(directory / BOUNDARIES, "wb") as boundaries:
+                    boundaries.write(BOUNDARY.pack(0, PySha256().serialize()))
+                    boundaries.flush()
+                    os.fsync(boundaries.fileno())
+                _write_json(directory / MERGED, {"next": 0})
+                # meta.json last: a stream exists for readers only once its bookkeeping is complete.
+                _write_json(directory / META, meta)
+            except BaseException:
+                shutil.rmtree(directory, ignore_errors=True)
+                raise
+        return stream_id
+
+    def read(self, org, stream_id, ttl_seconds, now):
+        """The meta of a live stream, or None (unknown, malformed id, or idle past its expiry)."""
+        directory = self._directory(org, stream_id)
+        meta = _read_json(directory / META)
+        if meta is None or self._expired(directory, ttl_seconds, now):
+            return None
+        return meta
+
+    @staticmethod
+    def _expired(directory, ttl_seconds, now):
+        try:
+            return directory.stat().st_mtime + ttl_seconds < now
+        except FileNotFoundError:
+            return True
+
+    def new_incoming(self, org, stream_id, head_size):
+        """A temporary file inside the stream directory for a chunk being received."""
+        try:
+            return IncomingFile(self._directory(org, stream_id), head_size)
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFound(STREAM_NOT_FOUND) from None
+
+    @contextlib.contextmanager
+    def open(self, org, stream_id, ttl_seconds, now):
+        """Hold the stream's lock and yield a LockedStream; 404 when it does not exist or has expired."""
+        directory = self._directory(org, stream_id)
+        if _read_json(directory / META) is None:
+            raise NotFound(STREAM_NOT_FOUND)
+        with lock(directory, timeout=LOCK_TIMEOUT):
+            meta = _read_json(directory / META)
+            if meta is None or self._expired(directory, ttl_seconds, now):
+                self._remove(directory)
+                raise NotFound(STREAM_NOT_FOUND)
+            yield LockedStream(directory, meta, self.media, org)
+
+    def status(self, org, stream_id, ttl_seconds, now):
+        """(meta, {chunk index: size}, time of last activity) of a live stream, else 404."""
+        directory = self._directory(org, stream_id)
+        meta = self.read(org, stream_id, ttl_seconds, now)
+        if meta is None:
+            raise NotFound(STREAM_NOT_FOUND)
+        try:
+            sizes = _part_sizes(directory) if meta["state"] == "open" else {}
+            return meta, sizes, directory.stat().st_mtime
+        except FileNotFoundError:
+            raise NotFound(STREAM_NOT_FOUND) from None
+
+    def delete(self, org, stream_id):
+        """Remove a stream and its parts; False when there is no such stream."""
+        directory = self._directory(org, stream_id)
+        if _read_json(directory / META) is None:
+            return False
+        with lock(directory, timeout=LOCK_TIMEOUT):
+            found = (directory / META).exists()
+            self._remove(directory)
+        return found
+
+    @staticmethod
+    def _remove(directory):
+        """Remove a stream directory and its lock file; call with the lock held."""
+        shutil.rmtree(directory, ignore_errors=True)
+        # Waiters on the unlinked lock file notice (filelock checks st_nlink) and find no meta.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{directory}.lock")
+
+    def sweep(self, ttl_seconds, now):
+        """Remove streams idle for longer than `ttl_seconds` and stale staging files; return how many streams."""
+        removed = 0
+        cutoff = now - ttl_seconds
+        for org_directory in self._org_directories():
+            self.media.sweep_staging(org_directory, cutoff)
+            try:
+                entries = list(os.scandir(org_directory / "streams"))
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                if STREAM_ID.fullmatch(entry.name) and self._sweep_one(org_directory / "streams" / entry.name, cutoff):
+                    removed += 1
+        return removed
+
+    def _org_directories(self):
+        try:
+            with os.scandir(self.orgs_root) as entries:
+                return [self.orgs_root / entry.name for entry in entries if entry.is_dir()]
+        except FileNotFoundError:
+            return []
+
+    def _sweep_one(self, directory, cutoff):
+        try:
+            if directory.stat().st_mtime >= cutoff:
+                return False
+            # A stream busy in another request is not idle; the next sweep looks again.
+            with lock(directory, timeout=0):
+                if directory.stat().st_mtime >= cutoff:
+                    return False
+                self._remove(directory)
+                return True
+        except (FileNotFoundError, Timeout):
+            return False
+
+
+class LockedStream:
+    """One stream while its lock is held: chunk bookkeeping, merging, completion."""
+
+    def __init__(self, directory, meta, media, org):
+        self.directory = directory
+        self.meta = meta
+        self._media = media
+        self._org = org
+
+    def save_meta(self, meta):
+        _write_json(self.directory / META, meta)
+        self.meta = meta
+
+    def part_sizes(self):
+        """{chunk index: size} of every chunk received so far."""
+        return _part_sizes(self.directory)
+
+    def _part(self, index):
+        return self.directory / f"part-{index}"
+
+    def _next(self):
+        return _read_json(self.directory / MERGED)["next"]
+
+    def _boundary(self, index):
+        """(prefix length, SHA-256 state) after chunks 0..index-1."""
+        with open(self.directory / BOUNDARIES, "rb") as handle:
+            handle.seek(index * BOUNDARY.size)
+            return BOUNDARY.unpack(handle.read(BOUNDARY.size))
+
+    def _set_next(self, index):
+        _write_json(self.directory / MERGED, {"next": index})
+
+    def put_part(self, index, incoming):
+        """Acknowledge a chunk: its part is fsynced and renamed into place when this returns."""
+        if index < self._next():
+            if sha256_of_file(self._part(index)) == incoming.sha256:
+                incoming.discard()
+                self._touch()
+                return
+            # Rewind before replacing, so that a crash never leaves merged bytes the parts no longer hold.
+            self._set_next(index)
+        incoming.finish()
+        with disk_errors():
+            os.replace(incoming.path, self._part(index))
+            fsync_directory(self.directory)
+        self._touch()
+
+    def _touch(self):
+        # The directory's mtime is the stream's last activity, which its expiry counts from.
+        os.utime(self.directory)
+
+    def merge_available(self):
+        """Append every part that continues the in-order prefix; return (chunks merged, prefix length)."""
+        total = self.meta["totalChunks"]
+        merged = self._next()
+        length, state = self._boundary(merged)
+        if merged >= total or not self._part(merged).exists():
+            return merged, length
+        hasher = PySha256.deserialize(state)
+        with disk_errors(), open(self.directory / PREFIX, "r+b") as prefix, \
+                open(self.directory / BOUNDARIES, "r+b") as boundaries:
+            # Bytes past the recorded length are from an append whose bookkeeping never got saved.
+            prefix.truncate(length)
+            prefix.seek(length)
+            while merged < total and self._part(merged).exists():
+                with open(self._part(merged), "rb") as part:
+                    while block := part.read(BUFFER_SIZE):
+                        prefix.write(block)
+                        hasher.update(block)
+                        length += len(block)
+                merged += 1
+                boundaries.seek(merged * BOUNDARY.size)
+                boundaries.write(BOUNDARY.pack(length, hasher.serialize()))
+            prefix.flush()
+            os.fsync(prefix.fileno())
+            boundaries.flush()
+            os.fsync(boundaries.fileno())
+            self._set_next(merged)
+        return merged, length
+
+    def merged_sha256(self):
+        """Hex SHA-256 of the prefix as merged so far."""
+        return PySha256.deserialize(self._boundary(self._next())[1]).finalize()
+
+    def publish(self, path):
+        """Make the verified prefix the media file at `path`, mark the stream complete, drop its parts."""
+        # The media name is fixed by the stream's meta, so a retry after a crash here finds it already linked.
+        self._media.publish(self._org, path, self.directory / PREFIX)
+        self.save_meta(dict(self.meta, state="complete", path=path))
+        with os.scandir(self.directory) as entries:
+            leftovers = [entry.path for entry in entries if entry.name != META]
+        for leftover in leftovers:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+        self._touch()
+
+    def discard(self):
+        """Remove the whole stream (its upload failed verification)."""
+        StreamStore._remove(self.directory)

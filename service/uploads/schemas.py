@@ -1,0 +1,54 @@
+"""Request validation at the edge: marshmallow schemas whose messages name the offending field."""
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
+
+from service.errors import BadRequest
+
+SHA256 = validate.Regexp(r"^[0-9a-fA-F]{64}$", error="must be 64 hexadecimal digits (a SHA-256)")
+REQUIRED = {"required": "is required", "null": "is required"}
+
+
+def _string(**kwargs):
+    return fields.String(error_messages={**REQUIRED, "invalid": "must be a string"}, **kwargs)
+
+
+def _integer(strict, **kwargs):
+    return fields.Integer(strict=strict, error_messages={**REQUIRED, "invalid": "must be an integer"}, **kwargs)
+
+
+class _Strict(Schema):
+    error_messages = {"unknown": "unknown field", "type": "must be a JSON object"}
+
+
+class StreamCreateSchema(_Strict):
+    destinationId = _string(required=True)
+    fileName = _string(required=True, validate=validate.Length(min=1, max=1000, error="must be 1 to 1000 characters"))
+    fileSize = _integer(True, required=True, validate=validate.Range(min=1, error="must be at least 1 byte"))
+    sha = _string(required=True, validate=SHA256)
+
+
+class SingleUploadSchema(_Strict):
+    destinationId = _string(required=True)
+    sha = _string(load_default=None, validate=SHA256)
+
+
+class ChunkSchema(_Strict):
+    chunkIndex = _integer(False, required=True, validate=validate.Range(min=0, error="must be 0 or more"))
+    totalChunks = _integer(False, required=True, validate=validate.Range(min=1, error="must be 1 or more"))
+    sha = _string(load_default=None, validate=SHA256)
+
+
+def load(schema, data):
+    """Validated fields, or 400 whose message names every offending field."""
+    try:
+        return schema.load(data)
+    except ValidationError as error:
+        raise BadRequest("; ".join(_describe(error.messages))) from None
+
+
+def _describe(messages, prefix=""):
+    if isinstance(messages, dict):
+        for field, inner in messages.items():
+            name = "request body" if field == "_schema" else f"{prefix}{field}"
+            yield from _describe(inner, name)
+    else:
+        yield f"{prefix}: {', '.join(map(str, messages))}"

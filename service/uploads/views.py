@@ -1,0 +1,135 @@
+"""Upload endpoints and media serving: parse and validate, call one domain function, shape the response."""
+import contextlib
+import logging
+import time
+
+from flask import Blueprint, current_app, g, jsonify, request, send_file
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from service.auth import require_org
+from service.domain import uploads
+from service.errors import BadRequest
+from service.storage import get_repository
+from service.uploads.schemas import ChunkSchema, SingleUploadSchema, StreamCreateSchema, load
+
+log = logging.getLogger(__name__)
+# Idle streams are swept by each worker at most this often (besides start-up and the CLI command).
+SWEEP_INTERVAL_SECONDS = 300
+
+bp = Blueprint("uploads", __name__)
+bp.before_request(require_org)
+
+
+def _repo():
+    return get_repository(current_app)
+
+
+def _ttl_seconds():
+    return current_app.config["STREAM_TTL_HOURS"] * 3600
+
+
+@contextlib.contextmanager
+def _multipart(new_file):
+    """Parse the multipart body; file parts go straight to disk through `new_file()` and are removed afterwards
+    unless a domain function moved them into place."""
+    if request.mimetype != "multipart/form-data":
+        raise BadRequest("send the file as multipart/form-data")
+    created = []
+
+    def stream_factory(total_content_length, content_type, filename, content_length=None):
+        created.append(new_file())
+        return created[-1]
+
+    parser = request.make_form_data_parser()
+    parser.stream_factory = stream_factory
+    try:
+        _, form, files = parser.parse(request.stream, request.mimetype, request.content_length,
+                                      request.mimetype_params)
+        if "file" not in files:
+            raise BadRequest("file: is required, as a multipart file part with a filename")
+        yield form.to_dict(), files["file"]
+    finally:
+        for incoming in created:
+            incoming.discard()
+
+
+@bp.post("/uploads")
+def create_upload():
+    """Single-request upload (multipart) or creation of a chunked stream (JSON)."""
+    repo, org = _repo(), g.org
+    if request.is_json:
+        data = load(StreamCreateSchema(), request.get_json(silent=True))
+        stream_id = uploads.create_stream(repo, org, data["destinationId"], data["fileName"], data["fileSize"],
+                                          data["sha"])
+        return jsonify(streamId=stream_id), 201
+    if request.mimetype != "multipart/form-data":
+        raise BadRequest("send multipart/form-data to upload a file, or application/json to create a chunked stream")
+    with _multipart(lambda: uploads.new_upload_file(repo, org)) as (form, file):
+        data = load(SingleUploadSchema(), form)
+        path = uploads.upload_single(repo, org, data["destinationId"], file.filename, file.stream, data["sha"])
+    return jsonify(path=path), 201
+
+
+@bp.patch("/uploads/<stream_id>")
+def send_chunk(stream_id):
+    repo, org, ttl = _repo(), g.org, _ttl_seconds()
+    uploads.require_stream(repo, org, stream_id, ttl)
+    with _multipart(lambda: uploads.new_chunk_file(repo, org, stream_id)) as (form, file):
+        data = load(ChunkSchema(), form)
+        body, complete = uploads.receive_chunk(repo, org, stream_id, ttl, data["chunkIndex"], data["totalChunks"],
+                                               file.stream, data["sha"])
+    return jsonify(body), 201 if complete else 200
+
+
+@bp.get("/uploads/<stream_id>")
+def stream_status(stream_id):
+    return jsonify(uploads.stream_status(_repo(), g.org, stream_id, _ttl_seconds()))
+
+
+@bp.delete("/uploads/<stream_id>")
+def delete_stream(stream_id):
+    uploads.delete_stream(_repo(), g.org, stream_id)
+    return "", 204
+
+
+@bp.get("/api/v1/<any(images, videos):segment>/<path:name>")
+def media(segment, name):
+    file, content_type = uploads.media_file(_repo(), g.org, f"/api/v1/{segment}/{name}")
+    response = send_file(file, mimetype=content_type, conditional=True, etag=True)
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@bp.errorhandler(RequestEntityTooLarge)
+def body_too_large(error):
+    size = request.content_length
+    if size is not None and size <= current_app.config["MAX_CONTENT_LENGTH"]:
+        return jsonify(error="a form field other than file is too large"), 413
+    # The body is refused before it is read, so the file's own size is not known: the body's size stands in.
+    return jsonify(error=uploads.too_large_message(size, uploads.REQUEST_FILE_LIMIT)), 413
+
+
+@bp.after_request
+def sweep_when_due(response):
+    """Sweep expired streams after the response has gone out, at most every SWEEP_INTERVAL_SECONDS per worker."""
+    state = current_app.extensions["uploads"]
+    now = time.monotonic()
+    if now >= state["next_sweep"]:
+        state["next_sweep"] = now + SWEEP_INTERVAL_SECONDS
+        response.call_on_close(_sweeper(_repo(), _ttl_seconds()))
+    return response
+
+
+def _sweeper(repo, ttl_seconds):
+    def sweep():
+        try:
+            uploads.sweep_expired_streams(repo, ttl_seconds)
+        except Exception:
+            log.exception("sweeping expired upload streams failed")
+    return sweep
+
+
+def init_app(app):
+    app.register_blueprint(bp)
+    app.extensions["uploads"] = {"next_sweep": time.monotonic() + SWEEP_INTERVAL_SECONDS}
+    uploads.sweep_expired_streams(get_repository(app), app.config["STREAM_TTL_HOURS"] * 3600)
