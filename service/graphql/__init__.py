@@ -1,5 +1,58 @@
-"""GraphQL endpoint (to be built)."""
+"""The GraphQL endpoint: `POST /graph/v2` runs operations for the token's org; `GET /graph/v2` is the explorer."""
+import json
+from importlib import resources
+
+from ariadne import make_executable_schema
+from ariadne.explorer import ExplorerGraphiQL
+from flask import Blueprint, Response, current_app, g, request
+from graphql import GraphQLError
+
+from service.auth import HEADER, require_org
+from service.graphql.endpoint import GraphQLEndpoint
+from service.graphql.resolvers import BINDABLES
+from service.storage import get_repository
+
+SCHEMA_FILE = "schema.graphql"
+EXPLORER_QUERY = f"""# Add your token in the Headers tab below:  {{"{HEADER}": "<your token>"}}
+mutation CreateStation($input: StationCreateInput!) {{
+  stationCreate(input: $input)
+}}
+
+query Stations {{
+  stations(first: 10) {{ id name revision updatedAt }}
+}}
+"""
+
+
+def load_schema():
+    """Build the executable schema from the packaged schema.graphql; exit naming the file if it is unusable."""
+    path = resources.files("service") / SCHEMA_FILE
+    try:
+        return make_executable_schema(path.read_text(encoding="utf-8"), *BINDABLES)
+    except (OSError, UnicodeDecodeError, GraphQLError, TypeError, ValueError) as error:
+        raise SystemExit(f"cannot load the GraphQL schema from {path}: {error}") from error
 
 
 def init_app(app):
-    pass
+    endpoint = GraphQLEndpoint(load_schema())
+    app.extensions["graphql"] = endpoint
+    explorer_html = ExplorerGraphiQL(title="Work-instruction service", default_query=EXPLORER_QUERY).html(None)
+
+    # Two blueprints on one URL: the explorer page needs no token, running operations does.
+    explorer = Blueprint("graphql_explorer", __name__)
+    api = Blueprint("graphql", __name__)
+    api.before_request(require_org)
+
+    @explorer.get("/graph/v2")
+    def explorer_page():
+        return Response(explorer_html, mimetype="text/html")
+
+    @api.post("/graph/v2")
+    def run():
+        context = {"repo": get_repository(current_app), "org": g.org}
+        status, body = endpoint.respond(request.get_data(cache=False), context)
+        return Response(json.dumps(body, ensure_ascii=False, separators=(",", ":")), status=status,
+                        mimetype="application/json")
+
+    app.register_blueprint(explorer)
+    app.register_blueprint(api)

@@ -1,0 +1,126 @@
+"""Processes: the checks of CONTRACT.md 3, defaults, derivations, and the create-or-update."""
+import re
+
+from service.domain.derivations import derive, quantity_of
+from service.domain.reads import PROCESSES
+from service.domain.validation import Problems
+from service.storage.media import parse_media_path
+
+DEFAULT_START_BEHAVIOR = "CONFIRM"
+DEFAULT_END_BEHAVIOR = "SUMMARY"
+DEFAULT_ALERT_SEVERITY = "WARNING"
+# <quantity>-<unit>: non-empty on both sides of the first dash, no whitespace anywhere.
+UNITS_PATTERN = re.compile(r"[^\s-]+-\S+")
+COLOR_PATTERN = re.compile(r"#[0-9A-Fa-f]{6}")
+MEDIA_EXAMPLES = {"image": "/api/v1/images/<name>", "video": "/api/v1/videos/<name>"}
+
+
+def upsert_process(repo, org, data):
+    """Check a ProcessInput dict, derive its content and store it whole; return (document, created)."""
+    check_process(repo, org, data)
+    return repo.documents.upsert(org, PROCESSES, data["id"], derive(with_defaults(data)))
+
+
+def check_process(repo, org, process):
+    """Raise InvalidInput listing every rule the process breaks (media are looked up in the org)."""
+    problems = Problems()
+    problems.check_id("process.id", process.get("id"))
+    problems.check_name("process.name", process.get("name"))
+    minutes = process.get("autoSignoutMinutes")
+    if minutes is not None and minutes < 0:
+        problems.add("process.autoSignoutMinutes", f"must be 0 or more (leave it unset for no automatic sign-out); got {minutes}")
+    _check_media(problems, repo, org, "process.image", process.get("image"), "image")
+    step_ids, action_ids = {}, {}
+    for i, step in enumerate(process.get("steps") or []):
+        field = f"process.steps[{i}]"
+        _check_unique(problems, f"{field}.id", step.get("id"), step_ids, "step")
+        _check_styled_text(problems, f"{field}.instructionText", step.get("instructionText"))
+        _check_media(problems, repo, org, f"{field}.primaryImage", step.get("primaryImage"), "image")
+        _check_media(problems, repo, org, f"{field}.video", step.get("video"), "video")
+        for j, action in enumerate(step.get("actions") or []):
+            _check_action(problems, f"{field}.actions[{j}]", action, action_ids)
+    problems.raise_if_any()
+
+
+def with_defaults(process):
+    """A copy of the process with the enum defaults and the default quantity applied where unset or null."""
+    return {
+        **process,
+        "startBehavior": process.get("startBehavior") or DEFAULT_START_BEHAVIOR,
+        "endBehavior": process.get("endBehavior") or DEFAULT_END_BEHAVIOR,
+        "steps": _each(process.get("steps"), _step_with_defaults),
+    }
+
+
+def _step_with_defaults(step):
+    return {
+        **step,
+        "actions": _each(step.get("actions"), _action_with_defaults),
+        "alerts": _each(step.get("alerts"), lambda alert: {**alert, "severity": alert.get("severity") or DEFAULT_ALERT_SEVERITY}),
+    }
+
+
+def _action_with_defaults(action):
+    return {**action, "inputParts": _each(action.get("inputParts"), lambda entry: {**entry, "quantity": quantity_of(entry)})}
+
+
+def _each(items, function):
+    return None if items is None else [function(item) for item in items]
+
+
+def _check_unique(problems, field, identifier, seen, what):
+    if problems.check_id(field, identifier):
+        if identifier in seen:
+            problems.add(field, f"duplicate {what} id {identifier!r}: already used by {seen[identifier]}")
+        else:
+            seen[identifier] = field
+
+
+def _check_action(problems, field, action, action_ids):
+    _check_unique(problems, f"{field}.id", action.get("id"), action_ids, "action")
+    _check_styled_text(problems, f"{field}.description", action.get("description"))
+    for k, entry in enumerate(action.get("inputParts") or []):
+        _check_part(problems, f"{field}.inputParts[{k}].part", entry.get("part"))
+        quantity = entry.get("quantity")
+        # `not > 0` also refuses NaN.
+        if quantity is not None and not quantity > 0:
+            problems.add(f"{field}.inputParts[{k}].quantity", f"must be greater than 0 (it may be fractional, e.g. 0.5); got {quantity}")
+    if action.get("outputPart") is not None:
+        _check_part(problems, f"{field}.outputPart", action["outputPart"])
+    if action.get("toolUsed") is not None:
+        problems.check_id(f"{field}.toolUsed.id", action["toolUsed"].get("id"))
+    measurement = action.get("measurement")
+    if measurement is not None:
+        units, low, high = measurement.get("units"), measurement.get("min"), measurement.get("max")
+        if units is not None and not UNITS_PATTERN.fullmatch(units):
+            problems.add(f"{field}.measurement.units", f"must have the form <quantity>-<unit> (e.g. torque-Nm), without spaces; got {units!r}")
+        if low is not None and high is not None and low > high:
+            problems.add(f"{field}.measurement.min", f"must not be greater than max ({high}); got {low}")
+
+
+def _check_part(problems, field, part):
+    if part is None:
+        problems.add(field, "is required")
+        return
+    problems.check_id(f"{field}.id", part.get("id"))
+    if part.get("serial") is not None:
+        problems.check_id(f"{field}.serial.id", part["serial"].get("id"))
+
+
+def _check_styled_text(problems, field, styled):
+    color = (styled or {}).get("color")
+    if color is not None and not COLOR_PATTERN.fullmatch(color):
+        problems.add(f"{field}.color", f"must be a hex colour #RRGGBB; got {color!r}")
+
+
+def _check_media(problems, repo, org, field, media, kind):
+    if media is None:
+        return
+    field, path = f"{field}.path", media.get("path")
+    parsed = parse_media_path(path)
+    if parsed is None:
+        problems.add(field, f"must be a path returned by the upload interface, like {MEDIA_EXAMPLES[kind]}; got {path!r}")
+    elif parsed[0] != kind:
+        problems.add(field, f"must name an uploaded {kind} ({MEDIA_EXAMPLES[kind]}); {path!r} is a {parsed[0]} path")
+    elif not repo.media.exists(org, path):
+        problems.add(field, f"no {kind} has been uploaded at {path!r} by your org; upload it first and use the returned path")

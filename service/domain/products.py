@@ -1,0 +1,110 @@
+"""Products: a workflow graph of processes of the same org, ending in one final process."""
+from service.domain.reads import PROCESSES, PRODUCTS
+from service.domain.validation import Problems
+
+DEFAULT_DEPENDENCY_QUANTITY = 1
+
+
+def upsert_product(repo, org, data):
+    """Check a ProductInput dict against the org's processes and store it whole; return (document, created)."""
+    check_product(repo, org, data)
+    dependencies = [{**edge, "quantity": _quantity(edge)} for edge in data.get("dependencies") or []]
+    return repo.documents.upsert(org, PRODUCTS, data["id"], {**data, "dependencies": dependencies})
+
+
+def _quantity(edge):
+    quantity = edge.get("quantity")
+    return DEFAULT_DEPENDENCY_QUANTITY if quantity is None else quantity
+
+
+def check_product(repo, org, product):
+    """Raise InvalidInput listing every rule the product breaks."""
+    problems = Problems()
+    problems.check_id("product.id", product.get("id"))
+    problems.check_name("product.name", product.get("name"))
+    existing = {}
+
+    def check_reference(field, process_id):
+        if not problems.check_id(field, process_id):
+            return False
+        if process_id not in existing:
+            existing[process_id] = repo.documents.exists(org, PROCESSES, process_id)
+        if not existing[process_id]:
+            problems.add(field, f"no process {process_id!r} exists in your org; create it first")
+        return True
+
+    final = product.get("finalProcessId")
+    final_valid = check_reference("product.finalProcessId", final)
+    edges, first_seen, pairs = [], {}, {}
+    for i, edge in enumerate(product.get("dependencies") or []):
+        field = f"product.dependencies[{i}]"
+        down, up = edge.get("processId"), edge.get("upstreamProcessId")
+        down_valid = check_reference(f"{field}.processId", down)
+        up_valid = check_reference(f"{field}.upstreamProcessId", up)
+        if _quantity(edge) < 1:
+            problems.add(f"{field}.quantity", f"must be 1 or more; got {edge.get('quantity')}")
+        if not (down_valid and up_valid):
+            continue
+        if down == up:
+            problems.add(field, f"process {down!r} cannot depend on itself")
+        elif (up, down) in pairs:
+            problems.add(field, f"repeats the dependency of {down!r} on {up!r} (product.dependencies[{pairs[up, down]}])")
+        else:
+            pairs[up, down] = i
+            edges.append((i, up, down))
+            first_seen.setdefault(down, f"{field}.processId")
+            first_seen.setdefault(up, f"{field}.upstreamProcessId")
+    cycle = find_cycle([(up, down) for _, up, down in edges])
+    if cycle:
+        problems.add("product.dependencies", "must not contain a cycle; found " + " -> ".join(cycle))
+    if final_valid:
+        for i, up, down in edges:
+            if up == final:
+                problems.add(f"product.dependencies[{i}].upstreamProcessId",
+                             f"the final process {final!r} must be upstream of nothing, but {down!r} depends on it")
+        leading = upstream_closure(final, [(up, down) for _, up, down in edges])
+        for process_id, field in first_seen.items():
+            if process_id not in leading:
+                problems.add(field, f"process {process_id!r} does not lead to the final process {final!r}")
+    problems.raise_if_any()
+
+
+def find_cycle(edges):
+    """One cycle of the directed graph `edges` [(from, to)] as [a, b, ..., a], or None; deterministic."""
+    successors = {}
+    for start, end in edges:
+        successors.setdefault(start, []).append(end)
+        successors.setdefault(end, [])
+    state = {}  # node -> "open" while on the current path, "done" once fully explored
+    for root in successors:
+        if root in state:
+            continue
+        # Iterative depth-first search: a 1000-process chain must not hit the recursion limit.
+        path, iterators = [root], [iter(successors[root])]
+        state[root] = "open"
+        while path:
+            following = next(iterators[-1], None)
+            if following is None:
+                state[path.pop()] = "done"
+                iterators.pop()
+            elif state.get(following) == "open":
+                return path[path.index(following):] + [following]
+            elif following not in state:
+                state[following] = "open"
+                path.append(following)
+                iterators.append(iter(successors[following]))
+    return None
+
+
+def upstream_closure(final, edges):
+    """The set of processes from which the final process can be reached along `edges` [(upstream, downstream)], final included."""
+    upstreams = {}
+    for up, down in edges:
+        upstreams.setdefault(down, []).append(up)
+    reached, pending = {final}, [final]
+    while pending:
+        for up in upstreams.get(pending.pop(), []):
+            if up not in reached:
+                reached.add(up)
+                pending.append(up)
+    return reached

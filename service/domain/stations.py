@@ -1,0 +1,12 @@
+"""Stations: id and name, created or replaced whole."""
+from service.domain.reads import STATIONS
+from service.domain.validation import Problems
+
+
+def upsert_station(repo, org, data):
+    """Check a StationInput dict and store it whole; return (document, created)."""
+    problems = Problems()
+    problems.check_id("station.id", data.get("id"))
+    problems.check_name("station.name", data.get("name"))
+    problems.raise_if_any()
+    return repo.documents.upsert(org, STATIONS, data["id"], {"id": data["id"], "name": data["name"]})

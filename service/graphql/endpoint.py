@@ -1,0 +1,110 @@
+"""Running one GraphQL-over-HTTP request: body checks, cached parse and validation, execution, response.
+
+Parsing and validating a query text is done once per distinct text (an LRU cache): clients send the
+same few mutation texts over and over, with different variables.
+"""
+import functools
+import json
+
+from graphql import FieldNode, GraphQLError, execute_sync, get_operation_ast, is_non_null_type, parse, specified_rules, validate
+
+from service.graphql.errors import format_execution_errors, request_error, variable_errors
+from service.graphql.limits import MAX_QUERY_LENGTH, MAX_TOKENS, QueryLimits
+
+CACHE_SIZE = 256
+
+
+class BadGraphQLRequest(Exception):
+    """The request cannot be run at all; answered with `status` and `{"errors": [...]}`."""
+
+    def __init__(self, errors, status=400):
+        super().__init__(errors)
+        self.errors = errors
+        self.status = status
+
+
+def _refuse_constant(name):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def read_payload(body):
+    """The request's JSON object as (query, variables, operation_name), or BadGraphQLRequest naming the problem."""
+    try:
+        payload = json.loads(body, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise BadGraphQLRequest([request_error("the JSON body is nested too deeply")]) from None
+    except ValueError as error:
+        raise BadGraphQLRequest([request_error(f"the body must be a JSON object with `query` and `variables`: {error}")]) from None
+    if not isinstance(payload, dict):
+        raise BadGraphQLRequest([request_error("the body must be a JSON object with `query` and `variables`")])
+    query, variables, operation_name = payload.get("query"), payload.get("variables"), payload.get("operationName")
+    if not isinstance(query, str) or not query.strip():
+        raise BadGraphQLRequest([request_error("`query` must be a non-empty string holding the GraphQL document")])
+    if len(query) > MAX_QUERY_LENGTH:
+        raise BadGraphQLRequest([request_error(
+            f"`query` is {len(query)} characters long; at most {MAX_QUERY_LENGTH} are accepted (send data in `variables`)",
+            "PAYLOAD_TOO_LARGE")], status=413)
+    if variables is not None and not isinstance(variables, dict):
+        raise BadGraphQLRequest([request_error("`variables` must be a JSON object (or null)")])
+    if operation_name is not None and not isinstance(operation_name, str):
+        raise BadGraphQLRequest([request_error("`operationName` must be a string (or null)")])
+    return query, variables or {}, operation_name
+
+
+class GraphQLEndpoint:
+    """The schema plus a cache of prepared documents; one per app, in app.extensions["graphql"]."""
+
+    def __init__(self, schema):
+        self.schema = schema
+        self.prepare = functools.lru_cache(maxsize=CACHE_SIZE)(self._prepare)
+
+    def _prepare(self, query):
+        """(document, None) for a valid query text, else (None, errors) - both cached."""
+        try:
+            document = parse(query, max_tokens=MAX_TOKENS)
+            errors = validate(self.schema, document, [QueryLimits]) or validate(self.schema, document, specified_rules)
+        except GraphQLError as error:
+            return None, [{**error.formatted, "extensions": {"code": "GRAPHQL_PARSE_FAILED"}}]
+        except RecursionError:
+            return None, [request_error("the query is nested too deeply", "GRAPHQL_PARSE_FAILED")]
+        if errors:
+            return None, [{**error.formatted, "extensions": {"code": "GRAPHQL_VALIDATION_FAILED"}} for error in errors]
+        return document, None
+
+    def respond(self, body, context):
+        """(HTTP status, response object) for one POSTed request body."""
+        try:
+            query, variables, operation_name = read_payload(body)
+        except BadGraphQLRequest as refusal:
+            return refusal.status, {"errors": refusal.errors}
+        document, errors = self.prepare(query)
+        if errors:
+            return 400, {"errors": errors}
+        operation = get_operation_ast(document, operation_name)
+        if operation is None:
+            message = (f"no operation named {operation_name!r} in the document" if operation_name
+                       else "the document holds several operations: say which one to run in `operationName`")
+            return 400, {"errors": [request_error(message)]}
+        result = execute_sync(self.schema, document, variable_values=variables, operation_name=operation_name,
+                              context_value=context)
+        if result.data is None and result.errors and all(error.path is None for error in result.errors):
+            # Variable values refused by graphql-core before any resolver ran: bad user input, named by path.
+            errors = variable_errors(self.schema, operation, variables) or [
+                request_error(error.message, "BAD_USER_INPUT") for error in result.errors]
+            return 200, {"errors": errors, "data": self._null_data(operation)}
+        response = {}
+        if result.errors:
+            response["errors"] = format_execution_errors(result.errors)
+        response["data"] = result.data
+        return 200, response
+
+    def _null_data(self, operation):
+        """`data` of an operation none of whose fields ran: each field null, or null as a whole if one is non-null."""
+        root = self.schema.get_root_type(operation.operation)
+        data = {}
+        for selection in operation.selection_set.selections:
+            field = root.fields.get(selection.name.value) if isinstance(selection, FieldNode) else None
+            if field is None or is_non_null_type(field.type):
+                return None
+            data[(selection.alias or selection.name).value] = None
+        return data
