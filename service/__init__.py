@@ -12,6 +12,11 @@ def create_app(config_overrides=None):
     app.json.sort_keys = False
 
     storage.init_app(app)
+    # Imported here, not at the top: service.gunicorn_config sets PROMETHEUS_MULTIPROC_DIR first,
+    # and prometheus_client reads it once, when it is imported.
+    from service import observability
+
+    observability.init_app(app)
     auth.init_app(app)
     error_handlers.init_app(app)
 

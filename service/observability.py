@@ -1,0 +1,156 @@
+"""Observability: JSON logs stamped with a request id, and Prometheus metrics at `GET /metrics`.
+
+Metrics work in one process (test client, threaded server) and across gunicorn workers: when
+PROMETHEUS_MULTIPROC_DIR is set (service.gunicorn_config does it), every worker writes its values to
+files there and a scrape adds them up, whichever worker answers it.
+"""
+import logging
+import os
+import re
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from flask import Response, g, has_request_context, request
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+from pythonjsonlogger.json import JsonFormatter
+
+from service import auth, storage
+
+REQUEST_ID_HEADER = "X-Request-Id"
+# A client's id is kept when it is short visible ASCII (no spaces, no control characters), so it can
+# neither forge log lines nor bloat them; anything else is replaced by a generated id.
+VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
+UNMATCHED_ROUTE = "<unmatched>"
+UPLOAD_ROUTE_PREFIX = "/uploads"
+# Upload requests take up to a 10 MB body over slow links, so the buckets reach into minutes.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+TRUTHY = {"1", "true", "yes", "on"}
+
+
+class RequestIdFilter(logging.Filter):
+    """Add `request_id` to records logged while a request is served."""
+
+    def filter(self, record):
+        if has_request_context() and "request_id" in g and not hasattr(record, "request_id"):
+            record.request_id = g.request_id
+        return True
+
+
+def json_formatter():
+    """The one log line format: a JSON object with timestamp, level, logger, process, message and extras."""
+    return JsonFormatter(["levelname", "name", "process", "message"], timestamp=True)
+
+
+def json_handler(stream=None):
+    """A handler writing JSON lines (stderr by default) with the request id of the current request."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(json_formatter())
+    handler.addFilter(RequestIdFilter())
+    return handler
+
+
+def configure_logging():
+    """Route the service's own logs as JSON to stderr, unless the host (e.g. gunicorn) already routes them."""
+    logger = logging.getLogger("service")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+    if not logger.handlers:
+        logger.addHandler(json_handler())
+
+
+def count_open_streams(orgs_root):
+    """Number of upload stream directories under `<data>/orgs/*/streams/`."""
+    return sum(1 for path in Path(orgs_root).glob("*/streams/*") if path.is_dir() and not path.name.startswith("."))
+
+
+class OpenStreamsCollector:
+    """A gauge computed at scrape time from the data directory, so it is right whatever worker scrapes."""
+
+    def __init__(self, orgs_root):
+        self.orgs_root = orgs_root
+
+    def collect(self):
+        gauge = GaugeMetricFamily("wis_upload_streams_open", "Chunked upload streams currently open")
+        gauge.add_metric([], count_open_streams(self.orgs_root))
+        yield gauge
+
+
+class Metrics:
+    """The service's metrics, one set per app (kept in app.extensions["metrics"])."""
+
+    def __init__(self, orgs_root, multiprocess):
+        self.multiprocess = multiprocess
+        self.open_streams = OpenStreamsCollector(orgs_root)
+        self.registry = CollectorRegistry()
+        self.registry.register(self.open_streams)
+        self.requests = Counter(
+            "wis_http_requests_total", "HTTP requests answered, by method, route (URL rule) and status",
+            ["method", "route", "status"], registry=self.registry)
+        self.latency = Histogram(
+            "wis_http_request_duration_seconds", "Time to produce a response, by method, route and status",
+            ["method", "route", "status"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.upload_bytes = Counter(
+            "wis_upload_received_bytes", "Request body bytes received on the upload routes (Content-Length)",
+            ["method", "route", "status"], registry=self.registry)
+        self.streams_completed = Counter(
+            "wis_upload_streams_completed", "Chunked upload streams completed and verified",
+            registry=self.registry)
+        self.streams_expired = Counter(
+            "wis_upload_streams_expired", "Chunked upload streams removed after idling past their expiry",
+            registry=self.registry)
+
+    def exposition(self):
+        """The Prometheus text of every metric, summed over all worker processes in multiprocess mode."""
+        if not self.multiprocess:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+        registry.register(self.open_streams)
+        return generate_latest(registry)
+
+
+def get_metrics(app):
+    return app.extensions["metrics"]
+
+
+def _start_request():
+    g.request_started = time.perf_counter()
+    offered = request.headers.get(REQUEST_ID_HEADER, "")
+    g.request_id = offered if VALID_REQUEST_ID.fullmatch(offered) else uuid.uuid4().hex
+
+
+def _finish_request(response, metrics):
+    response.headers[REQUEST_ID_HEADER] = g.get("request_id") or uuid.uuid4().hex
+    route = request.url_rule.rule if request.url_rule is not None else UNMATCHED_ROUTE
+    labels = (request.method, route, str(response.status_code))
+    metrics.requests.labels(*labels).inc()
+    if "request_started" in g:
+        metrics.latency.labels(*labels).observe(time.perf_counter() - g.request_started)
+    if route.startswith(UPLOAD_ROUTE_PREFIX) and request.content_length:
+        metrics.upload_bytes.labels(*labels).inc(request.content_length)
+    return response
+
+
+def init_app(app):
+    """Request ids, JSON logs and metrics for every request; `GET /metrics` (token only if configured)."""
+    configure_logging()
+    # Operators usually scrape from a private network without a token; WIS_METRICS_REQUIRE_TOKEN=1
+    # makes /metrics ask for an API token like every other endpoint.
+    app.config.setdefault(
+        "METRICS_REQUIRE_TOKEN", os.environ.get("WIS_METRICS_REQUIRE_TOKEN", "").strip().lower() in TRUTHY)
+    orgs_root = storage.get_repository(app).orgs_root
+    metrics = Metrics(orgs_root, multiprocess=bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR")))
+    app.extensions["metrics"] = metrics
+
+    app.before_request(_start_request)
+    app.after_request(lambda response: _finish_request(response, metrics))
+
+    @app.get("/metrics")
+    def metrics_view():
+        if app.config["METRICS_REQUIRE_TOKEN"]:
+            auth.require_org()
+        return Response(metrics.exposition(), content_type=CONTENT_TYPE_LATEST)

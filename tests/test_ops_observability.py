@@ -1,0 +1,118 @@
+"""Request ids, JSON logs and /metrics in one process (Flask test client)."""
+import io
+import json
+import logging
+import re
+
+import pytest
+
+from conftest import TOKEN, TOKENS
+from service import create_app
+from service.observability import json_handler
+
+
+def metric_value(text, name, **labels):
+    """The value of one sample in Prometheus text, or 0 when absent."""
+    for line in text.splitlines():
+        match = re.fullmatch(r"(\w+)(?:\{(.*)\})? (\S+)", line)
+        if not match or match.group(1) != name:
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
+        if all(found.get(key) == value for key, value in labels.items()):
+            return float(match.group(3))
+    return 0.0
+
+
+@pytest.fixture
+def captured_logs():
+    """Everything the service logs, as the JSON lines an operator would read."""
+    stream = io.StringIO()
+    handler = json_handler(stream)
+    logger = logging.getLogger("service")
+    logger.addHandler(handler)
+    yield stream
+    logger.removeHandler(handler)
+
+
+def test_request_id_from_client_is_echoed(client):
+    response = client.get("/healthz", headers={"X-Request-Id": "build-42.step:7"})
+    assert response.headers["X-Request-Id"] == "build-42.step:7"
+
+
+@pytest.mark.parametrize("offered", [None, "", "has space", "x" * 129, "tab\there", "caf\u00e9"])
+def test_missing_or_invalid_request_id_is_replaced_by_a_generated_one(client, offered):
+    headers = {} if offered is None else {"X-Request-Id": offered}
+    response = client.get("/healthz", headers=headers)
+    assert re.fullmatch(r"[0-9a-f]{32}", response.headers["X-Request-Id"])
+
+
+def test_generated_request_ids_differ(client):
+    first = client.get("/healthz").headers["X-Request-Id"]
+    second = client.get("/healthz").headers["X-Request-Id"]
+    assert first != second
+
+
+def test_error_responses_carry_the_request_id_too(client):
+    response = client.get("/no-such-route", headers={"X-Request-Id": "trace-me"})
+    assert response.status_code == 404
+    assert response.headers["X-Request-Id"] == "trace-me"
+
+
+def test_500_is_logged_with_traceback_and_request_id_but_never_the_token(tmp_path, captured_logs):
+    app = create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS})
+
+    @app.get("/boom")
+    def boom():
+        raise RuntimeError("exploded while serving")
+
+    response = app.test_client().get("/boom", headers={"x-service-api-org": TOKEN, "X-Request-Id": "req-500"})
+
+    assert response.status_code == 500
+    assert response.get_json() == {"error": "internal server error"}
+    assert "Traceback" not in response.get_data(as_text=True)
+    records = [json.loads(line) for line in captured_logs.getvalue().splitlines()]
+    [record] = [r for r in records if r.get("request_id") == "req-500"]
+    assert record["levelname"] == "ERROR"
+    assert "RuntimeError: exploded while serving" in record["exc_info"]
+    assert TOKEN not in captured_logs.getvalue()
+
+
+def test_metrics_count_requests_by_url_rule_and_status(tmp_path):
+    app = create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS})
+
+    @app.get("/things/<name>")
+    def thing(name):
+        return {"name": name}
+
+    client = app.test_client()
+    for name in ("a", "b", "c"):
+        client.get(f"/things/{name}")
+    client.get("/no-such-route")
+
+    text = client.get("/metrics").get_data(as_text=True)
+    assert metric_value(text, "wis_http_requests_total", method="GET", route="/things/<name>", status="200") == 3
+    assert metric_value(text, "wis_http_requests_total", route="/things/a") == 0
+    assert metric_value(text, "wis_http_requests_total", route="<unmatched>", status="404") == 1
+    assert metric_value(text, "wis_http_request_duration_seconds_count", route="/things/<name>", status="200") == 3
+
+
+def test_metrics_need_no_token_by_default(client):
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.content_type.startswith("text/plain")
+    assert "wis_upload_streams_open" in response.get_data(as_text=True)
+
+
+def test_metrics_can_require_the_token(tmp_path, auth):
+    app = create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS, "METRICS_REQUIRE_TOKEN": True})
+    client = app.test_client()
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", headers=auth).status_code == 200
+
+
+def test_open_streams_gauge_counts_stream_directories_at_scrape_time(app, client):
+    orgs_root = app.extensions["repository"].orgs_root
+    assert metric_value(client.get("/metrics").get_data(as_text=True), "wis_upload_streams_open") == 0
+    for org, stream in (("default", "s1"), ("default", "s2"), ("other", "s3")):
+        (orgs_root / org / "streams" / stream).mkdir(parents=True)
+    assert metric_value(client.get("/metrics").get_data(as_text=True), "wis_upload_streams_open") == 3
