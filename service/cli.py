@@ -271,8 +271,8 @@ def upload_local_media(client, args, item, uploaded):
 def gc_command(args):
     from service.config import load_config
     from service.domain.media_gc import delete_media, unreferenced_media
+    from service.domain.uploads import sweep_expired_streams
     from service.storage import Repository
-    from service.storage.streams import sweep_expired_streams
 
     overrides = {"DATA_DIR": args.data_dir} if args.data_dir else {}
     config = load_config(overrides)

@@ -1,4 +1,5 @@
 """The repository: every store of the service, rooted in one data directory."""
+import os
 from pathlib import Path
 
 from service.storage import names
@@ -17,6 +18,12 @@ class Repository:
         self.documents = DocumentStore(self.orgs_root)
         self.media = MediaStore(self.orgs_root, names)
         self.streams = StreamStore(self.orgs_root, self.media)
+
+    def orgs(self):
+        """Every org that has stored something, sorted."""
+        with os.scandir(self.orgs_root) as entries:
+            stored = [entry.name for entry in entries if entry.is_dir() and names.SAFE_NAME.fullmatch(entry.name)]
+        return sorted(names.name_to_id(name) for name in stored)
 
 
 def init_app(app):

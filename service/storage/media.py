@@ -41,6 +41,35 @@ class MediaStore:
         file = self.file_for(org, path)
         return file is not None and file.is_file()
 
+    def list_media(self, org):
+        """(media path, last modification time) of every published media file of an org."""
+        found = []
+        for segment in ("images", "videos"):
+            try:
+                with os.scandir(self._media_root(org) / segment) as entries:
+                    for entry in entries:
+                        path = f"/api/v1/{segment}/{entry.name}"
+                        if entry.name.startswith(".") or parse_media_path(path) is None:
+                            continue
+                        with contextlib.suppress(FileNotFoundError):
+                            if entry.is_file():
+                                found.append((path, entry.stat().st_mtime))
+            except FileNotFoundError:
+                continue
+        return found
+
+    def delete(self, org, path):
+        """Remove a published media file of an org; False when there was none."""
+        file = self.file_for(org, path)
+        if file is None:
+            return False
+        try:
+            os.unlink(file)
+        except FileNotFoundError:
+            return False
+        fsync_directory(file.parent)
+        return True
+
     def _media_root(self, org):
         return self.orgs_root / self._names.id_to_name(org) / "media"
 

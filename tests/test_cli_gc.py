@@ -1,0 +1,105 @@
+"""`wis gc` on a data directory (no server running): expired streams, unreferenced media."""
+import io
+
+import pytest
+from test_client_upload import PNG_SIGNATURE
+
+from service.cli import main
+from service.domain.media_gc import referenced_media
+
+PROCESS_MUTATION = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
+
+
+def upload_png(client, headers, name):
+    response = client.post("/uploads", headers=headers, data={
+        "destinationId": "stepImage", "file": (io.BytesIO(PNG_SIGNATURE + bytes(100)), name)})
+    assert response.status_code == 201, response.get_json()
+    return response.get_json()["path"]
+
+
+def create_process(client, headers, process):
+    response = client.post("/graph/v2", headers=headers, json={"query": PROCESS_MUTATION,
+                                                               "variables": {"input": {"process": process}}})
+    assert response.get_json() == {"data": {"processCreate": "CREATED"}}
+
+
+def open_stream(client, headers):
+    response = client.post("/uploads", headers=headers, json={
+        "destinationId": "stepVideo", "fileName": "long.mp4", "fileSize": 20 * 1024 * 1024, "sha": "a" * 64})
+    assert response.status_code == 201
+    return response.get_json()["streamId"]
+
+
+@pytest.fixture
+def data(app, client, auth, other_auth):
+    """Media of two orgs, one of them used by a process, and one open upload stream."""
+    used = upload_png(client, auth, "used.png")
+    unused = upload_png(client, auth, "unused.png")
+    others = upload_png(client, other_auth, "theirs.png")
+    create_process(client, auth, {"id": "press", "name": "Press",
+                                  "steps": [{"id": "load", "primaryImage": {"path": used}}]})
+    stream = open_stream(client, auth)
+    return {"dir": app.config["DATA_DIR"], "used": used, "unused": unused, "others": others, "stream": stream}
+
+
+def gc(capsys, data_dir, *options):
+    code = main(["gc", "--data-dir", data_dir, *options])
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err.splitlines()
+
+
+def test_gc_lists_unreferenced_media_of_every_org(data, client, auth, other_auth, capsys):
+    code, out, err = gc(capsys, data["dir"], "--min-age-hours", "0")
+
+    assert code == 0
+    assert out == sorted([f"default\t{data['unused']}", f"other\t{data['others']}"])
+    assert err[-1] == "2 unreferenced media file(s) found (use --delete to delete them)"
+    assert client.get(data["unused"], headers=auth).status_code == 200
+
+
+def test_gc_delete_removes_only_unreferenced_media(data, client, auth, other_auth, capsys):
+    code, out, err = gc(capsys, data["dir"], "--min-age-hours", "0", "--delete")
+
+    assert (code, len(out), err[-1]) == (0, 2, "2 unreferenced media file(s) deleted")
+    assert client.get(data["unused"], headers=auth).status_code == 404
+    assert client.get(data["others"], headers=other_auth).status_code == 404
+    assert client.get(data["used"], headers=auth).status_code == 200
+    assert gc(capsys, data["dir"], "--min-age-hours", "0")[1] == []
+
+
+def test_gc_spares_recent_uploads_by_default(data, capsys):
+    code, out, err = gc(capsys, data["dir"])
+
+    assert (code, out) == (0, [])
+
+
+def test_gc_removes_expired_streams(data, client, auth, capsys, monkeypatch):
+    assert client.get(f"/uploads/{data['stream']}", headers=auth).status_code == 200
+    monkeypatch.setenv("WIS_STREAM_TTL_HOURS", "0")
+
+    code, out, err = gc(capsys, data["dir"])
+
+    assert (code, err[0]) == (0, "removed 1 expired upload stream(s)")
+    assert client.get(f"/uploads/{data['stream']}", headers=auth).status_code == 404
+
+
+def test_gc_keeps_streams_within_their_lifetime(data, client, auth, capsys):
+    code, out, err = gc(capsys, data["dir"])
+
+    assert (code, err[0]) == (0, "removed 0 expired upload stream(s)")
+    assert client.get(f"/uploads/{data['stream']}", headers=auth).status_code == 200
+
+
+def test_gc_of_a_missing_data_directory_is_one_line(tmp_path, capsys):
+    code, out, err = gc(capsys, str(tmp_path / "nowhere"))
+
+    assert (code, out, err) == (1, [], [f"error: data directory {tmp_path / 'nowhere'} does not exist"])
+
+
+def test_referenced_media_are_found_at_any_depth():
+    document = {
+        "id": "p", "image": {"path": "/api/v1/images/a.png"},
+        "steps": [{"primaryImage": {"path": "/api/v1/images/b.png"}, "video": {"path": "/api/v1/videos/c.mp4"},
+                   "actions": [{"description": {"text": "image"}}], "alerts": []}],
+    }
+    assert referenced_media(document) == {"/api/v1/images/a.png", "/api/v1/images/b.png", "/api/v1/videos/c.mp4"}

@@ -1,0 +1,127 @@
+"""`wis push` against real gunicorn: a directory of stations, processes and products with local media."""
+import json
+
+import pytest
+import yaml
+from conftest import TOKEN
+from test_client_upload import downloaded_sha, sha256_of, write_mp4, write_png
+
+from service.cli import main
+from service.client import Client
+
+
+@pytest.fixture
+def server(gunicorn_server):
+    """A fresh server per test: each test starts from no stored objects."""
+    return gunicorn_server
+
+
+@pytest.fixture
+def api(server):
+    return Client(server.url, TOKEN, backoff=0)
+
+
+def push(server, capsys, *paths):
+    code = main(["push", *map(str, paths), "--url", server.url, "--token", TOKEN])
+    out, err = capsys.readouterr()
+    return code, out.splitlines()
+
+
+def write_gif(path):
+    path.write_bytes(b"GIF89a" + bytes(200))
+    return path
+
+
+@pytest.fixture
+def instructions(tmp_path):
+    """A directory whose file names sort products first, to show the apply order is by kind."""
+    root = tmp_path / "instructions"
+    media = root / "media"
+    media.mkdir(parents=True)
+    write_png(media / "frame.png")
+    write_mp4(media / "clip.mp4", 30_000)
+    write_gif(media / "spin.gif")
+    (root / "a_products.yaml").write_text(yaml.safe_dump([{"product": {
+        "id": "bike", "name": "Bike", "finalProcessId": "assembly",
+        "dependencies": [{"processId": "assembly", "upstreamProcessId": "frame_weld", "quantity": 1}],
+    }}]))
+    (root / "processes.json").write_text(json.dumps([
+        {"process": {"id": "frame_weld", "name": "Frame", "image": {"path": "media/frame.png"},
+                     "steps": [{"id": "weld", "primaryImage": {"path": "media/frame.png"},
+                                "video": {"path": "media/clip.mp4"}}]}},
+        {"process": {"id": "assembly", "name": "Assembly",
+                     "steps": [{"id": "spin", "video": {"path": "media/spin.gif"}}]}},
+    ]))
+    (root / "lines").mkdir()
+    (root / "lines" / "line.yml").write_text("station:\n  id: line_1\n  name: Line 1\n")
+    (root / "README.txt").write_text("not an instruction file")
+    return root
+
+
+def test_push_applies_stations_processes_then_products(server, api, capsys, instructions):
+    code, lines = push(server, capsys, instructions)
+
+    assert code == 0
+    assert lines == ["station line_1: CREATED", "process frame_weld: CREATED", "process assembly: CREATED",
+                     "product bike: CREATED"]
+
+
+def test_push_uploads_local_media_once_and_references_them(server, api, capsys, instructions):
+    push(server, capsys, instructions)
+
+    frame = api.get_process("frame_weld")
+    image = frame["image"]["path"]
+    step = frame["steps"][0]
+    assert image.startswith("/api/v1/images/") and step["primaryImage"]["path"] == image
+    assert step["video"]["path"].startswith("/api/v1/videos/") and step["video"]["path"].endswith(".mp4")
+    assert downloaded_sha(api, image) == sha256_of(instructions / "media" / "frame.png")
+    assert downloaded_sha(api, step["video"]["path"]) == sha256_of(instructions / "media" / "clip.mp4")
+    gif = api.get_process("assembly")["steps"][0]["video"]["path"]
+    assert gif.startswith("/api/v1/videos/") and gif.endswith(".gif")
+
+
+def test_second_push_updates(server, capsys, instructions):
+    push(server, capsys, instructions)
+
+    code, lines = push(server, capsys, instructions / "processes.json", instructions / "lines" / "line.yml")
+
+    assert code == 0
+    assert lines == ["station line_1: UPDATED", "process frame_weld: UPDATED", "process assembly: UPDATED"]
+
+
+def test_push_reports_each_failure_and_applies_the_rest(server, api, capsys, tmp_path):
+    (tmp_path / "mixed.yaml").write_text(yaml.safe_dump([
+        {"process": {"id": "good_one", "name": "Good"}},
+        {"process": {"id": "bad_one", "name": "Bad", "steps": [{"id": "no spaces allowed"}]}},
+        {"process": {"id": "no_media", "name": "No media", "steps": [{"id": "s1", "primaryImage": {"path": "gone.png"}}]}},
+        {"widget": {"id": "w1"}},
+        {"product": {"id": "orphan", "name": "Orphan", "finalProcessId": "nowhere", "dependencies": []}},
+    ]))
+    (tmp_path / "broken.json").write_text("{not json")
+
+    code, lines = push(server, capsys, tmp_path / "mixed.yaml", tmp_path / "broken.json")
+
+    assert code == 1
+    assert lines[0] == (f"{tmp_path / 'mixed.yaml'}[3]: error: expected one object of the form "
+                        '{"station": {...}}, {"process": {...}} or {"product": {...}}')
+    assert lines[1].startswith(f"{tmp_path / 'broken.json'}: error: cannot read: Expecting property name")
+    assert lines[2] == "process good_one: CREATED"
+    assert lines[3].startswith("process bad_one: error: ") and "process.steps[0].id" in lines[3]
+    assert lines[4] == (f"process no_media: error: process.steps[0].primaryImage.path: gone.png: no such file "
+                        f"(looked for {tmp_path / 'gone.png'})")
+    assert lines[5].startswith("product orphan: error: ") and "nowhere" in lines[5]
+    assert len(lines) == 6
+    assert api.get_process("good_one") is not None
+    assert api.get_process("bad_one") is None
+
+
+def test_push_refuses_a_video_that_is_neither_mp4_nor_gif(server, capsys, tmp_path):
+    (tmp_path / "clip.avi").write_bytes(b"RIFF")
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({"process": {
+        "id": "avi_video", "name": "P", "steps": [{"id": "s1", "video": {"path": "clip.avi"}}]}}))
+
+    code, lines = push(server, capsys, tmp_path / "p.yaml")
+
+    assert code == 1
+    assert lines == ["process avi_video: error: process.steps[0].video.path: clip.avi: a video must be an .mp4 or a "
+                     ".gif file"]

@@ -1,0 +1,50 @@
+"""`wis serve`: gunicorn with the service's config, the app factory, and the command-line options."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+from conftest import TOKEN, TOKENS, free_port
+
+from service.cli import main
+
+WIS = Path(sys.executable).with_name("wis")
+
+
+def test_serve_runs_gunicorn_with_the_service_config(tmp_path):
+    port = free_port()
+    data_dir = tmp_path / "served-data"
+    process = subprocess.Popen(
+        [str(WIS), "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1", "--data-dir", str(data_dir)],
+        env=dict(os.environ, WIS_API_TOKENS=TOKENS), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                answer = requests.get(f"http://127.0.0.1:{port}/uploads/nothing",
+                                      headers={"x-service-api-org": TOKEN}, timeout=1)
+                break
+            except requests.ConnectionError:
+                assert process.poll() is None and time.monotonic() < deadline, "wis serve did not start"
+                time.sleep(0.1)
+        assert answer.status_code == 404 and answer.json() == {"error": "stream not found"}
+        assert (data_dir / "orgs").is_dir()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+
+
+def test_dev_mode_is_one_reloading_worker(monkeypatch, tmp_path):
+    executed = []
+    monkeypatch.setattr(os, "execv", lambda program, argv: executed.append(argv))
+    monkeypatch.setenv("WIS_DATA_DIR", "unchanged")
+
+    main(["serve", "--dev", "--data-dir", str(tmp_path), "--bind", "127.0.0.1:9999"])
+
+    [argv] = executed
+    assert argv[1:] == ["-m", "gunicorn", "-c", "python:service.gunicorn_config", "--bind", "127.0.0.1:9999",
+                        "--reload", "--workers", "1", "service:create_app()"]
+    assert os.environ["WIS_DATA_DIR"] == str(tmp_path)

@@ -1,0 +1,93 @@
+"""`wis upload` against real gunicorn: the printed path, resuming an interrupted run, one-line errors."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TOKEN, free_port
+from test_client_upload import (  # noqa: F401 - `server` is a fixture
+    Interrupted, downloaded_sha, interrupt_after, server, sha256_of, write_mp4, write_png)
+
+from service.cli import main
+from service.client import MB, Client
+
+WIS = Path(sys.executable).with_name("wis")
+
+
+def run_wis(*args, env=None):
+    return subprocess.run([str(WIS), *args], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, **(env or {})))
+
+
+def test_upload_prints_the_path_of_the_uploaded_file(server, tmp_path):
+    image = write_png(tmp_path / "photo.png", 50_000)
+
+    done = run_wis("upload", str(image), "--destination", "stepImage", "--state-dir", str(tmp_path / "state"),
+                   env={"WIS_URL": server.url, "WIS_TOKEN": TOKEN})
+
+    assert done.returncode == 0, done.stderr
+    [path] = done.stdout.splitlines()
+    assert path.startswith("/api/v1/images/") and path.endswith("-photo.png")
+    assert downloaded_sha(Client(server.url, TOKEN), path) == sha256_of(image)
+
+
+def test_rerun_resumes_an_interrupted_upload(server, tmp_path):
+    video = write_mp4(tmp_path / "film.mp4", 14 * MB)
+    state_dir = tmp_path / "state"
+    api = Client(server.url, TOKEN, backoff=0)
+    with pytest.raises(Interrupted):
+        api.upload(video, "stepVideo", chunk_size=MB, parallel=2, progress=interrupt_after(4), state_dir=state_dir)
+    [state_file] = state_dir.iterdir()
+    stream_id = json.loads(state_file.read_text())["streamId"]
+    assert api.stream_status(stream_id)["state"] == "open"
+
+    done = run_wis("upload", str(video), "--destination", "stepVideo", "--chunk-size", "1M", "--url", server.url,
+                   "--token", TOKEN, "--state-dir", str(state_dir))
+
+    assert done.returncode == 0, done.stderr
+    [path] = done.stdout.splitlines()
+    status = api.stream_status(stream_id)
+    assert (status["state"], status["path"]) == ("complete", path)  # the same stream was finished
+    assert downloaded_sha(api, path) == sha256_of(video)
+    assert not state_file.exists()
+
+
+def test_server_error_is_one_line_without_traceback(server, tmp_path):
+    too_big = write_png(tmp_path / "big.png", 8 * MB + 1)
+
+    done = run_wis("upload", str(too_big), "--destination", "stepImage", "--url", server.url, "--token", TOKEN)
+
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == ["error: file of size 8.1MB is larger than 8MB (HTTP 413)"]
+
+
+@pytest.mark.parametrize("case", ["bad token", "no token", "missing file", "refused", "too big stream"])
+def test_expected_failures_are_one_line(server, tmp_path, capsys, monkeypatch, case):
+    monkeypatch.delenv("WIS_TOKEN", raising=False)
+    file = write_png(tmp_path / "a.png")
+    url, token, destination = server.url, TOKEN, "stepImage"
+    if case == "bad token":
+        token = "not-a-token"
+        expected = "error: missing or unknown API token: send it in the x-service-api-org header (HTTP 401)"
+    elif case == "no token":
+        token = None
+        expected = "error: no API token: pass --token or set WIS_TOKEN"
+    elif case == "missing file":
+        file = tmp_path / "missing.png"
+        expected = f"error: cannot read {file}: No such file or directory"
+    elif case == "refused":
+        url = f"http://127.0.0.1:{free_port()}"
+        expected = f"error: cannot reach {url}: Connection refused"
+    else:
+        file = write_png(tmp_path / "huge.png", 12 * MB)
+        expected = "error: file of size 12MB is larger than 8MB (HTTP 413)"
+    argv = ["upload", str(file), "--destination", destination, "--url", url, "--retries", "0",
+            "--state-dir", str(tmp_path / "state")] + (["--token", token] if token else [])
+
+    code = main(argv)
+
+    out, err = capsys.readouterr()
+    assert (code, out, err.splitlines()) == (1, "", [expected])

@@ -1,0 +1,261 @@
+"""service.client uploads against real gunicorn: single and chunked uploads, resume, retries, errors."""
+import hashlib
+import io
+import json
+import os
+import threading
+
+import pytest
+import requests
+from conftest import TOKEN, GunicornServer
+from requests.adapters import HTTPAdapter
+
+from service.client import MB, Client, ClientError
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+MP4_HEADER = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2"
+
+
+def write_media(path, size, header):
+    """Write `size` bytes starting with `header` (a format signature), in blocks, and return the path."""
+    with open(path, "wb") as handle:
+        handle.write(header)
+        remaining = size - len(header)
+        while remaining > 0:
+            block = os.urandom(min(MB, remaining))
+            handle.write(block)
+            remaining -= len(block)
+    return path
+
+
+def write_png(path, size=4096):
+    return write_media(path, size, PNG_SIGNATURE)
+
+
+def write_mp4(path, size):
+    return write_media(path, size, MP4_HEADER)
+
+
+def sha256_of(path):
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def downloaded_sha(client, media_path):
+    buffer = io.BytesIO()
+    client.download(media_path, buffer)
+    return hashlib.sha256(buffer.getvalue()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    server = GunicornServer(tmp_path_factory.mktemp("data"), workers=2)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def api(server):
+    return Client(server.url, TOKEN, timeout=30, backoff=0)
+
+
+class Interrupted(Exception):
+    """Raised from a progress callback to stop an upload part-way, as Ctrl-C would."""
+
+
+def interrupt_after(acknowledged_chunks):
+    """A progress callback that stops the upload once that many chunks were acknowledged."""
+    calls = []
+
+    def progress(sent):
+        if sent:
+            calls.append(sent)
+        if len(calls) >= acknowledged_chunks:
+            raise Interrupted()
+
+    return progress
+
+
+def count_requests(client, method):
+    """Count the requests of one method the client sends from now on."""
+    sent = []
+    client.session.hooks["response"].append(lambda r, *a, **k: sent.append(1) if r.request.method == method else None)
+    return sent
+
+
+def test_small_file_is_one_request_and_round_trips(api, tmp_path):
+    image = write_png(tmp_path / "photo.png", 200_000)
+    posts = count_requests(api, "POST")
+    patches = count_requests(api, "PATCH")
+    acknowledged = []
+
+    path = api.upload(image, "stepImage", progress=acknowledged.append, state_dir=tmp_path / "state")
+
+    assert path.startswith("/api/v1/images/") and path.endswith(".png")
+    assert (len(posts), len(patches)) == (1, 0)
+    assert sum(acknowledged) == 200_000
+    assert downloaded_sha(api, path) == sha256_of(image)
+
+
+def test_large_file_is_sent_in_parallel_chunks(api, tmp_path):
+    video = write_mp4(tmp_path / "clip.mp4", 25 * MB + 123)
+    state_dir = tmp_path / "state"
+    patches = count_requests(api, "PATCH")
+    acknowledged = []
+
+    path = api.upload(video, "stepVideo", chunk_size=MB, parallel=4, progress=acknowledged.append,
+                      state_dir=state_dir)
+
+    assert path.startswith("/api/v1/videos/") and path.endswith(".mp4")
+    assert len(patches) == 26
+    assert sum(acknowledged) == 25 * MB + 123
+    assert downloaded_sha(api, path) == sha256_of(video)
+    assert list(state_dir.iterdir()) == []
+
+
+def test_interrupted_upload_resumes_with_only_the_missing_chunks(api, server, tmp_path):
+    video = write_mp4(tmp_path / "long.mp4", 12 * MB)
+    state_dir = tmp_path / "state"
+    with pytest.raises(Interrupted):
+        api.upload(video, "stepVideo", chunk_size=MB, parallel=2, progress=interrupt_after(3), state_dir=state_dir)
+    [state_file] = state_dir.iterdir()
+    stream_id = json.loads(state_file.read_text())["streamId"]
+    received = api.stream_status(stream_id)["receivedChunks"]
+    assert 3 <= len(received) < 12
+
+    resumed = Client(server.url, TOKEN, backoff=0)
+    patches = count_requests(resumed, "PATCH")
+    path = resumed.upload(video, "stepVideo", chunk_size=MB, parallel=4, state_dir=state_dir)
+
+    assert len(patches) == 12 - len(received)
+    status = api.stream_status(stream_id)
+    assert (status["state"], status["path"]) == ("complete", path)
+    assert downloaded_sha(api, path) == sha256_of(video)
+    assert list(state_dir.iterdir()) == []
+
+
+def test_resume_keeps_the_chunk_size_of_the_first_run(api, tmp_path):
+    video = write_mp4(tmp_path / "clip.mp4", 11 * MB)
+    state_dir = tmp_path / "state"
+    with pytest.raises(Interrupted):
+        api.upload(video, "stepVideo", chunk_size=MB, parallel=1, progress=interrupt_after(2), state_dir=state_dir)
+
+    # A different --chunk-size on the rerun would change totalChunks, which the server refuses.
+    path = api.upload(video, "stepVideo", chunk_size=4 * MB, state_dir=state_dir)
+
+    assert downloaded_sha(api, path) == sha256_of(video)
+
+
+def test_upload_starts_over_when_the_stream_is_gone(api, server, tmp_path):
+    video = write_mp4(tmp_path / "clip.mp4", 11 * MB)
+    state_dir = tmp_path / "state"
+    with pytest.raises(Interrupted):
+        api.upload(video, "stepVideo", chunk_size=MB, parallel=1, progress=interrupt_after(2), state_dir=state_dir)
+    [state_file] = state_dir.iterdir()
+    old_stream = json.loads(state_file.read_text())["streamId"]
+    assert requests.delete(f"{server.url}/uploads/{old_stream}", headers={"x-service-api-org": TOKEN}).status_code == 204
+
+    patches = count_requests(api, "PATCH")
+    path = api.upload(video, "stepVideo", chunk_size=MB, state_dir=state_dir)
+
+    assert len(patches) == 11
+    assert downloaded_sha(api, path) == sha256_of(video)
+
+
+def test_upload_of_a_completed_stream_returns_its_path_without_sending(api, tmp_path):
+    video = write_mp4(tmp_path / "clip.mp4", 11 * MB)
+    state_dir = tmp_path / "state"
+    # Stop on the last acknowledgement: the server completed the stream, the client never heard of it.
+    with pytest.raises(Interrupted):
+        api.upload(video, "stepVideo", chunk_size=MB, parallel=1, progress=interrupt_after(11), state_dir=state_dir)
+    [state_file] = state_dir.iterdir()
+    status = api.stream_status(json.loads(state_file.read_text())["streamId"])
+    assert status["state"] == "complete"
+
+    patches = count_requests(api, "PATCH")
+    path = api.upload(video, "stepVideo", chunk_size=MB, state_dir=state_dir)
+
+    assert (path, len(patches)) == (status["path"], 0)
+
+
+class FlakyAdapter(HTTPAdapter):
+    """Fails every second request with a connection error, as a flaky network or proxy would."""
+
+    def __init__(self, always=False):
+        super().__init__()
+        self.always = always
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def send(self, request, *args, **kwargs):
+        with self.lock:
+            self.calls += 1
+            fail = self.always or self.calls % 2 == 1
+        if fail:
+            raise requests.ConnectionError("[Errno 104] Connection reset by peer")
+        return super().send(request, *args, **kwargs)
+
+
+def test_connection_errors_are_retried(api, tmp_path):
+    video = write_mp4(tmp_path / "clip.mp4", 11 * MB)
+    flaky = FlakyAdapter()
+    api.session.mount("http://", flaky)
+
+    path = api.upload(video, "stepVideo", chunk_size=2 * MB, parallel=1, state_dir=tmp_path / "state")
+
+    assert flaky.calls == 2 * 7  # the stream creation and 6 chunks, each failed once, then sent
+    assert downloaded_sha(api, path) == sha256_of(video)
+
+
+def test_retries_are_bounded(server, tmp_path):
+    client = Client(server.url, TOKEN, retries=2, backoff=0)
+    flaky = FlakyAdapter(always=True)
+    client.session.mount("http://", flaky)
+
+    with pytest.raises(ClientError) as caught:
+        client.upload(write_png(tmp_path / "a.png"), "stepImage", state_dir=tmp_path / "state")
+
+    assert flaky.calls == 3
+    assert caught.value.status is None
+    assert caught.value.message == f"cannot reach {server.url}: Connection reset by peer"
+
+
+def test_server_errors_raise_client_error_with_status_and_message(api, tmp_path):
+    too_big = write_png(tmp_path / "big.png", 8 * MB + 1)
+
+    with pytest.raises(ClientError) as caught:
+        api.upload(too_big, "stepImage", state_dir=tmp_path / "state")
+
+    assert caught.value.status == 413
+    assert caught.value.message == "file of size 8.1MB is larger than 8MB"
+
+
+def test_oversized_stream_is_refused_before_any_chunk(api, tmp_path):
+    too_big = write_png(tmp_path / "huge.png", 11 * MB)
+    patches = count_requests(api, "PATCH")
+
+    with pytest.raises(ClientError) as caught:
+        api.upload(too_big, "stepImage", state_dir=tmp_path / "state")
+
+    assert (caught.value.status, caught.value.message) == (413, "file of size 11MB is larger than 8MB")
+    assert len(patches) == 0
+
+
+def test_wrong_token_is_401(server, tmp_path):
+    client = Client(server.url, "not-a-token", backoff=0)
+    with pytest.raises(ClientError) as caught:
+        client.upload(write_png(tmp_path / "a.png"), "stepImage", state_dir=tmp_path / "state")
+    assert caught.value.status == 401
+
+
+def test_missing_stream_is_404(api):
+    with pytest.raises(ClientError) as caught:
+        api.stream_status("no-such-stream")
+    assert caught.value.status == 404
+
+
+def test_unreadable_file_is_a_client_error(api, tmp_path):
+    with pytest.raises(ClientError) as caught:
+        api.upload(tmp_path / "missing.png", "stepImage", state_dir=tmp_path / "state")
+    assert caught.value.status is None
+    assert "missing.png" in caught.value.message
