@@ -121,6 +121,6 @@ def _check_media(problems, repo, org, field, media, kind):
     if parsed is None:
         problems.add(field, f"must be a path returned by the upload interface, like {MEDIA_EXAMPLES[kind]}; got {path!r}")
     elif parsed[0] != kind:
-        problems.add(field, f"must name an uploaded {kind} ({MEDIA_EXAMPLES[kind]}); {path!r} is a {parsed[0]} path")
+        problems.add(field, f"must name an uploaded {kind} ({MEDIA_EXAMPLES[kind]}); {path!r} is a path for {parsed[0]}s")
     elif not repo.media.exists(org, path):
         problems.add(field, f"no {kind} has been uploaded at {path!r} by your org; upload it first and use the returned path")
