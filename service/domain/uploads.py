@@ -99,8 +99,8 @@ def check_format(destination_id, head):
 def clean_stem(file_name):
     """The original name without its extension, reduced to letters, digits, '.', '_' and '-'."""
     base = re.split(r"[/\\]", file_name or "")[-1]
-    ascii_name = unicodedata.normalize("NFKD", base).encode("ascii", "ignore").decode("ascii")
-    stem = ascii_name.rsplit(".", 1)[0] if "." in ascii_name.lstrip(".") else ascii_name
+    stem = base.rsplit(".", 1)[0] if "." in base.lstrip(".") else base
+    stem = unicodedata.normalize("NFKD", stem).encode("ascii", "ignore").decode("ascii")
     stem = re.sub(r"\s+", "_", stem)
     stem = re.sub(r"[^A-Za-z0-9._-]", "", stem)
     # Runs of dots collapse so no '..' survives; edge dots and dashes go so names stay tidy.

@@ -1,0 +1,84 @@
+"""Upload rules without HTTP: format sniffing, the 413 message, media names."""
+import pytest
+
+from service.domain.uploads import MB, check_size, clean_stem, media_name, size_in_mb, sniff_format
+from service.errors import PayloadTooLarge
+
+
+@pytest.mark.parametrize("head, expected", [
+    (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01", "jpeg"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0d", "png"),
+    (b"GIF87a\x01\x00\x01\x00\x00\x00", "gif"),
+    (b"GIF89a\x01\x00\x01\x00\x00\x00", "gif"),
+    (b"\x00\x00\x00\x18ftypmp42", "mp4"),
+    (b"\x00\x00\x00\x20ftypisom", "mp4"),
+    (b"\xff\xd8\x00\x00", None),          # two bytes of JPEG are not enough
+    (b"\x89PNG\r\n\x1a\x00", None),
+    (b"GIF90a", None),
+    (b"RIFF\x00\x00\x00\x00WEBP", None),
+    (b"<html><body>", None),
+    (b"", None),
+])
+def test_sniff_format_reads_magic_numbers_only(head, expected):
+    assert sniff_format(head) == expected
+
+
+@pytest.mark.parametrize("size, shown", [
+    (8 * MB + 1, "8.1"),
+    (8 * MB, "8"),
+    (10 * MB + 1, "10.1"),
+    (int(8.1 * MB), "8.1"),
+    (int(8.1 * MB) + 1, "8.2"),
+    (1, "0.1"),
+    (500 * MB + 1, "500.1"),
+])
+def test_size_in_mb_rounds_up_to_one_decimal_and_drops_trailing_zero(size, shown):
+    assert size_in_mb(size) == shown
+
+
+def test_limits_are_inclusive():
+    check_size(8 * MB, 8 * MB, 10 * MB)
+
+
+def test_one_byte_over_names_the_limit():
+    with pytest.raises(PayloadTooLarge) as raised:
+        check_size(8 * MB + 1, 8 * MB, 10 * MB)
+    assert raised.value.message == "file of size 8.1MB is larger than 8MB"
+
+
+def test_two_limits_broken_names_the_smaller():
+    with pytest.raises(PayloadTooLarge) as raised:
+        check_size(10 * MB + 1, 8 * MB, 10 * MB)
+    assert raised.value.message == "file of size 10.1MB is larger than 8MB"
+
+
+def test_request_limit_named_when_only_it_is_broken():
+    with pytest.raises(PayloadTooLarge) as raised:
+        check_size(10 * MB + 1, 500 * MB, 10 * MB)
+    assert raised.value.message == "file of size 10.1MB is larger than 10MB"
+
+
+@pytest.mark.parametrize("original, stem", [
+    ("photo.jpg", "photo"),
+    ("my photo (1).png", "my_photo_1"),
+    ("../../etc/passwd", "passwd"),
+    ("..\\..\\windows\\win.ini", "win"),
+    ("..", "upload"),
+    ("...", "upload"),
+    ("", "upload"),
+    (None, "upload"),
+    ("a..b.png", "a.b"),
+    (".bashrc", "bashrc"),
+    ("café.gif", "cafe"),
+    ("日本語.png", "upload"),
+    ("x" * 300 + ".mp4", "x" * 100),
+])
+def test_clean_stem_keeps_only_safe_characters(original, stem):
+    assert clean_stem(original) == stem
+
+
+def test_media_name_takes_the_extension_of_the_sniffed_format():
+    name = media_name("x.jpg", "png")
+    prefix, rest = name.split("-", 1)
+    assert rest == "x.png" and len(prefix) == 16
+    assert media_name("x.jpg", "png") != name

@@ -1,0 +1,205 @@
+"""StreamStore without HTTP: chunk bookkeeping, in-order merge with persisted SHA-256 state, rewind, crashes."""
+import hashlib
+import os
+import time
+
+import pytest
+
+from service.errors import NotFound
+from service.storage import Repository
+from service.storage.streams import LockedStream
+
+TTL = 3600
+ORG = "default"
+
+
+@pytest.fixture
+def repo(tmp_path):
+    return Repository(tmp_path / "data")
+
+
+def new_stream(repo, chunks):
+    data = b"".join(chunks)
+    meta = {"destinationId": "stepVideo", "fileName": "f.mp4", "fileSize": len(data),
+            "sha": hashlib.sha256(data).hexdigest(), "totalChunks": len(chunks), "format": "mp4",
+            "mediaPrefix": "0123456789abcdef", "state": "open", "path": None}
+    return repo.streams.create(ORG, meta)
+
+
+def put(repo, stream_id, index, data):
+    incoming = repo.streams.new_incoming(ORG, stream_id, 12)
+    incoming.write(data)
+    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+        stream.put_part(index, incoming)
+        return stream.merge_available()
+
+
+def digest(repo, stream_id):
+    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+        return stream.merged_sha256()
+
+
+def prefix_bytes(repo, stream_id):
+    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+        return (stream.directory / "prefix").read_bytes()
+
+
+CHUNKS = [b"a" * 1000, b"b" * 1000, b"c" * 1000, b"d" * 10]
+
+
+def test_in_order_chunks_are_merged_as_they_arrive(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    assert put(repo, stream_id, 0, CHUNKS[0]) == (1, 1000)
+    assert put(repo, stream_id, 1, CHUNKS[1]) == (2, 2000)
+    assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1]
+    assert digest(repo, stream_id) == hashlib.sha256(CHUNKS[0] + CHUNKS[1]).hexdigest()
+
+
+def test_out_of_order_chunks_wait_until_the_gap_is_filled(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    assert put(repo, stream_id, 2, CHUNKS[2]) == (0, 0)
+    assert put(repo, stream_id, 3, CHUNKS[3]) == (0, 0)
+    assert put(repo, stream_id, 1, CHUNKS[1]) == (0, 0)
+    assert put(repo, stream_id, 0, CHUNKS[0]) == (4, 3010)
+    assert digest(repo, stream_id) == hashlib.sha256(b"".join(CHUNKS)).hexdigest()
+
+
+def test_part_sizes_report_every_acknowledged_chunk(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    put(repo, stream_id, 3, CHUNKS[3])
+    put(repo, stream_id, 0, CHUNKS[0])
+    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+        assert stream.part_sizes() == {0: 1000, 3: 10}
+
+
+def test_replacing_a_merged_chunk_rewinds_without_losing_later_chunks(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    for index in range(3):
+        put(repo, stream_id, index, CHUNKS[index])
+    replaced = b"B" * 1000
+    assert put(repo, stream_id, 1, replaced) == (3, 3000)
+    assert put(repo, stream_id, 3, CHUNKS[3]) == (4, 3010)
+    expected = CHUNKS[0] + replaced + CHUNKS[2] + CHUNKS[3]
+    assert prefix_bytes(repo, stream_id) == expected
+    assert digest(repo, stream_id) == hashlib.sha256(expected).hexdigest()
+
+
+def test_replacing_with_a_shorter_chunk_truncates_the_prefix(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    for index in range(3):
+        put(repo, stream_id, index, CHUNKS[index])
+    assert put(repo, stream_id, 0, b"x") == (3, 2001)
+    assert prefix_bytes(repo, stream_id) == b"x" + CHUNKS[1] + CHUNKS[2]
+
+
+def test_identical_retry_of_a_merged_chunk_changes_nothing(repo, monkeypatch):
+    stream_id = new_stream(repo, CHUNKS)
+    put(repo, stream_id, 0, CHUNKS[0])
+    put(repo, stream_id, 1, CHUNKS[1])
+    appended = []
+    monkeypatch.setattr(LockedStream, "_set_next", lambda self, index: appended.append(index))
+    assert put(repo, stream_id, 0, CHUNKS[0]) == (2, 2000)
+    assert appended == []
+    assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1]
+
+
+def test_crash_between_append_and_state_save_is_repaired_by_the_next_merge(repo, monkeypatch):
+    stream_id = new_stream(repo, CHUNKS)
+    put(repo, stream_id, 0, CHUNKS[0])
+    real_set_next = LockedStream._set_next
+
+    def crash(self, index):
+        raise OSError("worker killed")
+
+    monkeypatch.setattr(LockedStream, "_set_next", crash)
+    with pytest.raises(OSError):
+        put(repo, stream_id, 1, CHUNKS[1])
+    # The bytes of chunk 1 are in the prefix, but its bookkeeping was never saved.
+    assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1]
+    monkeypatch.setattr(LockedStream, "_set_next", real_set_next)
+    assert put(repo, stream_id, 2, CHUNKS[2]) == (3, 3000)
+    assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1] + CHUNKS[2]
+    assert digest(repo, stream_id) == hashlib.sha256(CHUNKS[0] + CHUNKS[1] + CHUNKS[2]).hexdigest()
+
+
+def test_garbage_after_the_recorded_prefix_is_truncated(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    put(repo, stream_id, 0, CHUNKS[0])
+    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+        with open(stream.directory / "prefix", "ab") as prefix:
+            prefix.write(b"half-appended chunk")
+    assert put(repo, stream_id, 1, CHUNKS[1]) == (2, 2000)
+    assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1]
+
+
+def test_publish_links_the_prefix_and_keeps_only_the_meta(repo):
+    stream_id = new_stream(repo, CHUNKS[:1])
+    put(repo, stream_id, 0, CHUNKS[0])
+    path = "/api/v1/videos/0123456789abcdef-f.mp4"
+    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+        stream.publish(path)
+        assert sorted(os.listdir(stream.directory)) == ["meta.json"]
+    assert repo.media.file_for(ORG, path).read_bytes() == CHUNKS[0]
+    assert repo.streams.read(ORG, stream_id, TTL, time.time())["state"] == "complete"
+
+
+def test_publish_never_replaces_an_existing_media_file(repo, tmp_path):
+    path = "/api/v1/images/0123456789abcdef-f.png"
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.write_bytes(b"first")
+    second.write_bytes(b"second")
+    assert repo.media.publish(ORG, path, first) is True
+    assert repo.media.publish(ORG, path, second) is False
+    assert repo.media.file_for(ORG, path).read_bytes() == b"first"
+
+
+def test_stream_of_another_org_is_not_found(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    assert repo.streams.read("other", stream_id, TTL, time.time()) is None
+    with pytest.raises(NotFound):
+        with repo.streams.open("other", stream_id, TTL, time.time()):
+            pass
+
+
+@pytest.mark.parametrize("stream_id", ["../x", "..", "", "0" * 31, "A" * 32, "0" * 32 + "/..", "0" * 33, "0" * 31 + "\n"])
+def test_malformed_stream_ids_are_not_found(repo, stream_id):
+    with pytest.raises(NotFound):
+        repo.streams.new_incoming(ORG, stream_id, 12)
+    with pytest.raises(NotFound):
+        repo.streams.delete(ORG, stream_id)
+    assert not (repo.orgs_root / ORG / "streams").exists()
+
+
+def test_sweep_removes_idle_streams_and_their_lock_files(repo):
+    idle = new_stream(repo, CHUNKS)
+    busy = new_stream(repo, CHUNKS)
+    put(repo, idle, 0, CHUNKS[0])
+    now = time.time()
+    directory = repo.orgs_root / ORG / "streams" / idle
+    os.utime(directory, (now - 7200, now - 7200))
+    assert repo.streams.sweep(3600, now) == 1
+    assert not directory.exists()
+    assert not (repo.orgs_root / ORG / "streams" / f"{idle}.lock").exists()
+    assert repo.streams.read(ORG, busy, TTL, now) is not None
+
+
+def test_an_expired_stream_is_gone_even_before_the_sweep(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    later = time.time() + TTL + 1
+    assert repo.streams.read(ORG, stream_id, TTL, later) is None
+    with pytest.raises(NotFound):
+        with repo.streams.open(ORG, stream_id, TTL, later):
+            pass
+    assert not (repo.orgs_root / ORG / "streams" / stream_id).exists()
+
+
+def test_sweep_removes_stale_single_upload_staging_files(repo):
+    incoming = repo.media.new_incoming(ORG, 12)
+    incoming.write(b"abandoned by a killed worker")
+    incoming.finish()
+    fresh = repo.media.new_incoming(ORG, 12)
+    now = time.time()
+    os.utime(incoming.path, (now - 7200, now - 7200))
+    repo.streams.sweep(3600, now)
+    assert not incoming.path.exists()
+    assert fresh.path.exists()
