@@ -1,0 +1,93 @@
+"""Chunked uploads through real gunicorn (2 workers): parallel, out-of-order and duplicate chunks."""
+import hashlib
+import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+
+from conftest import TOKEN
+
+HEADERS = {"x-service-api-org": TOKEN}
+MB = 1024 * 1024
+
+
+def mp4_bytes(size, seed):
+    rng = random.Random(seed)
+    return b"\x00\x00\x00\x18ftypmp42" + rng.randbytes(size - 12)
+
+
+def create_stream(url, data, name="line.mp4"):
+    response = requests.post(f"{url}/uploads", headers=HEADERS, timeout=30, json={
+        "destinationId": "stepVideo", "fileName": name, "fileSize": len(data),
+        "sha": hashlib.sha256(data).hexdigest()})
+    assert response.status_code == 201, response.text
+    return response.json()["streamId"]
+
+
+def send_chunk(url, stream_id, index, total, chunk):
+    response = requests.patch(f"{url}/uploads/{stream_id}", headers=HEADERS, timeout=60,
+                              data={"chunkIndex": index, "totalChunks": total,
+                                    "sha": hashlib.sha256(chunk).hexdigest()},
+                              files={"file": ("blob", chunk)})
+    return response.status_code, response.json()
+
+
+def download_sha(url, path):
+    digest = hashlib.sha256()
+    with requests.get(url + path, headers=HEADERS, stream=True, timeout=60) as response:
+        assert response.status_code == 200
+        assert response.headers["Content-Type"] == "video/mp4"
+        for block in response.iter_content(MB):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def media_files(data_dir):
+    return sorted(p.name for p in (data_dir / "orgs" / "default" / "media" / "videos").glob("*"))
+
+
+def test_parallel_out_of_order_chunks_complete_exactly_once(gunicorn_server):
+    data = mp4_bytes(30 * MB + 12345, seed=1)
+    chunk_size = MB
+    chunks = [data[i:i + chunk_size] for i in range(0, len(data), chunk_size)]
+    order = list(range(len(chunks)))
+    random.Random(2).shuffle(order)
+    stream_id = create_stream(gunicorn_server.url, data)
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(lambda i: send_chunk(gunicorn_server.url, stream_id, i, len(chunks), chunks[i]),
+                                order))
+    completions = [body for status, body in results if status == 201]
+    assert len(completions) == 1
+    acknowledged = [body["chunkIndex"] for status, body in results if status == 200]
+    assert len(set(acknowledged)) == len(acknowledged) == len(chunks) - 1
+    path = completions[0]["path"]
+    assert download_sha(gunicorn_server.url, path) == hashlib.sha256(data).hexdigest()
+    assert media_files(gunicorn_server.data_dir) == [path.rsplit("/", 1)[1]]
+
+
+def test_the_same_last_chunks_sent_at_once_complete_the_stream_once(gunicorn_server):
+    data = mp4_bytes(6 * MB, seed=3)
+    chunks = [data[i:i + MB] for i in range(0, len(data), MB)]
+    total = len(chunks)
+    stream_id = create_stream(gunicorn_server.url, data)
+    for index in range(total - 2):
+        assert send_chunk(gunicorn_server.url, stream_id, index, total, chunks[index])[0] == 200
+    senders = 8
+    barrier = threading.Barrier(senders)
+
+    def send_last(sender):
+        barrier.wait(timeout=30)
+        index = total - 1 - sender % 2
+        return send_chunk(gunicorn_server.url, stream_id, index, total, chunks[index])
+
+    with ThreadPoolExecutor(max_workers=senders) as pool:
+        results = list(pool.map(send_last, range(senders)))
+    assert {status for status, _ in results} <= {200, 201}
+    paths = {body["path"] for status, body in results if status == 201}
+    assert len(paths) == 1
+    path = paths.pop()
+    assert download_sha(gunicorn_server.url, path) == hashlib.sha256(data).hexdigest()
+    assert media_files(gunicorn_server.data_dir) == [path.rsplit("/", 1)[1]]
+    status = requests.get(f"{gunicorn_server.url}/uploads/{stream_id}", headers=HEADERS, timeout=30).json()
+    assert (status["state"], status["path"]) == ("complete", path)
