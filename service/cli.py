@@ -9,13 +9,17 @@ from pathlib import Path
 from typing import NamedTuple
 
 import yaml
+from tqdm import tqdm
 
 from service.client import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, DESTINATIONS, MB, Client, ClientError
+from service.config import load_config
+from service.domain.media_gc import delete_media, media_references, unreferenced_media
+from service.domain.uploads import sweep_expired_streams
+from service.storage import Repository
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 PUSH_KINDS = ("station", "process", "product")  # also the order objects are applied in
 PUSH_SUFFIXES = (".json", ".yaml", ".yml")
-MEDIA_FIELDS = ("image", "primaryImage", "video")
 VIDEO_DESTINATIONS = {".mp4": "stepVideo", ".gif": "stepVideoGif"}
 
 
@@ -31,11 +35,15 @@ def size_argument(text):
     return int(match.group(1)) * {"": 1, "k": 1024, "m": MB}[match.group(2).lower()]
 
 
-def positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+def int_at_least(minimum):
+    """An argparse type: an integer no smaller than `minimum`."""
+    def integer(text):
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}")
+        return value
+
+    return integer
 
 
 def build_parser():
@@ -43,8 +51,9 @@ def build_parser():
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the service with gunicorn")
-    serve.add_argument("--bind", help="host:port to listen on (default: the gunicorn config's, from $PORT)")
-    serve.add_argument("--workers", type=positive_int, help="worker processes (default: the gunicorn config's)")
+    serve.add_argument("--bind", help="host:port to listen on (default: $WIS_BIND, else 0.0.0.0:$PORT when PORT "
+                                      "is set, else 127.0.0.1:8000)")
+    serve.add_argument("--workers", type=int_at_least(1), help="worker processes (default: $WIS_WORKERS or CPUs + 1)")
     serve.add_argument("--data-dir", help="data directory (default: $WIS_DATA_DIR or ./data)")
     serve.add_argument("--dev", action="store_true", help="one worker that reloads when the code changes")
     serve.set_defaults(run=serve_command)
@@ -55,11 +64,11 @@ def build_parser():
         command.add_argument("--token", default=os.environ.get("WIS_TOKEN"),
                              help="API token (default: $WIS_TOKEN)")
         command.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each answer")
-        command.add_argument("--retries", type=int, default=4,
+        command.add_argument("--retries", type=int_at_least(0), default=4,
                              help="retries of a request after a connection error, timeout or 5xx (default 4)")
         command.add_argument("--chunk-size", type=size_argument, default=DEFAULT_CHUNK_SIZE,
                              help="chunk size of files over 10 MB, e.g. 5M (default 5M, at most 10M)")
-        command.add_argument("--parallel", type=positive_int, default=DEFAULT_PARALLEL,
+        command.add_argument("--parallel", type=int_at_least(1), default=DEFAULT_PARALLEL,
                              help=f"chunks sent at the same time (default {DEFAULT_PARALLEL})")
         command.add_argument("--state-dir", default=os.environ.get("WIS_STATE_DIR"),
                              help="where interrupted uploads are remembered (default ~/.cache/wis/uploads)")
@@ -141,15 +150,11 @@ def serve_command(args):
 def make_client(args):
     if not args.token:
         raise UsageError("no API token: pass --token or set WIS_TOKEN")
-    if args.retries < 0:
-        raise UsageError("--retries must be 0 or more")
     return Client(args.url, args.token, timeout=args.timeout, retries=args.retries)
 
 
 def upload_file(client, args, path, destination):
     """Upload one file with a progress bar on stderr; return its media path."""
-    from tqdm import tqdm
-
     path = Path(path)
     size = path.stat().st_size if path.is_file() else 0
     with tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024, desc=path.name, file=sys.stderr,
@@ -231,22 +236,9 @@ def collect_objects(paths):
     return items, failures
 
 
-def media_references(value, field):
-    """Yield (holder, field path) for every `image`/`primaryImage`/`video` object with a path, at any depth."""
-    if isinstance(value, dict):
-        for key, child in value.items():
-            if key in MEDIA_FIELDS and isinstance(child, dict) and isinstance(child.get("path"), str):
-                yield key, child, f"{field}.{key}.path"
-            else:
-                yield from media_references(child, f"{field}.{key}")
-    elif isinstance(value, list):
-        for position, child in enumerate(value):
-            yield from media_references(child, f"{field}[{position}]")
-
-
 def upload_local_media(client, args, item, uploaded):
     """Upload the local files a process refers to and put their media paths in their place."""
-    for key, holder, field in media_references(item.obj, item.kind):
+    for key, holder, field in media_references(item.obj):
         if holder["path"].startswith("/api/v1/"):
             continue
         file = (item.source.parent / Path(holder["path"]).expanduser()).resolve()
@@ -269,11 +261,6 @@ def upload_local_media(client, args, item, uploaded):
 # -- gc ---------------------------------------------------------------------------------------------
 
 def gc_command(args):
-    from service.config import load_config
-    from service.domain.media_gc import delete_media, unreferenced_media
-    from service.domain.uploads import sweep_expired_streams
-    from service.storage import Repository
-
     overrides = {"DATA_DIR": args.data_dir} if args.data_dir else {}
     config = load_config(overrides)
     if not Path(config["DATA_DIR"]).is_dir():

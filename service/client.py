@@ -179,6 +179,16 @@ class Client:
         self.session = requests.Session()
         self.session.headers[HEADER] = token
 
+    def close(self):
+        """Close the connections of the underlying session."""
+        self.session.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
     # -- HTTP -----------------------------------------------------------------------------------
 
     def _request(self, method, path, body=None, **kwargs):

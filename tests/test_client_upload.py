@@ -4,6 +4,7 @@ import io
 import json
 import os
 import threading
+import tracemalloc
 
 import pytest
 import requests
@@ -176,6 +177,24 @@ def test_upload_of_a_completed_stream_returns_its_path_without_sending(api, tmp_
     path = api.upload(video, "stepVideo", chunk_size=MB, state_dir=state_dir)
 
     assert (path, len(patches)) == (status["path"], 0)
+
+
+def test_uploads_stream_from_disk_instead_of_holding_files_in_memory(api, tmp_path):
+    video = write_mp4(tmp_path / "clip.mp4", 30 * MB)
+    image = write_png(tmp_path / "photo.png", 8 * MB)
+    tracemalloc.start()
+    try:
+        api.upload(video, "stepVideo", chunk_size=10 * MB, parallel=2, state_dir=tmp_path / "state")
+        chunked_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        api.upload(image, "stepImage", state_dir=tmp_path / "state")
+        single_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    # Holding one 10 MB chunk, or the 8 MB image, would exceed these on its own.
+    assert chunked_peak < 6 * MB
+    assert single_peak < 4 * MB
 
 
 class FlakyAdapter(HTTPAdapter):

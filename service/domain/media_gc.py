@@ -4,30 +4,35 @@ from service.domain.reads import PROCESSES
 MEDIA_FIELDS = ("image", "primaryImage", "video")
 
 
+def media_references(value, field="process"):
+    """Yield (key, holder, field path) for each `image`/`primaryImage`/`video` object with a path, at any depth.
+
+    `holder` is the object itself (`{"path": ...}`), so a caller may replace the path in place.
+    """
+    if isinstance(value, dict):
+        for key, child in value.items():
+            if key in MEDIA_FIELDS and isinstance(child, dict) and isinstance(child.get("path"), str):
+                yield key, child, f"{field}.{key}.path"
+            else:
+                yield from media_references(child, f"{field}.{key}")
+    elif isinstance(value, list):
+        for position, child in enumerate(value):
+            yield from media_references(child, f"{field}[{position}]")
+
+
 def referenced_media(document):
-    """Every media path a process document refers to: `image`, `primaryImage` and `video` paths at any depth."""
-    found = set()
-    pending = [document]
-    while pending:
-        value = pending.pop()
-        if isinstance(value, dict):
-            for key, child in value.items():
-                if key in MEDIA_FIELDS and isinstance(child, dict) and isinstance(child.get("path"), str):
-                    found.add(child["path"])
-                else:
-                    pending.append(child)
-        elif isinstance(value, list):
-            pending.extend(value)
-    return found
+    """Every media path a process document refers to."""
+    return {holder["path"] for _, holder, _ in media_references(document)}
 
 
 def unreferenced_media(repo, older_than=None):
-    """(org, path) of each media file no process of its org refers to, sorted; only files last
-    written before `older_than` (a POSIX time) when given, to spare uploads not yet referenced."""
+    """Sorted (org, path) of each media file no process of its org refers to, written before `older_than`."""
+    # `older_than` (a POSIX time) spares fresh uploads whose process has not been pushed yet.
     garbage = []
     for org in repo.orgs():
         # Media are listed before processes are read, so a file uploaded during the walk is not judged.
-        candidates = [path for path, modified in repo.media.list_media(org) if older_than is None or modified < older_than]
+        candidates = [path for path, modified in repo.media.list_media(org)
+                      if older_than is None or modified < older_than]
         if not candidates:
             continue
         referenced = set()
