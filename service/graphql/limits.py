@@ -8,8 +8,8 @@ from graphql.language import FragmentDefinitionNode
 
 MAX_QUERY_LENGTH = 100_000
 MAX_TOKENS = 10_000
-MAX_DEPTH = 15
-MAX_FIELDS = 1_000
+MAX_DEPTH = 20
+MAX_FIELDS = 500
 
 
 class QueryLimits(ValidationRule):
@@ -25,8 +25,8 @@ class QueryLimits(ValidationRule):
         if depth > MAX_DEPTH:
             self.report_error(GraphQLError(f"the operation is nested {depth} levels deep; at most {MAX_DEPTH} are allowed", node))
         if fields > MAX_FIELDS:
-            self.report_error(GraphQLError(f"the operation selects {fields} fields (fragments expanded, aliases counted); "
-                                           f"at most {MAX_FIELDS} are allowed", node))
+            self.report_error(GraphQLError(f"the operation selects more than {MAX_FIELDS} fields (fragments expanded, "
+                                           "aliases counted); select fewer or split the request", node))
 
 
 def _measure(selection_set, fragments, memo):
