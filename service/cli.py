@@ -11,7 +11,7 @@ from typing import NamedTuple
 import yaml
 from tqdm import tqdm
 
-from service.client import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, DESTINATIONS, MB, Client, ClientError
+from service.client import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, DESTINATIONS, MB, Client, ClientError, ServerUnreachable
 from service.config import load_config
 from service.domain.media_gc import delete_media, media_references, unreferenced_media
 from service.domain.uploads import sweep_expired_streams
@@ -110,6 +110,9 @@ def main(argv=None):
         print(f"error: {describe(error)}", file=sys.stderr)
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
+    except OSError as error:
+        # A local file or directory (input, upload state, data directory) that cannot be used.
+        print(f"error: {error.strerror or error}: {error.filename}", file=sys.stderr)
     except KeyboardInterrupt:
         print("interrupted; run the same command again to resume an upload", file=sys.stderr)
         return 130
@@ -179,6 +182,8 @@ def push_command(args):
             if item.kind == "process":
                 upload_local_media(client, args, item, uploaded)
             result = getattr(client, f"create_{item.kind}")(item.obj)
+        except ServerUnreachable:
+            raise  # every further object would wait through the same retries
         except ClientError as error:
             failures += 1
             print(f"{label}: error: {describe(error)}", flush=True)
@@ -253,6 +258,8 @@ def upload_local_media(client, args, item, uploaded):
         if (file, destination) not in uploaded:
             try:
                 uploaded[file, destination] = upload_file(client, args, file, destination)
+            except ServerUnreachable:
+                raise
             except ClientError as error:
                 raise UsageError(f"{field}: cannot upload {holder['path']}: {describe(error)}") from None
         holder["path"] = uploaded[file, destination]

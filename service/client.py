@@ -74,6 +74,13 @@ class ClientError(Exception):
         self.code = code
 
 
+class ServerUnreachable(ClientError):
+    """No answer from the service after every retry: connection refused or reset, or timed out."""
+
+    def __init__(self, message):
+        super().__init__(None, message)
+
+
 class _FileSegment:
     """A multipart/form-data body whose file part is a byte range of a file on disk, read as it is sent."""
 
@@ -206,7 +213,7 @@ class Client:
                 response = self.session.request(method, self.base_url + path, timeout=self.timeout, **kwargs)
             except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
                 if attempt >= self.retries:
-                    raise ClientError(None, f"cannot reach {self.base_url}: {_connection_reason(exc)}") from None
+                    raise ServerUnreachable(f"cannot reach {self.base_url}: {_connection_reason(exc)}") from None
             else:
                 if response.status_code not in RETRY_STATUSES or attempt >= self.retries:
                     return response

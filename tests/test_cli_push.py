@@ -3,7 +3,7 @@ import json
 
 import pytest
 import yaml
-from conftest import TOKEN
+from conftest import TOKEN, free_port
 from test_client_upload import downloaded_sha, sha256_of, write_mp4, write_png
 
 from service.cli import main
@@ -125,3 +125,12 @@ def test_push_refuses_a_video_that_is_neither_mp4_nor_gif(server, capsys, tmp_pa
     assert code == 1
     assert lines == ["process avi_video: error: process.steps[0].video.path: clip.avi: a video must be an .mp4 or a "
                      ".gif file"]
+
+
+def test_push_stops_at_the_first_unreachable_server_error(capsys, instructions):
+    url = f"http://127.0.0.1:{free_port()}"
+
+    code = main(["push", str(instructions), "--url", url, "--token", TOKEN, "--retries", "0"])
+
+    out, err = capsys.readouterr()
+    assert (code, out, err.splitlines()) == (1, "", [f"error: cannot reach {url}: Connection refused"])

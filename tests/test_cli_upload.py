@@ -64,7 +64,8 @@ def test_server_error_is_one_line_without_traceback(server, tmp_path):
     assert done.stderr.splitlines() == ["error: file of size 8.1MB is larger than 8MB (HTTP 413)"]
 
 
-@pytest.mark.parametrize("case", ["bad token", "no token", "missing file", "refused", "too big stream"])
+@pytest.mark.parametrize("case", ["bad token", "no token", "missing file", "refused", "too big stream",
+                                  "unusable state dir"])
 def test_expected_failures_are_one_line(server, tmp_path, capsys, monkeypatch, case):
     monkeypatch.delenv("WIS_TOKEN", raising=False)
     file = write_png(tmp_path / "a.png")
@@ -81,9 +82,13 @@ def test_expected_failures_are_one_line(server, tmp_path, capsys, monkeypatch, c
     elif case == "refused":
         url = f"http://127.0.0.1:{free_port()}"
         expected = f"error: cannot reach {url}: Connection refused"
-    else:
+    elif case == "too big stream":
         file = write_png(tmp_path / "huge.png", 12 * MB)
         expected = "error: file of size 12MB is larger than 8MB (HTTP 413)"
+    else:
+        file, destination = write_mp4(tmp_path / "clip.mp4", 11 * MB), "stepVideo"
+        state_dir = write_png(tmp_path / "state")  # a file where the directory should be
+        expected = f"error: File exists: {state_dir}"
     argv = ["upload", str(file), "--destination", destination, "--url", url, "--retries", "0",
             "--state-dir", str(tmp_path / "state")] + (["--token", token] if token else [])
 

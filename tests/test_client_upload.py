@@ -11,7 +11,7 @@ import requests
 from conftest import TOKEN, GunicornServer
 from requests.adapters import HTTPAdapter
 
-from service.client import MB, Client, ClientError
+from service.client import MB, Client, ClientError, ServerUnreachable
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MP4_HEADER = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2"
@@ -235,7 +235,7 @@ def test_retries_are_bounded(server, tmp_path):
         client.upload(write_png(tmp_path / "a.png"), "stepImage", state_dir=tmp_path / "state")
 
     assert flaky.calls == 3
-    assert caught.value.status is None
+    assert isinstance(caught.value, ServerUnreachable) and caught.value.status is None
     assert caught.value.message == f"cannot reach {server.url}: Connection reset by peer"
 
 
