@@ -24,6 +24,10 @@ def create_app(config_overrides=None):
 
     graphql.init_app(app)
     uploads.init_app(app)
+    if app.config["TEST_MODE"]:
+        from service import testing_api
+
+        testing_api.init_app(app)
 
     @app.get("/healthz")
     def healthz():

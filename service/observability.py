@@ -4,6 +4,7 @@ Metrics work in one process (test client, threaded server) and across gunicorn w
 PROMETHEUS_MULTIPROC_DIR is set (service.gunicorn_config does it), every worker writes its values to
 files there and a scrape adds them up, whichever worker answers it.
 """
+import json
 import logging
 import os
 import re
@@ -19,6 +20,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from pythonjsonlogger.json import JsonFormatter
 
 from service import auth, storage
+from service.storage.streams import META, STREAM_ID
 
 REQUEST_ID_HEADER = "X-Request-Id"
 # A client's id is kept when it is short visible ASCII (no spaces, no control characters), so it can
@@ -62,9 +64,29 @@ def configure_logging():
         logger.addHandler(json_handler())
 
 
+def open_stream_ids(org_dir):
+    """Ids of an org's upload streams that are still open (not complete, not yet swept)."""
+    streams = Path(org_dir) / "streams"
+    try:
+        entries = list(os.scandir(streams))
+    except FileNotFoundError:
+        return []
+    found = []
+    for entry in entries:
+        if not STREAM_ID.fullmatch(entry.name):
+            continue
+        try:
+            meta = json.loads((streams / entry.name / META).read_bytes())
+        except (FileNotFoundError, NotADirectoryError, ValueError):
+            continue  # being created, removed, or not a stream
+        if meta.get("state") == "open":
+            found.append(entry.name)
+    return found
+
+
 def count_open_streams(orgs_root):
-    """Number of upload stream directories under `<data>/orgs/*/streams/`."""
-    return sum(1 for path in Path(orgs_root).glob("*/streams/*") if path.is_dir() and not path.name.startswith("."))
+    """Number of open upload streams of every org under `<data>/orgs/`."""
+    return sum(len(open_stream_ids(org_dir)) for org_dir in Path(orgs_root).iterdir() if org_dir.is_dir())
 
 
 class OpenStreamsCollector:

@@ -110,9 +110,29 @@ def test_metrics_can_require_the_token(tmp_path, auth):
     assert client.get("/metrics", headers=auth).status_code == 200
 
 
-def test_open_streams_gauge_counts_stream_directories_at_scrape_time(app, client):
-    orgs_root = app.extensions["repository"].orgs_root
-    assert metric_value(client.get("/metrics").get_data(as_text=True), "wis_upload_streams_open") == 0
-    for org, stream in (("default", "s1"), ("default", "s2"), ("other", "s3")):
-        (orgs_root / org / "streams" / stream).mkdir(parents=True)
-    assert metric_value(client.get("/metrics").get_data(as_text=True), "wis_upload_streams_open") == 3
+def test_open_streams_gauge_counts_open_streams_at_scrape_time(client, auth, other_auth):
+    def open_streams():
+        return metric_value(client.get("/metrics").get_data(as_text=True), "wis_upload_streams_open")
+
+    def create_stream(headers):
+        body = {"destinationId": "stepImage", "fileName": "a.png", "fileSize": 10, "sha": "0" * 64}
+        response = client.post("/uploads", json=body, headers=headers)
+        assert response.status_code == 201, response.get_json()
+        return response.get_json()["streamId"]
+
+    assert open_streams() == 0
+    first = create_stream(auth)
+    create_stream(auth)
+    create_stream(other_auth)
+    assert open_streams() == 3
+    assert client.delete(f"/uploads/{first}", headers=auth).status_code == 204
+    assert open_streams() == 2
+
+
+def test_upload_request_bytes_are_counted_by_route(client, auth):
+    body = {"destinationId": "stepImage", "fileName": "a.png", "fileSize": 10, "sha": "0" * 64}
+    response = client.post("/uploads", json=body, headers=auth)
+
+    text = client.get("/metrics").get_data(as_text=True)
+    assert metric_value(text, "wis_upload_received_bytes_total", method="POST", route="/uploads",
+                        status="201") == response.request.content_length

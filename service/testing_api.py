@@ -1,0 +1,172 @@
+"""Test-mode endpoints under /_test/ for integrators' test suites: reset, inspect, inject faults.
+
+Registered only when TEST_MODE is on (absent, so 404, otherwise), and they need the API token. Faults
+live in the data directory under a lock, so they hold across gunicorn workers as well as threads.
+"""
+import json
+import re
+import shutil
+import socket
+import time
+import uuid
+
+from flask import Blueprint, current_app, g, jsonify, request
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+
+from service.auth import require_org
+from service.observability import open_stream_ids
+from service.storage import get_repository, names
+from service.storage.files import atomic_write_bytes, lock
+from service.uploads.schemas import load
+
+PREFIX = "/_test"
+FAULTS_FILE = "test-mode/faults.json"
+# Directories of an org that are not document kinds.
+NOT_DOCUMENTS = {"media", "streams"}
+FAULT_KINDS = ("status", "delay", "drop")
+DEFAULT_FAULT_ERROR = "fault injected by the test-mode API"
+
+bp = Blueprint("testing_api", __name__, url_prefix=PREFIX)
+bp.before_request(require_org)
+
+
+class FaultSchema(Schema):
+    error_messages = {"unknown": "unknown field", "type": "must be a JSON object"}
+    method = fields.String(load_default=None, validate=validate.Regexp(r"^[A-Za-z]{1,20}$", error="must be an HTTP method"))
+    path = fields.String(load_default=".*")
+    times = fields.Integer(strict=True, load_default=1, validate=validate.Range(min=1, max=10_000))
+    status = fields.Integer(strict=True, validate=validate.Range(min=400, max=599))
+    error = fields.String(validate=validate.Length(max=1000))
+    delay = fields.Float(validate=validate.Range(min=0, max=60, min_inclusive=False))
+    drop = fields.Boolean(validate=validate.Equal(True, error="must be true when given"))
+
+    @validates_schema
+    def one_kind(self, data, **kwargs):
+        try:
+            re.compile(data["path"])
+        except re.error as exc:
+            raise ValidationError(f"not a regular expression: {exc}", "path") from None
+        given = [kind for kind in FAULT_KINDS if kind in data]
+        if len(given) != 1:
+            raise ValidationError(f"give exactly one of {', '.join(FAULT_KINDS)}; got {len(given)}")
+        if "error" in data and "status" not in data:
+            raise ValidationError("only a status fault has an error message", "error")
+
+
+def _faults_path():
+    return get_repository(current_app).data_dir / FAULTS_FILE
+
+
+def _read_faults(path):
+    try:
+        return json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return []
+
+
+def _write_faults(path, faults):
+    atomic_write_bytes(path, json.dumps(faults).encode())
+
+
+def _take_fault(method, path):
+    """The first fault matching this request, with one use taken from it, or None."""
+    faults_path = _faults_path()
+    if not faults_path.exists():
+        return None
+    with lock(faults_path):
+        faults = _read_faults(faults_path)
+        for fault in faults:
+            if fault["method"] in (None, method) and re.search(fault["path"], path):
+                fault["times"] -= 1
+                _write_faults(faults_path, [f for f in faults if f["times"] > 0])
+                return fault
+    return None
+
+
+def _inject_fault():
+    """before_request: answer, delay or mark for dropping the next requests that match a fault."""
+    if request.path.startswith(PREFIX + "/"):
+        return None
+    fault = _take_fault(request.method, request.path)
+    if fault is None:
+        return None
+    if "status" in fault:
+        response = jsonify(error=fault["error"])
+        response.status_code = fault["status"]
+        return response
+    if "delay" in fault:
+        time.sleep(fault["delay"])
+    else:
+        g.drop_response = True
+    return None
+
+
+def _drop_if_marked(response):
+    """after_request: the work is done; close the connection so the client never hears the answer."""
+    if g.get("drop_response"):
+        connection = request.environ.get("werkzeug.socket") or request.environ.get("gunicorn.socket")
+        if connection is None:
+            raise RuntimeError("a 'drop' fault needs the werkzeug or gunicorn server (no socket in the environ)")
+        # shutdown, never close: the server still owns the descriptor, its write then fails quietly.
+        connection.shutdown(socket.SHUT_RDWR)
+    return response
+
+
+def _org_objects(repo, org):
+    org_dir = repo.orgs_root / names.id_to_name(org)
+    kinds = sorted(entry.name for entry in org_dir.iterdir()
+                   if entry.is_dir() and not entry.name.startswith(".") and entry.name not in NOT_DOCUMENTS)
+    return {
+        "documents": {kind: repo.documents.ids(org, kind) for kind in kinds},
+        "media": sorted(path for path, _ in repo.media.list_media(org)),
+        "streams": sorted(open_stream_ids(org_dir)),
+    }
+
+
+@bp.post("/reset")
+def reset():
+    """Remove every org's documents, media and streams, and every pending fault."""
+    repo = get_repository(current_app)
+    for org_dir in list(repo.orgs_root.iterdir()):
+        shutil.rmtree(org_dir, ignore_errors=True)
+    with lock(_faults_path()):
+        _faults_path().unlink(missing_ok=True)
+    return jsonify(status="reset")
+
+
+@bp.get("/objects")
+def objects():
+    """What is stored, per org: document ids by kind, media paths, open stream ids."""
+    repo = get_repository(current_app)
+    return jsonify(orgs={org: _org_objects(repo, org) for org in repo.orgs()})
+
+
+@bp.post("/faults")
+def add_fault():
+    fault = load(FaultSchema(), request.get_json(silent=True))
+    fault["id"] = uuid.uuid4().hex
+    fault["method"] = fault["method"].upper() if fault["method"] else None
+    if "status" in fault:
+        fault.setdefault("error", DEFAULT_FAULT_ERROR)
+    with lock(_faults_path()):
+        _write_faults(_faults_path(), _read_faults(_faults_path()) + [fault])
+    return jsonify(fault), 201
+
+
+@bp.get("/faults")
+def list_faults():
+    return jsonify(faults=_read_faults(_faults_path()))
+
+
+@bp.delete("/faults")
+def clear_faults():
+    with lock(_faults_path()):
+        _faults_path().unlink(missing_ok=True)
+    return "", 204
+
+
+def init_app(app):
+    """Register the /_test/ endpoints and the fault hooks; call only when TEST_MODE is on."""
+    app.register_blueprint(bp)
+    app.before_request(_inject_fault)
+    app.after_request(_drop_if_marked)
