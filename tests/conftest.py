@@ -66,7 +66,7 @@ class GunicornServer:
             try:
                 if requests.get(self.url + "/healthz", timeout=1).status_code == 200:
                     return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # a busy machine may be slow to answer
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError("gunicorn did not become ready")
