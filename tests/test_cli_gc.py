@@ -42,6 +42,11 @@ def data(app, client, auth, other_auth):
     return {"dir": app.config["DATA_DIR"], "used": used, "unused": unused, "others": others, "stream": stream}
 
 
+def status_of(client, path, headers):
+    with client.get(path, headers=headers) as response:
+        return response.status_code
+
+
 def gc(capsys, data_dir, *options):
     code = main(["gc", "--data-dir", data_dir, *options])
     out, err = capsys.readouterr()
@@ -54,16 +59,16 @@ def test_gc_lists_unreferenced_media_of_every_org(data, client, auth, other_auth
     assert code == 0
     assert out == sorted([f"default\t{data['unused']}", f"other\t{data['others']}"])
     assert err[-1] == "2 unreferenced media file(s) found (use --delete to delete them)"
-    assert client.get(data["unused"], headers=auth).status_code == 200
+    assert status_of(client, data["unused"], headers=auth) == 200
 
 
 def test_gc_delete_removes_only_unreferenced_media(data, client, auth, other_auth, capsys):
     code, out, err = gc(capsys, data["dir"], "--min-age-hours", "0", "--delete")
 
     assert (code, len(out), err[-1]) == (0, 2, "2 unreferenced media file(s) deleted")
-    assert client.get(data["unused"], headers=auth).status_code == 404
-    assert client.get(data["others"], headers=other_auth).status_code == 404
-    assert client.get(data["used"], headers=auth).status_code == 200
+    assert status_of(client, data["unused"], headers=auth) == 404
+    assert status_of(client, data["others"], headers=other_auth) == 404
+    assert status_of(client, data["used"], headers=auth) == 200
     assert gc(capsys, data["dir"], "--min-age-hours", "0")[1] == []
 
 
@@ -74,20 +79,20 @@ def test_gc_spares_recent_uploads_by_default(data, capsys):
 
 
 def test_gc_removes_expired_streams(data, client, auth, capsys, monkeypatch):
-    assert client.get(f"/uploads/{data['stream']}", headers=auth).status_code == 200
+    assert status_of(client, f"/uploads/{data['stream']}", headers=auth) == 200
     monkeypatch.setenv("WIS_STREAM_TTL_HOURS", "0")
 
     code, out, err = gc(capsys, data["dir"])
 
     assert (code, err[0]) == (0, "removed 1 expired upload stream(s)")
-    assert client.get(f"/uploads/{data['stream']}", headers=auth).status_code == 404
+    assert status_of(client, f"/uploads/{data['stream']}", headers=auth) == 404
 
 
 def test_gc_keeps_streams_within_their_lifetime(data, client, auth, capsys):
     code, out, err = gc(capsys, data["dir"])
 
     assert (code, err[0]) == (0, "removed 0 expired upload stream(s)")
-    assert client.get(f"/uploads/{data['stream']}", headers=auth).status_code == 200
+    assert status_of(client, f"/uploads/{data['stream']}", headers=auth) == 200
 
 
 def test_gc_of_a_missing_data_directory_is_one_line(tmp_path, capsys):
