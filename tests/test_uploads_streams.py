@@ -203,3 +203,36 @@ def test_sweep_removes_stale_single_upload_staging_files(repo):
     repo.streams.sweep(3600, now)
     assert not incoming.path.exists()
     assert fresh.path.exists()
+
+
+def part_files(repo, stream_id):
+    return sorted(p.name for p in (repo.orgs_root / ORG / "streams" / stream_id).glob("part-*"))
+
+
+def test_merged_parts_are_removed_so_each_byte_is_stored_once(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    put(repo, stream_id, 0, CHUNKS[0])
+    put(repo, stream_id, 2, CHUNKS[2])
+    assert part_files(repo, stream_id) == ["part-2"]
+    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+        assert stream.part_sizes() == {0: 1000, 2: 1000}
+
+
+def test_crash_after_replacing_a_merged_chunk_loses_no_acknowledged_chunk(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    for index in range(3):
+        put(repo, stream_id, index, CHUNKS[index])
+    incoming = repo.streams.new_incoming(ORG, stream_id, 12)
+    incoming.write(b"B" * 1000)
+
+    def killed():
+        raise OSError("worker killed before the new part was renamed into place")
+
+    incoming.finish = killed
+    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+        with pytest.raises(OSError):
+            stream.put_part(1, incoming)
+    # The rewind put the merged chunks from 1 on back into parts; the old chunk 1 stands.
+    assert part_files(repo, stream_id) == ["part-1", "part-2"]
+    assert put(repo, stream_id, 3, CHUNKS[3]) == (4, 3010)
+    assert digest(repo, stream_id) == hashlib.sha256(b"".join(CHUNKS)).hexdigest()

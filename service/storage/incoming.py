@@ -65,10 +65,12 @@ class IncomingFile:
             os.unlink(self.path)
 
 
-def sha256_of_file(path):
-    """Hex SHA-256 of a file, read in fixed-size buffers."""
+def sha256_of_range(path, offset, length):
+    """Hex SHA-256 of `length` bytes of a file from `offset`, read in fixed-size buffers."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        while block := handle.read(BUFFER_SIZE):
+        handle.seek(offset)
+        while length and (block := handle.read(min(BUFFER_SIZE, length))):
             digest.update(block)
+            length -= len(block)
     return digest.hexdigest()

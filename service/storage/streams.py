@@ -2,14 +2,16 @@
 
 A stream directory holds
 - `meta.json`   what the client declared, and what the server decided (totalChunks, format, path);
-- `part-<i>`    each acknowledged chunk, fsynced and renamed into place, kept until the stream completes;
-- `prefix`      chunks 0..next-1 joined in order, appended as soon as they are contiguous;
+- `part-<i>`    each acknowledged chunk not yet merged, fsynced and renamed into place;
+- `prefix`      chunks 0..next-1 joined in order, appended as soon as they are contiguous (their parts are
+                then removed, so a stream holds each byte once);
 - `boundaries`  one fixed-size record per chunk boundary: prefix length and SHA-256 state there;
 - `merged`      `{"next": n}`: how many chunks the prefix holds (records 0..n are valid).
 
 Appending a chunk writes the prefix and the next boundary record, fsyncs both, then replaces `merged`
 atomically: a crash in between leaves `merged` at the old boundary, and the next merge truncates the
-prefix back to the recorded length. Replacing an already-merged chunk rewinds `merged` to its boundary.
+prefix back to the recorded length. Replacing an already-merged chunk first puts the merged chunks from
+it on back into parts (cut from the prefix at the recorded boundaries), then rewinds `merged` to it.
 Everything on a stream happens under its cross-process lock `streams/<streamId>.lock`; the lock file
 sits beside the directory so a stream can be removed while its lock is held.
 """
@@ -26,7 +28,7 @@ from rehashes import PySha256
 
 from service.errors import NotFound
 from service.storage.files import atomic_write_bytes, disk_errors, fsync_directory, lock
-from service.storage.incoming import BUFFER_SIZE, IncomingFile, sha256_of_file
+from service.storage.incoming import BUFFER_SIZE, IncomingFile, sha256_of_range
 from service.storage.names import id_to_name
 
 STREAM_NOT_FOUND = "stream not found"
@@ -131,11 +133,10 @@ class StreamStore:
         meta = self.read(org, stream_id, ttl_seconds, now)
         if meta is None:
             raise NotFound(STREAM_NOT_FOUND)
-        try:
-            sizes = _part_sizes(directory) if meta["state"] == "open" else {}
-            return meta, sizes, directory.stat().st_mtime
-        except FileNotFoundError:
-            raise NotFound(STREAM_NOT_FOUND) from None
+        if meta["state"] != "open":
+            return meta, {}, directory.stat().st_mtime
+        with self.open(org, stream_id, ttl_seconds, now) as stream:
+            return stream.meta, stream.part_sizes(), directory.stat().st_mtime
 
     def delete(self, org, stream_id):
         """Remove a stream and its parts; False when there is no such stream."""
@@ -205,8 +206,15 @@ class LockedStream:
         self.meta = meta
 
     def part_sizes(self):
-        """{chunk index: size} of every chunk received so far."""
-        return _part_sizes(self.directory)
+        """{chunk index: size} of every chunk received so far, merged or not."""
+        merged = self._next()
+        with open(self.directory / BOUNDARIES, "rb") as handle:
+            records = handle.read((merged + 1) * BOUNDARY.size)
+        lengths = [length for length, _ in BOUNDARY.iter_unpack(records)]
+        sizes = {index: lengths[index + 1] - lengths[index] for index in range(merged)}
+        # Parts below `merged` are leftovers of a crash after their merge; the prefix holds them.
+        sizes.update((index, size) for index, size in _part_sizes(self.directory).items() if index >= merged)
+        return sizes
 
     def _part(self, index):
         return self.directory / f"part-{index}"
@@ -225,18 +233,43 @@ class LockedStream:
 
     def put_part(self, index, incoming):
         """Acknowledge a chunk: its part is fsynced and renamed into place when this returns."""
-        if index < self._next():
-            if sha256_of_file(self._part(index)) == incoming.sha256:
+        merged = self._next()
+        if index < merged:
+            start, end = self._boundary(index)[0], self._boundary(index + 1)[0]
+            if sha256_of_range(self.directory / PREFIX, start, end - start) == incoming.sha256:
                 incoming.discard()
                 self._touch()
                 return
-            # Rewind before replacing, so that a crash never leaves merged bytes the parts no longer hold.
-            self._set_next(index)
+            self._unmerge(index, merged)
         incoming.finish()
         with disk_errors():
             os.replace(incoming.path, self._part(index))
             fsync_directory(self.directory)
         self._touch()
+
+    def _unmerge(self, index, merged):
+        """Cut chunks index..merged-1 out of the prefix back into parts, then rewind `merged` to `index`.
+
+        Parts first, pointer last: whenever a crash strikes, every acknowledged chunk is in the prefix
+        below `merged` or in its part.
+        """
+        with disk_errors(), open(self.directory / PREFIX, "rb") as prefix:
+            for chunk in range(index, merged):
+                start, end = self._boundary(chunk)[0], self._boundary(chunk + 1)[0]
+                prefix.seek(start)
+                part = IncomingFile(self.directory, 0)
+                try:
+                    remaining = end - start
+                    while remaining:
+                        block = prefix.read(min(BUFFER_SIZE, remaining))
+                        part.write(block)
+                        remaining -= len(block)
+                    part.finish()
+                    os.replace(part.path, self._part(chunk))
+                finally:
+                    part.discard()
+            fsync_directory(self.directory)
+        self._set_next(index)
 
     def _touch(self):
         # The directory's mtime is the stream's last activity, which its expiry counts from.
@@ -250,6 +283,7 @@ class LockedStream:
         if merged >= total or not self._part(merged).exists():
             return merged, length
         hasher = PySha256.deserialize(state)
+        first = merged
         with disk_errors(), open(self.directory / PREFIX, "r+b") as prefix, \
                 open(self.directory / BOUNDARIES, "r+b") as boundaries:
             # Bytes past the recorded length are from an append whose bookkeeping never got saved.
@@ -269,6 +303,10 @@ class LockedStream:
             boundaries.flush()
             os.fsync(boundaries.fileno())
             self._set_next(merged)
+        # Only now are the merged parts redundant; a crash before this leaves them to publish or expiry.
+        for index in range(first, merged):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._part(index))
         return merged, length
 
     def merged_sha256(self):
