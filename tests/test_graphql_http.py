@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from service.domain.reads import PROCESSES, PRODUCTS, STATIONS
+from service.domain.reads import PROCESSES, STATIONS
 from service.graphql import load_schema
 from service.storage import get_repository
 

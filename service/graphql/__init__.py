@@ -34,6 +34,7 @@ def load_schema():
 
 
 def init_app(app):
+    """Load the schema once, then serve the explorer page and the token-protected POST at /graph/v2."""
     endpoint = GraphQLEndpoint(load_schema())
     app.extensions["graphql"] = endpoint
     explorer_html = ExplorerGraphiQL(title="Work-instruction service", default_query=EXPLORER_QUERY).html(None)
