@@ -47,7 +47,8 @@ def int_at_least(minimum):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="wis", description=__doc__)
+    parser = argparse.ArgumentParser(prog="wis", description="Serve the work-instruction service, upload media, "
+                                     "push work instructions from files, collect garbage.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the service with gunicorn")
