@@ -24,6 +24,9 @@ def create_app(config_overrides=None):
 
     graphql.init_app(app)
     uploads.init_app(app)
+    from service import openapi
+
+    openapi.init_app(app)
     if app.config["TEST_MODE"]:
         from service import testing_api
 

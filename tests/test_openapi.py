@@ -1,0 +1,106 @@
+"""service/openapi.json: served without a token, a valid OpenAPI document, and true to real responses."""
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+from openapi_core import OpenAPI
+from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
+from openapi_spec_validator import validate
+
+import service
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+MP4 = b"\0\0\0\x18ftypmp42" + b"\1" * 500
+
+
+@pytest.fixture(scope="module")
+def document():
+    return json.loads((Path(service.__file__).parent / "openapi.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def openapi(document):
+    return OpenAPI.from_dict(document)
+
+
+def test_document_is_served_without_token_and_valid(client, document):
+    response = client.get("/openapi.json")
+    assert response.status_code == 200
+    assert response.content_type == "application/json"
+    assert response.get_json() == document
+    validate(document)
+
+
+def test_document_covers_the_upload_and_media_endpoints(document):
+    assert {path: sorted(ops) for path, ops in document["paths"].items()} == {
+        "/uploads": ["post"],
+        "/uploads/{streamId}": ["delete", "get", "parameters", "patch"],
+        "/api/v1/images/{name}": ["get", "head"],
+        "/api/v1/videos/{name}": ["get", "head"],
+    }
+
+
+class AnsweredRequest(WerkzeugOpenAPIRequest):
+    """The request of a response, for finding its operation; its body was consumed by the app."""
+
+    @property
+    def body(self):
+        return b""
+
+
+def chunk(index, total, data):
+    return {"chunkIndex": str(index), "totalChunks": str(total), "file": (_bytes_io(data), "part.bin")}
+
+
+def _bytes_io(data):
+    return io.BytesIO(data)
+
+
+def test_real_responses_match_the_document(client, auth, other_auth, openapi):
+    seen = []
+
+    def call(method, path, expected_status, **kwargs):
+        response = client.open(path, method=method, **kwargs)
+        assert response.status_code == expected_status, response.get_data(as_text=True)
+        openapi.validate_response(AnsweredRequest(response.request), WerkzeugOpenAPIResponse(response))
+        seen.append((method, expected_status))
+        return response
+
+    single = {"destinationId": "stepImage", "file": (_bytes_io(PNG), "photo.png")}
+    image = call("POST", "/uploads", 201, headers=auth, data=single).get_json()["path"]
+    call("POST", "/uploads", 201, headers=auth, data={**single, "file": (_bytes_io(PNG), "p.png"),
+                                                        "sha": hashlib.sha256(PNG).hexdigest()})
+    call("POST", "/uploads", 400, headers=auth, data={"destinationId": "stepVideo", "file": (_bytes_io(PNG), "x.png")})
+    call("POST", "/uploads", 400, headers=auth, json={"destinationId": "nowhere"})
+    call("POST", "/uploads", 401, data={"destinationId": "stepImage", "file": (_bytes_io(PNG), "photo.png")})
+    call("POST", "/uploads", 413, headers=auth, json={"destinationId": "stepImage", "fileName": "huge.png",
+                                                      "fileSize": 8 * 1024 * 1024 + 1, "sha": "0" * 64})
+
+    stream_body = {"destinationId": "stepVideo", "fileName": "clip.mp4", "fileSize": len(MP4),
+                   "sha": hashlib.sha256(MP4).hexdigest()}
+    stream = call("POST", "/uploads", 201, headers=auth, json=stream_body).get_json()["streamId"]
+    call("GET", f"/uploads/{stream}", 200, headers=auth)
+    call("PATCH", f"/uploads/{stream}", 200, headers=auth, data=chunk(1, 2, MP4[300:]))
+    call("PATCH", f"/uploads/{stream}", 400, headers=auth, data=chunk(5, 2, MP4[:300]))
+    call("GET", f"/uploads/{stream}", 200, headers=auth)
+    video = call("PATCH", f"/uploads/{stream}", 201, headers=auth, data=chunk(0, 2, MP4[:300])).get_json()["path"]
+    call("GET", f"/uploads/{stream}", 200, headers=auth)
+    call("PATCH", f"/uploads/{stream}", 404, headers=other_auth, data=chunk(0, 2, MP4[:300]))
+    call("GET", f"/uploads/{stream}", 401)
+    call("DELETE", f"/uploads/{stream}", 204, headers=auth)
+    call("DELETE", f"/uploads/{stream}", 404, headers=auth)
+    call("GET", f"/uploads/{'0' * 32}", 404, headers=auth)
+
+    etag = call("GET", image, 200, headers=auth).headers["ETag"]
+    call("HEAD", image, 200, headers=auth)
+    call("GET", image, 206, headers={**auth, "Range": "bytes=0-9"})
+    call("GET", image, 304, headers={**auth, "If-None-Match": etag})
+    call("GET", image, 416, headers={**auth, "Range": f"bytes={len(PNG) + 10}-"})
+    call("GET", image, 404, headers=other_auth)
+    call("GET", image, 401)
+    call("GET", video, 200, headers=auth)
+    call("HEAD", video, 200, headers=auth)
+
+    assert len(seen) == 27
