@@ -484,3 +484,16 @@ def test_unexpected_failure_is_500_without_traceback(client, auth, monkeypatch):
         "destinationId": "stepVideo", "fileName": "a", "fileSize": 1, "sha": "0" * 64})
     assert response.status_code == 500
     assert response.get_json() == {"error": "internal server error"}
+
+
+def test_requests_sweep_expired_streams_once_the_interval_has_passed(tmp_path, auth):
+    app = create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS, "STREAM_TTL_HOURS": 1.0})
+    client = app.test_client()
+    stream_id = create(client, auth, blob(MP4, 100))
+    directory = get_repository(app).orgs_root / "default" / "streams" / stream_id
+    os.utime(directory, (time.time() - 3601, time.time() - 3601))
+    client.get("/uploads/" + "0" * 32, headers=auth).close()
+    assert directory.exists()  # the interval since start-up has not passed yet
+    app.extensions["uploads"]["next_sweep"] = 0
+    client.get("/uploads/" + "0" * 32, headers=auth).close()
+    assert not directory.exists()

@@ -161,7 +161,8 @@ def test_stream_of_another_org_is_not_found(repo):
             pass
 
 
-@pytest.mark.parametrize("stream_id", ["../x", "..", "", "0" * 31, "A" * 32, "0" * 32 + "/..", "0" * 33, "0" * 31 + "\n"])
+@pytest.mark.parametrize("stream_id", ["../x", "..", "", "0" * 31, "A" * 32, "0" * 32 + "/..", "0" * 33,
+                                       "0" * 32 + "\n"])
 def test_malformed_stream_ids_are_not_found(repo, stream_id):
     with pytest.raises(NotFound):
         repo.streams.new_incoming(ORG, stream_id, 12)

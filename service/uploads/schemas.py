@@ -1,5 +1,5 @@
 """Request validation at the edge: marshmallow schemas whose messages name the offending field."""
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
+from marshmallow import Schema, ValidationError, fields, validate
 
 from service.errors import BadRequest
 
@@ -22,7 +22,7 @@ class _Strict(Schema):
 class StreamCreateSchema(_Strict):
     destinationId = _string(required=True)
     fileName = _string(required=True, validate=validate.Length(min=1, max=1000, error="must be 1 to 1000 characters"))
-    fileSize = _integer(True, required=True, validate=validate.Range(min=1, error="must be at least 1 byte"))
+    fileSize = _integer(True, required=True)
     sha = _string(required=True, validate=SHA256)
 
 
