@@ -1,7 +1,7 @@
 """Upload rules: destinations and their limits, format sniffing, media names, and the upload operations.
 
 Views hand these functions the repository, the org and already-validated fields; the bytes arrive as an
-`IncomingFile` (service.storage.files) that was hashed and sniffed while it was written to disk.
+`IncomingFile` (service.storage.incoming) that was hashed and sniffed while it was written to disk.
 """
 import math
 import re
