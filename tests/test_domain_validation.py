@@ -283,6 +283,12 @@ def test_longer_cycle_is_named_in_flow_order(processes):
     assert ("product.dependencies", "must not contain a cycle; found aaa -> bbb -> ccc -> aaa") in excinfo.value.errors
 
 
+def test_cycle_reached_from_outside_names_only_the_cycle(processes):
+    excinfo = refused_product(processes, product([edge("aaa", "ccc"), edge("bbb", "aaa"), edge("aaa", "bbb"),
+                                                  edge("fin", "bbb")]))
+    assert ("product.dependencies", "must not contain a cycle; found aaa -> bbb -> aaa") in excinfo.value.errors
+
+
 def test_final_process_upstream_of_something_is_refused(processes):
     excinfo = refused_product(processes, product([edge("fin", "aaa"), edge("bbb", "fin")]))
     assert ("product.dependencies[1].upstreamProcessId",
