@@ -1,8 +1,11 @@
 """Request ids, JSON logs and /metrics in one process (Flask test client)."""
+import hashlib
 import io
 import json
 import logging
+import os
 import re
+import time
 
 import pytest
 
@@ -136,3 +139,25 @@ def test_upload_request_bytes_are_counted_by_route(client, auth):
     text = client.get("/metrics").get_data(as_text=True)
     assert metric_value(text, "wis_upload_received_bytes_total", method="POST", route="/uploads",
                         status="201") == response.request.content_length
+
+
+def test_completed_and_expired_streams_are_counted(tmp_path, auth):
+    config = {"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS}
+    client = create_app(config).test_client()
+    data = b"GIF89a" + b"\1" * 20
+    body = {"destinationId": "stepVideoGif", "fileName": "a.gif", "fileSize": len(data),
+            "sha": hashlib.sha256(data).hexdigest()}
+    abandoned, stream_id = (client.post("/uploads", json=body, headers=auth).get_json()["streamId"] for _ in "ab")
+    chunk = {"chunkIndex": "0", "totalChunks": "1", "file": (io.BytesIO(data), "a.gif")}
+    assert client.patch(f"/uploads/{stream_id}", data=chunk, headers=auth).status_code == 201
+    text = client.get("/metrics").get_data(as_text=True)
+    assert metric_value(text, "wis_upload_streams_completed_total") == 1
+    assert metric_value(text, "wis_upload_streams_open") == 1
+
+    # The abandoned stream idles past its expiry; the sweep at start-up of the next app removes it.
+    [directory] = (tmp_path / "data" / "orgs").glob(f"*/streams/{abandoned}")
+    old = time.time() - 25 * 3600
+    os.utime(directory, (old, old))
+    text = create_app(config).test_client().get("/metrics").get_data(as_text=True)
+    assert metric_value(text, "wis_upload_streams_expired_total") == 1
+    assert metric_value(text, "wis_upload_streams_open") == 0

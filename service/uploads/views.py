@@ -9,6 +9,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from service.auth import require_org
 from service.domain import uploads
 from service.errors import BadRequest
+from service.observability import get_metrics
 from service.storage import get_repository
 from service.uploads.schemas import ChunkSchema, SingleUploadSchema, StreamCreateSchema, load
 
@@ -121,9 +122,11 @@ def sweep_when_due(response):
 
 
 def _sweeper(repo, ttl_seconds):
+    expired = get_metrics(current_app).streams_expired
+
     def sweep():
         try:
-            uploads.sweep_expired_streams(repo, ttl_seconds)
+            expired.inc(uploads.sweep_expired_streams(repo, ttl_seconds))
         except Exception:
             log.exception("sweeping expired upload streams failed")
     return sweep
@@ -132,4 +135,5 @@ def _sweeper(repo, ttl_seconds):
 def init_app(app):
     app.register_blueprint(bp)
     app.extensions["uploads"] = {"next_sweep": time.monotonic() + SWEEP_INTERVAL_SECONDS}
-    uploads.sweep_expired_streams(get_repository(app), app.config["STREAM_TTL_HOURS"] * 3600)
+    expired = uploads.sweep_expired_streams(get_repository(app), app.config["STREAM_TTL_HOURS"] * 3600)
+    get_metrics(app).streams_expired.inc(expired)
