@@ -1,6 +1,9 @@
 """The gunicorn configuration: metrics summed over worker processes, JSON access logs without secrets."""
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -100,3 +103,41 @@ def test_metrics_files_of_a_previous_run_are_wiped_at_start(tmp_path):
             assert wait_for_healthz_count(server, expected) == expected
         finally:
             server.stop()
+
+
+def gunicorn_settings(tmp_path, **env):
+    """The settings service.gunicorn_config produces under `env`, read in a fresh interpreter."""
+    script = ("import json, service.gunicorn_config as c; print(json.dumps({k: getattr(c, k) for k in ("
+              "'bind', 'worker_class', 'workers', 'threads', 'timeout', 'graceful_timeout', 'keepalive', "
+              "'accesslog', 'wsgi_app', 'control_socket_disable')}))")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("WIS_") and k != "PORT"}
+    environment.update(PROMETHEUS_MULTIPROC_DIR=str(tmp_path), **env)
+    result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True)
+    return result.returncode, (json.loads(result.stdout) if result.returncode == 0 else result.stderr)
+
+
+def test_config_defaults_suit_slow_uploads_on_loopback(tmp_path):
+    status, settings = gunicorn_settings(tmp_path)
+    assert status == 0
+    assert settings["bind"] == ["127.0.0.1:8000"]
+    assert settings["worker_class"] == "gthread" and settings["threads"] >= 2 and settings["workers"] >= 2
+    assert settings["timeout"] >= 120 and settings["graceful_timeout"] > 0
+    assert settings["accesslog"] == "-" and settings["wsgi_app"] == "service:create_app()"
+    assert settings["control_socket_disable"] is True
+
+
+def test_config_reads_the_environment(tmp_path):
+    status, settings = gunicorn_settings(
+        tmp_path, PORT="5000", WIS_WORKERS="3", WIS_THREADS="8", WIS_TIMEOUT="300", WIS_GRACEFUL_TIMEOUT="90",
+        WIS_KEEPALIVE="10", WIS_WORKER_CLASS="sync", WIS_ACCESS_LOG="off")
+    assert status == 0
+    assert settings["bind"] == ["0.0.0.0:5000"]
+    assert (settings["workers"], settings["threads"], settings["timeout"], settings["graceful_timeout"]) == (3, 8, 300, 90)
+    assert (settings["keepalive"], settings["worker_class"], settings["accesslog"]) == (10, "sync", None)
+    assert gunicorn_settings(tmp_path, PORT="5000", WIS_BIND="127.0.0.1:9000")[1]["bind"] == ["127.0.0.1:9000"]
+
+
+def test_config_refuses_a_malformed_setting_naming_it(tmp_path):
+    status, stderr = gunicorn_settings(tmp_path, WIS_WORKERS="many")
+    assert status != 0
+    assert "invalid value for WIS_WORKERS: 'many'" in stderr

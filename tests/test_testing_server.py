@@ -1,6 +1,8 @@
 """The embeddable threaded server (service.testing) and the test-mode state endpoints."""
 import hashlib
 import os
+import subprocess
+import sys
 
 import pytest
 import requests
@@ -84,3 +86,16 @@ def test_objects_lists_what_each_org_stored_and_reset_removes_it(tmp_path):
         assert session.get("/_test/objects", timeout=10).json() == {"orgs": {}}
         assert session.get(path, timeout=10).status_code == 404
         assert session.get(f"/uploads/{stream_id}", timeout=10).status_code == 404
+
+
+def test_threaded_server_works_from_a_plain_script_without_pytest(tmp_path):
+    script = tmp_path / "embed.py"
+    script.write_text(
+        "import sys, requests\n"
+        "from service.testing import ThreadedServer\n"
+        "with ThreadedServer() as server:\n"
+        "    print(requests.get(server.url + '/healthz', timeout=5).json()['status'])\n"
+        "print('pytest' in sys.modules)\n")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["ok", "False"]
