@@ -497,3 +497,28 @@ def test_requests_sweep_expired_streams_once_the_interval_has_passed(tmp_path, a
     app.extensions["uploads"]["next_sweep"] = 0
     client.get("/uploads/" + "0" * 32, headers=auth).close()
     assert not directory.exists()
+
+
+def test_client_gone_mid_chunk_leaves_no_part_and_the_stream_usable(app, client, auth, monkeypatch):
+    started = []
+    real_new_chunk_file = uploads.new_chunk_file
+
+    def new_chunk_file(*args):
+        started.append(real_new_chunk_file(*args))
+        return started[-1]
+
+    monkeypatch.setattr(uploads, "new_chunk_file", new_chunk_file)
+    data = blob(MP4, 2000)
+    stream_id = create(client, auth, data)
+    boundary = "cut-here"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"chunkIndex\"\r\n\r\n0\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"totalChunks\"\r\n\r\n2\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"blob\"\r\n\r\n").encode()
+    sent = head + data[:500]
+    response = client.patch(f"/uploads/{stream_id}", headers=auth, input_stream=io.BytesIO(sent),
+                            content_type=f"multipart/form-data; boundary={boundary}", content_length=len(sent) + 600)
+    assert response.status_code == 400
+    assert started[0].size == 500  # half a chunk had been written to disk when the body ended
+    assert files_under(app, "default", "streams", stream_id) == ["boundaries", "merged", "meta.json", "prefix"]
+    assert send(client, auth, stream_id, 0, 2, data[:1000]).status_code == 200
+    assert send(client, auth, stream_id, 1, 2, data[1000:]).status_code == 201
