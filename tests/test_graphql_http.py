@@ -320,6 +320,18 @@ def test_explorer_page_needs_no_token(client):
     assert "x-service-api-org" in response.get_data(as_text=True)
 
 
+def test_explorer_loads_its_scripts_from_the_service_itself(client):
+    """A box on the factory floor has no internet: every script and stylesheet must come from us."""
+    import re
+
+    page = client.get("/graph/v2").get_data(as_text=True)
+    assets = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert assets and all(asset.startswith("/static/") for asset in assets)
+    for asset in assets:
+        response = client.get(asset)
+        assert response.status_code == 200 and len(response.data) > 1000
+
+
 def test_other_methods_are_json_405(client, auth):
     response = client.put("/graph/v2", headers=auth)
     assert response.status_code == 405 and "error" in response.get_json()
