@@ -136,6 +136,7 @@ class Metrics:
 
 
 def get_metrics(app):
+    """The Metrics of an app, for code that counts events of its own (e.g. the expiry sweep)."""
     return app.extensions["metrics"]
 
 
