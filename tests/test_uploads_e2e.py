@@ -4,12 +4,22 @@ import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import requests
 
-from conftest import TOKEN
+from conftest import TOKEN, GunicornServer
 
 HEADERS = {"x-service-api-org": TOKEN}
 MB = 1024 * 1024
+
+
+@pytest.fixture(params=["sync", "gthread"])
+def server(request, tmp_path):
+    """Two workers; with gthread, concurrent requests also share a process (threads contend for the same lock)."""
+    started = GunicornServer(tmp_path / "data", workers=2,
+                             extra_args=("--worker-class", request.param, "--threads", "4"))
+    yield started
+    started.stop()
 
 
 def mp4_bytes(size, seed):
@@ -47,39 +57,39 @@ def media_files(data_dir):
     return sorted(p.name for p in (data_dir / "orgs" / "default" / "media" / "videos").glob("*"))
 
 
-def test_parallel_out_of_order_chunks_complete_exactly_once(gunicorn_server):
+def test_parallel_out_of_order_chunks_complete_exactly_once(server):
     data = mp4_bytes(30 * MB + 12345, seed=1)
     chunk_size = MB
     chunks = [data[i:i + chunk_size] for i in range(0, len(data), chunk_size)]
     order = list(range(len(chunks)))
     random.Random(2).shuffle(order)
-    stream_id = create_stream(gunicorn_server.url, data)
+    stream_id = create_stream(server.url, data)
     with ThreadPoolExecutor(max_workers=6) as pool:
-        results = list(pool.map(lambda i: send_chunk(gunicorn_server.url, stream_id, i, len(chunks), chunks[i]),
+        results = list(pool.map(lambda i: send_chunk(server.url, stream_id, i, len(chunks), chunks[i]),
                                 order))
     completions = [body for status, body in results if status == 201]
     assert len(completions) == 1
     acknowledged = [body["chunkIndex"] for status, body in results if status == 200]
     assert len(set(acknowledged)) == len(acknowledged) == len(chunks) - 1
     path = completions[0]["path"]
-    assert download_sha(gunicorn_server.url, path) == hashlib.sha256(data).hexdigest()
-    assert media_files(gunicorn_server.data_dir) == [path.rsplit("/", 1)[1]]
+    assert download_sha(server.url, path) == hashlib.sha256(data).hexdigest()
+    assert media_files(server.data_dir) == [path.rsplit("/", 1)[1]]
 
 
-def test_the_same_last_chunks_sent_at_once_complete_the_stream_once(gunicorn_server):
+def test_the_same_last_chunks_sent_at_once_complete_the_stream_once(server):
     data = mp4_bytes(6 * MB, seed=3)
     chunks = [data[i:i + MB] for i in range(0, len(data), MB)]
     total = len(chunks)
-    stream_id = create_stream(gunicorn_server.url, data)
+    stream_id = create_stream(server.url, data)
     for index in range(total - 2):
-        assert send_chunk(gunicorn_server.url, stream_id, index, total, chunks[index])[0] == 200
+        assert send_chunk(server.url, stream_id, index, total, chunks[index])[0] == 200
     senders = 8
     barrier = threading.Barrier(senders)
 
     def send_last(sender):
         barrier.wait(timeout=30)
         index = total - 1 - sender % 2
-        return send_chunk(gunicorn_server.url, stream_id, index, total, chunks[index])
+        return send_chunk(server.url, stream_id, index, total, chunks[index])
 
     with ThreadPoolExecutor(max_workers=senders) as pool:
         results = list(pool.map(send_last, range(senders)))
@@ -87,7 +97,7 @@ def test_the_same_last_chunks_sent_at_once_complete_the_stream_once(gunicorn_ser
     paths = {body["path"] for status, body in results if status == 201}
     assert len(paths) == 1
     path = paths.pop()
-    assert download_sha(gunicorn_server.url, path) == hashlib.sha256(data).hexdigest()
-    assert media_files(gunicorn_server.data_dir) == [path.rsplit("/", 1)[1]]
-    status = requests.get(f"{gunicorn_server.url}/uploads/{stream_id}", headers=HEADERS, timeout=30).json()
+    assert download_sha(server.url, path) == hashlib.sha256(data).hexdigest()
+    assert media_files(server.data_dir) == [path.rsplit("/", 1)[1]]
+    status = requests.get(f"{server.url}/uploads/{stream_id}", headers=HEADERS, timeout=30).json()
     assert (status["state"], status["path"]) == ("complete", path)
