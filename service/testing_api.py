@@ -32,7 +32,9 @@ bp.before_request(require_org)
 
 class FaultSchema(Schema):
     error_messages = {"unknown": "unknown field", "type": "must be a JSON object"}
-    method = fields.String(load_default=None, validate=validate.Regexp(r"^[A-Za-z]{1,20}$", error="must be an HTTP method"))
+    method = fields.String(load_default=None,
+                           validate=validate.Regexp(r"^[A-Za-z]{1,20}$", error="must be an HTTP method"))
+    # A regular expression searched in the request path: anchor it (^/uploads$) to match one route only.
     path = fields.String(load_default=".*")
     times = fields.Integer(strict=True, load_default=1, validate=validate.Range(min=1, max=10_000))
     status = fields.Integer(strict=True, validate=validate.Range(min=400, max=599))
