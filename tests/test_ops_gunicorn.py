@@ -132,7 +132,7 @@ def test_config_reads_the_environment(tmp_path):
         WIS_KEEPALIVE="10", WIS_WORKER_CLASS="sync", WIS_ACCESS_LOG="off")
     assert status == 0
     assert settings["bind"] == ["0.0.0.0:5000"]
-    assert (settings["workers"], settings["threads"], settings["timeout"], settings["graceful_timeout"]) == (3, 8, 300, 90)
+    assert [settings[key] for key in ("workers", "threads", "timeout", "graceful_timeout")] == [3, 8, 300, 90]
     assert (settings["keepalive"], settings["worker_class"], settings["accesslog"]) == (10, "sync", None)
     assert gunicorn_settings(tmp_path, PORT="5000", WIS_BIND="127.0.0.1:9000")[1]["bind"] == ["127.0.0.1:9000"]
 

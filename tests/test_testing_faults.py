@@ -77,8 +77,9 @@ def test_test_endpoints_are_never_faulted(session):
 
 @pytest.mark.parametrize("fault, field", [
     ({}, "request body"), ({"status": 503, "delay": 1}, "request body"), ({"status": 200}, "status"),
-    ({"delay": 0}, "delay"), ({"delay": 61}, "delay"), ({"drop": False}, "drop"), ({"path": "(", "status": 500}, "path"),
-    ({"status": 500, "times": 0}, "times"), ({"status": 500, "color": "red"}, "color"), ({"delay": 1, "error": "x"}, "error"),
+    ({"delay": 0}, "delay"), ({"delay": 61}, "delay"), ({"drop": False}, "drop"),
+    ({"path": "(", "status": 500}, "path"), ({"status": 500, "times": 0}, "times"),
+    ({"status": 500, "color": "red"}, "color"), ({"delay": 1, "error": "x"}, "error"),
 ])
 def test_malformed_faults_are_400_naming_the_field(session, fault, field):
     response = session.post("/_test/faults", json=fault)

@@ -46,7 +46,8 @@ def test_threaded_server_keeps_a_data_dir_it_was_given(tmp_path):
         assert server.url.startswith("http://127.0.0.1:")
         with server.session() as session:
             path = upload_png(session)
-        assert requests.get(server.url + path, headers={"x-service-api-org": "given-token-123"}, timeout=5).content == PNG
+        response = requests.get(server.url + path, headers={"x-service-api-org": "given-token-123"}, timeout=5)
+        assert response.content == PNG
     assert (tmp_path / "data" / "orgs" / "acme").is_dir()
 
 
