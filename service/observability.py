@@ -47,9 +47,20 @@ def json_formatter():
     return JsonFormatter(["levelname", "name", "process", "message"], timestamp=True)
 
 
+class StderrHandler(logging.StreamHandler):
+    """Writes to sys.stderr as it is at each record: test runners swap it while they capture output."""
+
+    def __init__(self):
+        super().__init__(sys.stderr)
+
+    def emit(self, record):
+        self.stream = sys.stderr  # emit runs under the handler's lock
+        super().emit(record)
+
+
 def json_handler(stream=None):
     """A handler writing JSON lines (stderr by default) with the request id of the current request."""
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = logging.StreamHandler(stream) if stream is not None else StderrHandler()
     handler.setFormatter(json_formatter())
     handler.addFilter(RequestIdFilter())
     return handler
