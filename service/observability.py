@@ -130,7 +130,7 @@ class Metrics:
             "wis_upload_received_bytes", "Request body bytes received on the upload routes (Content-Length)",
             ["method", "route", "status"], registry=self.registry)
         self.streams_completed = Counter(
-            "wis_upload_streams_completed", "Chunked upload streams completed and verified (201 answers to PATCH)",
+            "wis_upload_streams_completed", "Chunked upload streams completed and verified (once per stream, retries not counted)",
             registry=self.registry)
         self.streams_expired = Counter(
             "wis_upload_streams_expired", "Chunked upload streams removed by the expiry sweep",
@@ -166,9 +166,6 @@ def _finish_request(response, metrics):
         metrics.latency.labels(*labels).observe(time.perf_counter() - g.request_started)
     if route.startswith(UPLOAD_ROUTE_PREFIX) and request.content_length:
         metrics.upload_bytes.labels(*labels).inc(request.content_length)
-    # A chunk answered 201 completed its stream (a retried final chunk answers 201 again and counts again).
-    if request.method == "PATCH" and route.startswith(UPLOAD_ROUTE_PREFIX + "/") and response.status_code == 201:
-        metrics.streams_completed.inc()
     return response
 
 

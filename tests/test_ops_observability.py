@@ -150,6 +150,9 @@ def test_completed_and_expired_streams_are_counted(tmp_path, auth):
     abandoned, stream_id = (client.post("/uploads", json=body, headers=auth).get_json()["streamId"] for _ in "ab")
     chunk = {"chunkIndex": "0", "totalChunks": "1", "file": (io.BytesIO(data), "a.gif")}
     assert client.patch(f"/uploads/{stream_id}", data=chunk, headers=auth).status_code == 201
+    # A retried final chunk answers 201 with the same path but completes nothing new.
+    retry = {"chunkIndex": "0", "totalChunks": "1", "file": (io.BytesIO(data), "a.gif")}
+    assert client.patch(f"/uploads/{stream_id}", data=retry, headers=auth).status_code == 201
     text = client.get("/metrics").get_data(as_text=True)
     assert metric_value(text, "wis_upload_streams_completed_total") == 1
     assert metric_value(text, "wis_upload_streams_open") == 1

@@ -172,14 +172,18 @@ def new_upload_file(repo, org):
     return repo.media.new_incoming(org, SNIFF_BYTES)
 
 
+CHUNK_STORED, STREAM_COMPLETED, ALREADY_COMPLETE = "chunk stored", "stream completed", "already complete"
+
+
 def receive_chunk(repo, org, stream_id, ttl_seconds, index, total, incoming, sha=None):
-    """Store one chunk; return (body, complete) where body is {"path"} or {"streamId", "chunkIndex"}."""
+    """Store one chunk; return (body, outcome): outcome is CHUNK_STORED ({"streamId", "chunkIndex"}),
+    STREAM_COMPLETED (this request completed the stream, {"path"}) or ALREADY_COMPLETE (a retry, {"path"})."""
     check_size(incoming.size, REQUEST_FILE_LIMIT)
     check_sha(sha, incoming.sha256, f"chunk {index}")
     with repo.streams.open(org, stream_id, ttl_seconds, time.time()) as stream:
         meta = stream.meta
         if meta["state"] == "complete":
-            return {"path": meta["path"]}, True
+            return {"path": meta["path"]}, ALREADY_COMPLETE
         _check_chunk(meta, index, total, incoming, stream.part_sizes())
         if meta["totalChunks"] is None or index == 0:
             meta["totalChunks"] = total
@@ -189,8 +193,8 @@ def receive_chunk(repo, org, stream_id, ttl_seconds, index, total, incoming, sha
         stream.put_part(index, incoming)
         merged, length = stream.merge_available()
         if merged < total:
-            return {"streamId": stream_id, "chunkIndex": index}, False
-        return {"path": _complete(stream, meta, length)}, True
+            return {"streamId": stream_id, "chunkIndex": index}, CHUNK_STORED
+        return {"path": _complete(stream, meta, length)}, STREAM_COMPLETED
 
 
 def _check_chunk(meta, index, total, incoming, sizes):

@@ -77,9 +77,11 @@ def send_chunk(stream_id):
     uploads.require_stream(repo, org, stream_id, ttl)
     with _multipart(lambda: uploads.new_chunk_file(repo, org, stream_id)) as (form, file):
         data = load(ChunkSchema(), form)
-        body, complete = uploads.receive_chunk(repo, org, stream_id, ttl, data["chunkIndex"], data["totalChunks"],
+        body, outcome = uploads.receive_chunk(repo, org, stream_id, ttl, data["chunkIndex"], data["totalChunks"],
                                                file.stream, data["sha"])
-    return jsonify(body), 201 if complete else 200
+    if outcome == uploads.STREAM_COMPLETED:
+        get_metrics(current_app).streams_completed.inc()
+    return jsonify(body), 200 if outcome == uploads.CHUNK_STORED else 201
 
 
 @bp.get("/uploads/<stream_id>")
