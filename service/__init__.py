@@ -6,7 +6,7 @@ from service.config import load_config
 
 
 def create_app(config_overrides=None):
-    """Build the app: config -> storage -> auth -> blueprints -> error handlers."""
+    """Build the app: config -> storage -> observability -> auth -> error handlers -> blueprints."""
     app = Flask(__name__)
     app.config.update(load_config(config_overrides))
     app.json.sort_keys = False
@@ -20,12 +20,11 @@ def create_app(config_overrides=None):
     auth.init_app(app)
     error_handlers.init_app(app)
 
-    from service import graphql, uploads
+    # These import observability too, hence the same late import.
+    from service import graphql, openapi, uploads
 
     graphql.init_app(app)
     uploads.init_app(app)
-    from service import openapi
-
     openapi.init_app(app)
     if app.config["TEST_MODE"]:
         from service import testing_api

@@ -14,13 +14,20 @@ DEFAULTS = {
     "MAX_CONTENT_LENGTH": 10 * MB + 64 * 1024,
     # Test mode turns on the state and fault-injection endpoints for integrators' test suites.
     "TEST_MODE": False,
+    # Operators usually scrape /metrics from a private network without a token; this makes it ask for one.
+    "METRICS_REQUIRE_TOKEN": False,
 }
+
+def _flag(value):
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
 
 ENVIRONMENT = {
     "WIS_DATA_DIR": ("DATA_DIR", str),
     "WIS_API_TOKENS": ("API_TOKENS", str),
     "WIS_STREAM_TTL_HOURS": ("STREAM_TTL_HOURS", float),
-    "WIS_TEST_MODE": ("TEST_MODE", lambda value: value.strip().lower() in {"1", "true", "yes", "on"}),
+    "WIS_TEST_MODE": ("TEST_MODE", _flag),
+    "WIS_METRICS_REQUIRE_TOKEN": ("METRICS_REQUIRE_TOKEN", _flag),
 }
 
 

@@ -30,7 +30,6 @@ UNMATCHED_ROUTE = "<unmatched>"
 UPLOAD_ROUTE_PREFIX = "/uploads"
 # Upload requests take up to a 10 MB body over slow links, so the buckets reach into minutes.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
-TRUTHY = {"1", "true", "yes", "on"}
 
 
 class RequestIdFilter(logging.Filter):
@@ -172,10 +171,6 @@ def _finish_request(response, metrics):
 def init_app(app):
     """Request ids, JSON logs and metrics for every request; `GET /metrics` (token only if configured)."""
     configure_logging()
-    # Operators usually scrape from a private network without a token; WIS_METRICS_REQUIRE_TOKEN=1
-    # makes /metrics ask for an API token like every other endpoint.
-    app.config.setdefault(
-        "METRICS_REQUIRE_TOKEN", os.environ.get("WIS_METRICS_REQUIRE_TOKEN", "").strip().lower() in TRUTHY)
     orgs_root = storage.get_repository(app).orgs_root
     metrics = Metrics(orgs_root, multiprocess=bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR")))
     app.extensions["metrics"] = metrics
