@@ -18,6 +18,7 @@ HEADER = "x-service-api-org"
 DEFAULT_ORG = "default"
 ORG_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 DEFAULT_TOKEN_FILE = "default-token"
+ANNOUNCED_ENV = "WIS_DEFAULT_TOKEN_ANNOUNCED"
 
 
 def parse_tokens(raw):
@@ -54,15 +55,29 @@ def ensure_default_token(data_dir):
     return path.read_text().strip()
 
 
+def announce_default_token(config):
+    """With no tokens configured, create the default token and print it with the header line to use.
+
+    Called by the gunicorn master before it forks (so the token is printed once, not once per worker)
+    and by init_app otherwise. Returns whether the embedded default is in use.
+    """
+    if parse_tokens(config["API_TOKENS"]):
+        return False
+    token = ensure_default_token(config["DATA_DIR"])
+    if not config.get("QUIET_STARTUP") and not os.environ.get(ANNOUNCED_ENV):
+        print(f"work-instruction service: no WIS_API_TOKENS set; org '{DEFAULT_ORG}' uses the token "
+              f"kept in {Path(config['DATA_DIR']) / DEFAULT_TOKEN_FILE}\n"
+              f"  send it as the header:  {HEADER}: {token}", file=sys.stderr, flush=True)
+        # Forked workers inherit this and stay quiet.
+        os.environ[ANNOUNCED_ENV] = "1"
+    return True
+
+
 def init_app(app):
     tokens = parse_tokens(app.config["API_TOKENS"])
     if not tokens:
-        token = ensure_default_token(app.config["DATA_DIR"])
-        tokens = {token: DEFAULT_ORG}
-        if not app.config.get("QUIET_STARTUP"):
-            print(f"work-instruction service: no WIS_API_TOKENS set; org '{DEFAULT_ORG}' uses the token "
-                  f"kept in {Path(app.config['DATA_DIR']) / DEFAULT_TOKEN_FILE}\n"
-                  f"  send it as the header:  {HEADER}: {token}", file=sys.stderr, flush=True)
+        announce_default_token(app.config)
+        tokens = {ensure_default_token(app.config["DATA_DIR"]): DEFAULT_ORG}
     app.extensions["api_tokens"] = tokens
 
 

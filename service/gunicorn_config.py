@@ -23,7 +23,8 @@ _METRICS_DIR = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
 
 from gunicorn.glogging import Logger  # noqa: E402 (after the environment is set)
 
-from service import observability  # noqa: E402
+from service import auth, observability  # noqa: E402
+from service.config import load_config  # noqa: E402
 
 
 def _env(name, parse, default):
@@ -107,6 +108,7 @@ def on_starting(server):
     # Values left by a previous run would otherwise be added to this run's.
     for stale in _METRICS_DIR.glob("*.db"):
         stale.unlink()
+    auth.announce_default_token(load_config())
 
 
 def child_exit(server, worker):

@@ -4,6 +4,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -51,10 +52,12 @@ class GunicornServer:
         self.url = f"http://127.0.0.1:{self.port}"
         environment = dict(os.environ, WIS_DATA_DIR=str(data_dir), WIS_API_TOKENS=TOKENS)
         environment.update(env or {})
+        # A file, not a pipe: a pipe nobody reads fills up and blocks a chatty server.
+        self._stderr = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{self.port}", "--workers", str(workers),
              "--timeout", "120", *extra_args, "service:create_app()"],
-            env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env=environment, stdout=subprocess.DEVNULL, stderr=self._stderr,
         )
         self._wait_ready()
 
@@ -62,7 +65,7 @@ class GunicornServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError("gunicorn exited: " + self.process.stderr.read().decode(errors="replace"))
+                raise RuntimeError("gunicorn exited: " + self.stderr_text)
             try:
                 if requests.get(self.url + "/healthz", timeout=1).status_code == 200:
                     return
@@ -79,7 +82,12 @@ class GunicornServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        self.process.stderr.close()
+
+    @property
+    def stderr_text(self):
+        """What the server has written to stderr so far."""
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
 
 
 @pytest.fixture

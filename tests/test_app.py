@@ -1,3 +1,6 @@
+import requests
+from conftest import GunicornServer
+
 from service.auth import parse_tokens
 
 
@@ -15,3 +18,20 @@ def test_unknown_route_is_json_404(client, auth):
 
 def test_parse_tokens_assigns_bare_token_to_default_org():
     assert parse_tokens("acme:secret-acme, bare-token-1") == {"secret-acme": "acme", "bare-token-1": "default"}
+
+
+def test_embedded_default_token_is_created_once_and_printed_once(tmp_path):
+    """With no WIS_API_TOKENS, gunicorn's master prints the token once (not once per worker), and it works."""
+    data_dir = tmp_path / "data"
+    env = {"WIS_API_TOKENS": "", "WIS_DEFAULT_TOKEN_ANNOUNCED": "", "WIS_WORKERS": "2"}
+    server = GunicornServer(data_dir, env=env, extra_args=("-c", "python:service.gunicorn_config"))
+    try:
+        token = (data_dir / "default-token").read_text().strip()
+        query = {"query": "{ stations { id } }"}
+        assert requests.post(server.url + "/graph/v2", json=query, timeout=10).status_code == 401
+        answer = requests.post(server.url + "/graph/v2", json=query, headers={"x-service-api-org": token}, timeout=10)
+        assert answer.status_code == 200 and answer.json() == {"data": {"stations": []}}
+    finally:
+        server.stop()
+    output = server.stderr_text
+    assert output.count(f"x-service-api-org: {token}") == 1
