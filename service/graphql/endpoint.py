@@ -9,7 +9,7 @@ import json
 from graphql import FieldNode, GraphQLError, execute_sync, get_operation_ast, is_non_null_type, parse, specified_rules, validate
 
 from service.graphql.errors import format_execution_errors, request_error, variable_errors
-from service.graphql.limits import MAX_QUERY_LENGTH, MAX_TOKENS, QueryLimits
+from service.graphql.limits import MAX_QUERY_LENGTH, MAX_TOKENS, QueryLimits, capped
 
 CACHE_SIZE = 256
 
@@ -91,10 +91,10 @@ class GraphQLEndpoint:
             # Variable values refused by graphql-core before any resolver ran: bad user input, named by path.
             errors = variable_errors(self.schema, operation, variables) or [
                 request_error(error.message, "BAD_USER_INPUT") for error in result.errors]
-            return 200, {"errors": errors, "data": self._null_data(operation)}
+            return 200, {"errors": capped(errors), "data": self._null_data(operation)}
         response = {}
         if result.errors:
-            response["errors"] = format_execution_errors(result.errors)
+            response["errors"] = capped(format_execution_errors(result.errors))
         response["data"] = result.data
         return 200, response
 

@@ -10,6 +10,8 @@ MAX_QUERY_LENGTH = 100_000
 MAX_TOKENS = 10_000
 MAX_DEPTH = 20
 MAX_FIELDS = 500
+# A few kilobytes of input can break a rule thousands of times; the answer stays small all the same.
+MAX_ERRORS = 100
 
 
 class QueryLimits(ValidationRule):
@@ -51,3 +53,14 @@ def _measure(selection_set, fragments, memo):
         # Stop adding once far over the limit: the sum of a fragment bomb can be astronomically large.
         fields = min(fields, MAX_FIELDS + 1)
     return depth, fields
+
+
+def capped(errors):
+    """At most MAX_ERRORS errors; one more error says how many were left out."""
+    if len(errors) <= MAX_ERRORS:
+        return errors
+    return errors[:MAX_ERRORS] + [{
+        "message": f"{len(errors) - MAX_ERRORS} more errors are not listed (at most {MAX_ERRORS} are reported "
+                   "per request); fix the ones above and send the request again",
+        "extensions": {"code": "TOO_MANY_ERRORS"},
+    }]
