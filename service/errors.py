@@ -39,3 +39,8 @@ class PayloadTooLarge(ServiceError):
 class StorageFull(ServiceError):
     status = 507
     message = "the server has no space left to store this request; nothing was stored"
+
+
+class StorageFailed(ServiceError):
+    status = 503
+    message = "the server's storage failed (I/O error) while handling this request; it did not take effect, try again later"

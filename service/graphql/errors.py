@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 BAD_USER_INPUT = "BAD_USER_INPUT"
 CODES_BY_STATUS = {400: "BAD_REQUEST", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 413: "PAYLOAD_TOO_LARGE",
-                   507: "INSUFFICIENT_STORAGE"}
+                   503: "SERVICE_UNAVAILABLE", 507: "INSUFFICIENT_STORAGE"}
 
 
 def request_error(message, code="BAD_REQUEST"):

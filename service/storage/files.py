@@ -12,19 +12,23 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from service.errors import StorageFull
+from service.errors import StorageFailed, StorageFull
 
 NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
+# A failing disk, or a filesystem the kernel remounted read-only after errors: the server's fault, worth a retry.
+IO_FAILURE = {errno.EIO, errno.EROFS}
 
 
 @contextlib.contextmanager
 def disk_errors():
-    """Turn 'disk full' into StorageFull so the client gets a clear 507 instead of a 500."""
+    """Turn 'disk full' into StorageFull (507) and an I/O error into StorageFailed (503): clear JSON, not a 500."""
     try:
         yield
     except OSError as exc:
         if exc.errno in NO_SPACE:
             raise StorageFull() from exc
+        if exc.errno in IO_FAILURE:
+            raise StorageFailed() from exc
         raise
 
 
