@@ -93,8 +93,18 @@ class MediaStore:
                 os.link(source, target)
             except FileExistsError:
                 return False
-            fsync_directory(target.parent)
+            try:
+                fsync_directory(target.parent)
+            except BaseException:
+                # The request fails, so no client learns this path: the name goes, or it would be an orphan.
+                self.unpublish(org, path)
+                raise
         return True
+
+    def unpublish(self, org, path):
+        """Take back a media file whose publishing request failed; best effort, since the disk may be failing."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.file_for(org, path))
 
     def sweep_staging(self, org_directory, cutoff):
         """Remove staging files of single uploads last written before `cutoff` (their worker died)."""

@@ -317,13 +317,20 @@ class LockedStream:
         """Make the verified prefix the media file at `path`, mark the stream complete, drop its parts."""
         # The media name is fixed by the stream's meta, so a retry after a crash here finds it already linked.
         self._media.publish(self._org, path, self.directory / PREFIX)
-        self.save_meta(dict(self.meta, state="complete", path=path))
-        with os.scandir(self.directory) as entries:
-            leftovers = [entry.path for entry in entries if entry.name != META]
-        for leftover in leftovers:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(leftover)
-        self._touch()
+        try:
+            self.save_meta(dict(self.meta, state="complete", path=path))
+        except BaseException:
+            # Not complete, so not acknowledged: the path must not be visible until a retry completes the stream.
+            self._media.unpublish(self._org, path)
+            raise
+        # The stream is complete from here on; what is left is tidying, which the expiry sweep finishes if it fails.
+        with contextlib.suppress(OSError):
+            with os.scandir(self.directory) as entries:
+                leftovers = [entry.path for entry in entries if entry.name != META]
+            for leftover in leftovers:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)
+            self._touch()
 
     def discard(self):
         """Remove the whole stream (its upload failed verification)."""
