@@ -232,6 +232,10 @@ def stream_status(repo, org, stream_id, ttl_seconds):
     """What the server holds of a stream, so a client knows what to resend."""
     meta, sizes, touched = repo.streams.status(org, stream_id, ttl_seconds, time.time())
     complete = meta["state"] == "complete"
+    if not complete and sizes and len(sizes) == meta["totalChunks"]:
+        # Every chunk is held, yet no request completed the stream (it failed, or the server died, while completing):
+        # the last chunk is reported missing so that a resuming client resends it, and that request completes it.
+        del sizes[meta["totalChunks"] - 1]
     received = list(range(meta["totalChunks"])) if complete else sorted(sizes)
     status = {
         "streamId": stream_id, "destinationId": meta["destinationId"], "fileName": meta["fileName"],
