@@ -1,0 +1,344 @@
+"""Disk full and I/O errors: a test double of the filesystem layer fails chosen writes, fsyncs, renames and links.
+
+Every request that meets a fault gets a clear JSON error (507 when the disk is full, 503 on an I/O error), leaves
+nothing torn or half-visible and no temporary file behind, and the service keeps serving reads during and after
+the fault; once the disk is back, the same requests succeed and an interrupted stream resumes.
+"""
+import errno
+import hashlib
+import io
+import os
+from collections import Counter
+
+import pytest
+
+from service.storage import files, get_repository, incoming, media, streams
+
+MB = 1024 * 1024
+PNG = b"\x89PNG\r\n\x1a\n"
+MP4 = b"\x00\x00\x00\x18ftypmp42"
+PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
+READ_PROCESS = "query($id: String!) { process(id: $id) { id name revision steps { id name } } }"
+NO_SPACE_MESSAGE = "the server has no space left to store this request; nothing was stored"
+
+
+class FaultyDisk:
+    """Stands in for `os`, `open` and `tempfile` inside the storage modules; counts each operation and fails the
+    chosen call of one operation, and every later one, until `heal()` (a disk stays full until space is freed)."""
+
+    def __init__(self, monkeypatch):
+        self.calls = Counter()
+        self._fault = None
+        for module in (files, incoming, streams, media):
+            monkeypatch.setattr(module, "os", _FaultyOs(self))
+            monkeypatch.setattr(module, "open", self.open, raising=False)
+            if hasattr(module, "tempfile"):
+                monkeypatch.setattr(module, "tempfile", _FaultyTempfile(self))
+
+    def fail(self, operation, code, nth=1, where=""):
+        """From now on, the `nth` call of `operation` (create, write, fsync, rename or link) and all later ones fail;
+        with `where`, only writes to files whose path contains it count."""
+        self.calls.clear()
+        self._fault = (operation, code, nth, where)
+
+    def heal(self):
+        self._fault = None
+
+    def check(self, operation, path=""):
+        """Count one call of `operation`; raise the planned error if this call is to fail."""
+        if self._fault is None or self._fault[3] not in path:
+            return
+        self.calls[operation] += 1
+        if self._fault[0] == operation and self.calls[operation] >= self._fault[2]:
+            raise OSError(self._fault[1], os.strerror(self._fault[1]))
+
+    def wrap(self, handle, mode, path=""):
+        return _FaultyFile(self, handle, path) if set(mode) & set("wa+") else handle
+
+    def open(self, file, mode="r", *args, **kwargs):
+        return self.wrap(open(file, mode, *args, **kwargs), mode, str(file))
+
+
+class _FaultyOs:
+    def __init__(self, disk):
+        self._disk = disk
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+    def fdopen(self, fd, mode="r", *args, **kwargs):
+        return self._disk.wrap(os.fdopen(fd, mode, *args, **kwargs), mode)
+
+    def fsync(self, fd):
+        self._disk.check("fsync")
+        os.fsync(fd)
+
+    def replace(self, source, target):
+        self._disk.check("rename")
+        os.replace(source, target)
+
+    def link(self, source, target):
+        self._disk.check("link")
+        os.link(source, target)
+
+
+class _FaultyTempfile:
+    def __init__(self, disk):
+        self._disk = disk
+
+    def mkstemp(self, *args, **kwargs):
+        self._disk.check("create")
+        import tempfile
+        return tempfile.mkstemp(*args, **kwargs)
+
+
+class _FaultyFile:
+    """A file whose failing write stores half its data first, as a disk filling up mid-write does."""
+
+    def __init__(self, disk, handle, path):
+        self._disk = disk
+        self._handle = handle
+        self._path = path
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self._handle.close()
+
+    def write(self, data):
+        try:
+            self._disk.check("write", self._path)
+        except OSError:
+            self._handle.write(bytes(data[: len(data) // 2]))
+            self._handle.flush()
+            raise
+        return self._handle.write(data)
+
+
+@pytest.fixture
+def disk(monkeypatch):
+    return FaultyDisk(monkeypatch)
+
+
+# The faults tried on every write path: the first failing call of each operation, ENOSPC and EIO.
+FAULTS = [
+    ("create", errno.ENOSPC), ("write", errno.ENOSPC), ("write", errno.EIO), ("fsync", errno.EIO),
+    ("fsync", errno.ENOSPC), ("rename", errno.EIO), ("rename", errno.ENOSPC),
+]
+FAULT_IDS = [f"{operation}-{errno.errorcode[code]}" for operation, code in FAULTS]
+
+
+def expected_status(code):
+    return 507 if code == errno.ENOSPC else 503
+
+
+def assert_clear_error(response, code):
+    assert response.status_code == expected_status(code), response.get_data(as_text=True)
+    message = response.get_json()["error"]
+    assert_clear_message(message, code)
+
+
+def assert_clear_message(message, code):
+    if code == errno.ENOSPC:
+        assert message == NO_SPACE_MESSAGE
+    else:
+        assert "I/O error" in message
+    assert "Traceback" not in message and "Errno" not in message
+
+
+def stray_files(root):
+    """Temporary files anywhere under `root` (a failed request must not leave any behind)."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and (p.name.startswith((".tmp-", ".incoming-")) or ".incoming" in p.parts))
+
+
+def org_root(app):
+    return get_repository(app).orgs_root / "default"
+
+
+# -- documents (processCreate) ---------------------------------------------------------------------
+
+def process(name, steps=3):
+    return {"id": "line_1", "name": name, "steps": [{"id": f"step_{i}", "name": f"{name} {i}"} for i in range(steps)]}
+
+
+def upsert(client, auth, body):
+    response = client.post("/graph/v2", headers=auth, json={"query": PROCESS_CREATE,
+                                                             "variables": {"input": {"process": body}}})
+    assert response.status_code == 200
+    return response.get_json()
+
+
+def read_process(client, auth):
+    response = client.post("/graph/v2", headers=auth, json={"query": READ_PROCESS, "variables": {"id": "line_1"}})
+    assert response.status_code == 200
+    return response.get_json()["data"]["process"]
+
+
+@pytest.mark.parametrize("operation, code", FAULTS, ids=FAULT_IDS)
+def test_failed_process_upsert_keeps_the_previous_document_and_reads_go_on(app, client, auth, disk, operation, code):
+    assert upsert(client, auth, process("first")) == {"data": {"processCreate": "CREATED"}}
+    before = read_process(client, auth)
+
+    disk.fail(operation, code)
+    body = upsert(client, auth, process("second", steps=5))
+    assert body["data"] == {"processCreate": None}
+    [error] = body["errors"]
+    assert error["extensions"]["code"] == ("INSUFFICIENT_STORAGE" if code == errno.ENOSPC else "SERVICE_UNAVAILABLE")
+    assert_clear_message(error["message"], code)
+    assert read_process(client, auth) == before  # reads are served while the disk is failing
+    assert stray_files(org_root(app)) == []
+
+    disk.heal()
+    assert upsert(client, auth, process("second", steps=5)) == {"data": {"processCreate": "UPDATED"}}
+    after = read_process(client, auth)
+    assert (after["name"], after["revision"], len(after["steps"])) == ("second", 2, 5)
+
+
+def test_a_failing_directory_fsync_after_the_rename_leaves_old_or_new_never_torn(app, client, auth, disk):
+    upsert(client, auth, process("first"))
+    disk.fail("fsync", errno.EIO, nth=2)  # the file's fsync passes; the directory's, after the rename, fails
+    body = upsert(client, auth, process("second"))
+    assert body["errors"][0]["extensions"]["code"] == "SERVICE_UNAVAILABLE"
+    # The rename happened, but the client was told it may not have: a retry is one more revision, never a loss.
+    assert read_process(client, auth)["name"] in {"first", "second"}
+    disk.heal()
+    assert upsert(client, auth, process("third"))["data"] == {"processCreate": "UPDATED"}
+    assert read_process(client, auth)["name"] == "third"
+
+
+# -- single-request uploads ------------------------------------------------------------------------
+
+def png(size, seed):
+    return PNG + (hashlib.sha256(seed.encode()).digest() * (size // 32 + 1))[: size - len(PNG)]
+
+
+def upload(client, auth, data, name="photo.png"):
+    return client.post("/uploads", headers=auth, data={"destinationId": "stepImage", "file": (io.BytesIO(data), name)})
+
+
+def media_names(app, segment="images"):
+    directory = org_root(app) / "media" / segment
+    return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+
+
+SINGLE_FAULTS = FAULTS[:4] + [("link", errno.ENOSPC), ("link", errno.EIO)]
+
+
+@pytest.mark.parametrize("operation, code", SINGLE_FAULTS, ids=[f"{o}-{errno.errorcode[c]}" for o, c in SINGLE_FAULTS])
+def test_failed_single_upload_publishes_nothing_and_media_stays_readable(app, client, auth, disk, operation, code):
+    existing = png(3000, "existing")
+    path = upload(client, auth, existing).get_json()["path"]
+    # Big enough that the parser writes it in several pieces: a failure strikes in the middle of the file.
+    data = png(2 * MB, "new")
+
+    disk.fail(operation, code)
+    assert_clear_error(upload(client, auth, data), code)
+    assert media_names(app) == [path.rsplit("/", 1)[1]]
+    assert client.get(path, headers=auth).data == existing
+    assert stray_files(org_root(app)) == []
+
+    disk.heal()
+    response = upload(client, auth, data)
+    assert response.status_code == 201
+    assert client.get(response.get_json()["path"], headers=auth).data == data
+
+
+def test_a_failing_directory_fsync_after_the_link_takes_the_new_media_back(app, client, auth, disk):
+    disk.fail("fsync", errno.EIO, nth=2)  # the staged file's fsync passes; the media directory's fails
+    assert_clear_error(upload(client, auth, png(5000, "x")), errno.EIO)
+    assert media_names(app) == []
+    assert stray_files(org_root(app)) == []
+
+
+# -- chunked streams -------------------------------------------------------------------------------
+
+def mp4(size, seed):
+    return MP4 + (hashlib.sha256(seed.encode()).digest() * (size // 32 + 1))[: size - len(MP4)]
+
+
+def create_stream(client, auth, data):
+    response = client.post("/uploads", headers=auth, json={
+        "destinationId": "stepVideo", "fileName": "clip.mp4", "fileSize": len(data),
+        "sha": hashlib.sha256(data).hexdigest()})
+    assert response.status_code == 201
+    return response.get_json()["streamId"]
+
+
+def send(client, auth, stream_id, index, total, chunk):
+    return client.patch(f"/uploads/{stream_id}", headers=auth, data={
+        "chunkIndex": str(index), "totalChunks": str(total), "file": (io.BytesIO(chunk), "blob")})
+
+
+def status(client, auth, stream_id):
+    response = client.get(f"/uploads/{stream_id}", headers=auth)
+    assert response.status_code == 200
+    return response.get_json()
+
+
+def resume(client, auth, stream_id, chunks):
+    """What a client does after an error: ask what the server holds, resend the rest; return the media path."""
+    received = set(status(client, auth, stream_id)["receivedChunks"])
+    answers = [send(client, auth, stream_id, i, len(chunks), chunk)
+               for i, chunk in enumerate(chunks) if i not in received]
+    assert [r.status_code for r in answers][-1] == 201, answers[-1].get_json()
+    assert {r.status_code for r in answers[:-1]} <= {200}
+    return answers[-1].get_json()["path"]
+
+
+# Besides the first failing call: the directory fsync after the part's rename (fsync 2), the merge into the prefix
+# (a write to it, fsync 3), the merge pointer's replacement (rename 2).
+CHUNK_FAULTS = [("middle", *fault) for fault in FAULTS + [
+    ("fsync", errno.EIO, 2), ("fsync", errno.EIO, 3), ("write", errno.ENOSPC, 1, "prefix"),
+    ("rename", errno.ENOSPC, 2)]]
+# On the last chunk, also every step of completion: the link to the media path (link 1), the media directory's
+# fsync (fsync 7), the stream's meta marked complete (rename 3, fsync 8).
+CHUNK_FAULTS += [("last", *fault[1:]) for fault in CHUNK_FAULTS] + [
+    ("last", "link", errno.ENOSPC), ("last", "link", errno.EIO), ("last", "fsync", errno.EIO, 7),
+    ("last", "rename", errno.ENOSPC, 3), ("last", "fsync", errno.EIO, 8)]
+
+
+def fault_id(fault):
+    return "-".join(str(part) for part in fault[:2]) + f"-{errno.errorcode[fault[2]]}" + "".join(
+        f"-{part}" for part in fault[3:])
+
+
+@pytest.mark.parametrize("which, operation, code, nth, where", [(*f, *(1, "")[len(f) - 3:]) for f in CHUNK_FAULTS],
+                         ids=[fault_id(f) for f in CHUNK_FAULTS])
+def test_failed_chunk_leaves_the_stream_resumable(app, client, auth, disk, which, operation, code, nth, where):
+    """A fault while a chunk is received, stored, merged or (for the last chunk) published: the stream resumes."""
+    fault = (operation, code, nth, where)
+    data = mp4(3 * MB + 1000, "stream")
+    chunks = [data[i:i + MB] for i in range(0, len(data), MB)]
+    stream_id = create_stream(client, auth, data)
+    failing = 1 if which == "middle" else len(chunks) - 1
+    for index in range(len(chunks)):
+        if index != failing:
+            assert send(client, auth, stream_id, index, len(chunks), chunks[index]).status_code in (200,)
+
+    disk.fail(*fault)
+    assert_clear_error(send(client, auth, stream_id, failing, len(chunks), chunks[failing]), fault[1])
+    held = status(client, auth, stream_id)  # the stream is readable while the disk is failing
+    assert held["state"] == "open" and len(held["receivedChunks"]) < len(chunks)
+    assert media_names(app, "videos") == []
+
+    disk.heal()
+    path = resume(client, auth, stream_id, chunks)
+    assert hashlib.sha256(client.get(path, headers=auth).data).hexdigest() == hashlib.sha256(data).hexdigest()
+    assert media_names(app, "videos") == [path.rsplit("/", 1)[1]]
+    assert stray_files(org_root(app)) == []
+    assert sorted(p.name for p in (org_root(app) / "streams" / stream_id).iterdir()) == ["meta.json"]
+
+
+@pytest.mark.parametrize("operation, code", [("create", errno.ENOSPC), ("fsync", errno.EIO), ("rename", errno.EIO)])
+def test_failed_stream_creation_leaves_no_stream(app, client, auth, disk, operation, code):
+    disk.fail(operation, code)
+    response = client.post("/uploads", headers=auth, json={
+        "destinationId": "stepVideo", "fileName": "clip.mp4", "fileSize": 100, "sha": "0" * 64})
+    assert_clear_error(response, code)
+    streams_dir = org_root(app) / "streams"
+    assert not streams_dir.exists() or [p.name for p in streams_dir.iterdir() if not p.name.endswith(".lock")] == []
