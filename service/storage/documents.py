@@ -2,17 +2,25 @@
 
 Every write is an atomic replace under a per-document lock, so concurrent upserts of one id from
 several gunicorn workers serialize, and each acknowledged write bumps `revision` exactly once.
+Documents are compact UTF-8 JSON with the metadata written last, so an update learns `createdAt` and
+`revision` of the version it replaces from the file's last bytes instead of parsing the whole of it.
 """
 import bisect
-import json
 import os
+import re
 from datetime import datetime, timezone
+
+import orjson
 
 from service.storage.files import atomic_write_bytes, lock
 from service.storage.names import id_to_name, name_to_id
 
 SUFFIX = ".json"
 META_FIELDS = ("createdAt", "updatedAt", "revision")
+# The end of every stored document. Inside JSON strings `"` is escaped, and the timestamps hold no `}`,
+# so a match can only be the top-level members written last by `upsert`.
+META_TAIL = re.compile(rb',"createdAt":"([0-9T:.Z-]+)","updatedAt":"[0-9T:.Z-]+","revision":(\d+)\}\Z')
+TAIL_SIZE = 128
 
 
 def utc_now():
@@ -33,7 +41,23 @@ class DocumentStore:
         """Return the stored document, or None."""
         try:
             with open(self._path(org, kind, identifier), "rb") as handle:
-                return json.load(handle)
+                return orjson.loads(handle.read())
+        except FileNotFoundError:
+            return None
+
+    @staticmethod
+    def _stored_meta(path):
+        """(createdAt, revision) of the document stored at `path`, or None when there is none."""
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(max(0, handle.seek(0, os.SEEK_END) - TAIL_SIZE))
+                match = META_TAIL.search(handle.read())
+                if match is not None:
+                    return match[1].decode(), int(match[2])
+                # Not written by `upsert` (edited by hand, say): parse it whole.
+                handle.seek(0)
+                document = orjson.loads(handle.read())
+                return document["createdAt"], document["revision"]
         except FileNotFoundError:
             return None
 
@@ -44,13 +68,14 @@ class DocumentStore:
         """Store `body` as the whole object; return (document, created)."""
         path = self._path(org, kind, identifier)
         with lock(path):
-            previous = self.get(org, kind, identifier)
+            previous = self._stored_meta(path)
             now = utc_now()
-            document = dict(body)
-            document["createdAt"] = previous["createdAt"] if previous else now
+            # Metadata last, in this order: META_TAIL finds it there on the next update.
+            document = {key: value for key, value in body.items() if key not in META_FIELDS}
+            document["createdAt"] = previous[0] if previous else now
             document["updatedAt"] = now
-            document["revision"] = previous["revision"] + 1 if previous else 1
-            atomic_write_bytes(path, json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode())
+            document["revision"] = previous[1] + 1 if previous else 1
+            atomic_write_bytes(path, orjson.dumps(document))
         return document, previous is None
 
     def ids(self, org, kind):
