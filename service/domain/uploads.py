@@ -11,7 +11,7 @@ import unicodedata
 from collections import namedtuple
 from datetime import datetime, timezone
 
-from service.errors import BadRequest, NotFound, PayloadTooLarge
+from service.errors import BadRequest, NotFound, PayloadTooLarge, StorageFailed, StorageFull
 from service.storage.streams import STREAM_NOT_FOUND
 
 MB = 1024 * 1024
@@ -190,8 +190,14 @@ def receive_chunk(repo, org, stream_id, ttl_seconds, index, total, incoming, sha
             if index == 0:
                 meta["format"] = check_format(meta["destinationId"], incoming.head)
             stream.save_meta(meta)
-        stream.put_part(index, incoming)
-        merged, length = stream.merge_available()
+        try:
+            stream.put_part(index, incoming)
+            merged, length = stream.merge_available()
+        except (StorageFull, StorageFailed):
+            # A failed request leaves nothing behind (and frees what it took of a full disk): the chunk is reported
+            # missing, so the client resends it.
+            stream.drop_unmerged(index)
+            raise
         if merged < total:
             return {"streamId": stream_id, "chunkIndex": index}, CHUNK_STORED
         return {"path": _complete(stream, meta, length)}, STREAM_COMPLETED

@@ -303,11 +303,23 @@ class LockedStream:
             boundaries.flush()
             os.fsync(boundaries.fileno())
             self._set_next(merged)
-        # Only now are the merged parts redundant; a crash before this leaves them to publish or expiry.
+        # Only now are the merged parts redundant; a crash before this (or a failing unlink) leaves them to publish
+        # or expiry.
         for index in range(first, merged):
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 os.unlink(self._part(index))
         return merged, length
+
+    def drop_unmerged(self, index):
+        """Forget chunk `index` unless it is merged, and bytes appended past the merged prefix, after a failed
+        request; best effort, since the disk may be failing (the next merge truncates the prefix anyway)."""
+        with contextlib.suppress(OSError):
+            merged = self._next()
+            if index >= merged:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._part(index))
+            with open(self.directory / PREFIX, "r+b") as prefix:
+                prefix.truncate(self._boundary(merged)[0])
 
     def merged_sha256(self):
         """Hex SHA-256 of the prefix as merged so far."""
