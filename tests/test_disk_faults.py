@@ -29,6 +29,15 @@ class FaultyDisk:
     def __init__(self, monkeypatch):
         self.calls = Counter()
         self._fault = None
+        # Lock files are created by filelock through os.open: a full disk refuses a new one (no inode left).
+        real_open = os.open
+
+        def os_open(path, flags, *args, **kwargs):
+            if flags & os.O_CREAT and str(path).endswith(".lock") and not os.path.exists(path):
+                self.check("lock")
+            return real_open(path, flags, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", os_open)
         for module in (files, incoming, streams, media):
             monkeypatch.setattr(module, "os", _FaultyOs(self))
             monkeypatch.setattr(module, "open", self.open, raising=False)
@@ -36,7 +45,7 @@ class FaultyDisk:
                 monkeypatch.setattr(module, "tempfile", _FaultyTempfile(self))
 
     def fail(self, operation, code, nth=1, where=""):
-        """From now on, the `nth` call of `operation` (create, write, fsync, rename or link) and all later ones fail;
+        """From now on, the `nth` call of `operation` (create, write, fsync, rename, link, lock) and all later ones fail;
         with `where`, only writes to files whose path contains it count."""
         self.calls.clear()
         self._fault = (operation, code, nth, where)
@@ -197,6 +206,18 @@ def test_failed_process_upsert_keeps_the_previous_document_and_reads_go_on(app, 
     assert upsert(client, auth, process("second", steps=5)) == {"data": {"processCreate": "UPDATED"}}
     after = read_process(client, auth)
     assert (after["name"], after["revision"], len(after["steps"])) == ("second", 2, 5)
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO], ids=errno.errorcode.get)
+def test_a_new_process_whose_lock_file_cannot_be_created_gets_a_clear_error(client, auth, disk, code):
+    upsert(client, auth, process("first"))
+    disk.fail("lock", code)
+    body = upsert(client, auth, dict(process("other"), id="line_2"))
+    assert body["data"] == {"processCreate": None}
+    assert_clear_message(body["errors"][0]["message"], code)
+    assert read_process(client, auth)["name"] == "first"
+    disk.heal()
+    assert upsert(client, auth, dict(process("other"), id="line_2"))["data"] == {"processCreate": "CREATED"}
 
 
 def test_a_failing_directory_fsync_after_the_rename_leaves_old_or_new_never_torn(app, client, auth, disk):

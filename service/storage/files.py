@@ -59,9 +59,17 @@ def atomic_write_bytes(path, data):
         fsync_directory(path.parent)
 
 
+class _DiskLock(FileLock):
+    def acquire(self, *args, **kwargs):
+        # Taking a lock the first time creates its file, which a full disk (no inode left) or a failing one refuses.
+        with disk_errors():
+            return super().acquire(*args, **kwargs)
+
+
 def lock(path, timeout=30):
     """An exclusive lock between threads and worker processes, held on a `.lock` file beside `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    with disk_errors():
+        path.parent.mkdir(parents=True, exist_ok=True)
     # thread_local=False: one lock object is used by one `with` block only, in any thread.
-    return FileLock(str(path) + ".lock", timeout=timeout, thread_local=False)
+    return _DiskLock(str(path) + ".lock", timeout=timeout, thread_local=False)
