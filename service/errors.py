@@ -43,4 +43,5 @@ class StorageFull(ServiceError):
 
 class StorageFailed(ServiceError):
     status = 503
-    message = "the server's storage failed (I/O error) while handling this request; it did not take effect, try again later"
+    message = ("the server's storage failed (I/O error) while handling this request; "
+               "it did not take effect, try again later")

@@ -13,7 +13,6 @@ import threading
 import time
 from collections import defaultdict
 
-import pytest
 import requests
 
 from test_concurrency_gunicorn import HEADERS, create_stream, mp4, read_process, send_chunk, sha256, shipped_server, \

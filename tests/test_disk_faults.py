@@ -8,6 +8,7 @@ import errno
 import hashlib
 import io
 import os
+import tempfile
 from collections import Counter
 
 import pytest
@@ -45,8 +46,8 @@ class FaultyDisk:
                 monkeypatch.setattr(module, "tempfile", _FaultyTempfile(self))
 
     def fail(self, operation, code, nth=1, where=""):
-        """From now on, the `nth` call of `operation` (create, write, fsync, rename, link, lock) and all later ones fail;
-        with `where`, only writes to files whose path contains it count."""
+        """From now on, the `nth` call of `operation` (create, write, fsync, rename, link or lock) and every later one
+        fail; with `where`, only writes to files whose path contains it are counted."""
         self.calls.clear()
         self._fault = (operation, code, nth, where)
 
@@ -97,7 +98,6 @@ class _FaultyTempfile:
 
     def mkstemp(self, *args, **kwargs):
         self._disk.check("create")
-        import tempfile
         return tempfile.mkstemp(*args, **kwargs)
 
 
