@@ -1,5 +1,6 @@
 """The work-instruction service: `create_app()` is the WSGI entry (gunicorn "service:create_app()")."""
-from flask import Flask, jsonify
+from flask import Flask, current_app, jsonify, request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from service import auth, error_handlers, storage
 from service.config import load_config
@@ -19,6 +20,7 @@ def create_app(config_overrides=None):
     observability.init_app(app)
     auth.init_app(app)
     error_handlers.init_app(app)
+    app.before_request(refuse_oversized_bodies)
 
     # These import observability too, hence the same late import.
     from service import graphql, openapi, uploads
@@ -36,3 +38,18 @@ def create_app(config_overrides=None):
         return jsonify(status="ok")
 
     return app
+
+
+def refuse_oversized_bodies():
+    """413 on every route for a body over MAX_CONTENT_LENGTH, before any work is done.
+
+    Werkzeug refuses such a body only when a view reads it (a view that answers without reading would
+    not), and cuts a chunked body (no Content-Length) at the limit without a word, so a JSON view would
+    see a truncated document and answer 400.
+    """
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    if request.content_length is not None:
+        if request.content_length > limit:
+            raise RequestEntityTooLarge()
+    elif request.is_json and len(request.get_data()) >= limit:  # kept: the view reads the same bytes
+        raise RequestEntityTooLarge()
