@@ -50,7 +50,11 @@ wsgi_app = "service:create_app()"
 bind = [_env("WIS_BIND", str, f"0.0.0.0:{os.environ['PORT']}" if os.environ.get("PORT") else "127.0.0.1:8000")]
 worker_class = _env("WIS_WORKER_CLASS", str, "gthread")
 workers = _env("WIS_WORKERS", int, _cpu_count() + 1)
-threads = _env("WIS_THREADS", int, 4)
+# A client that sends its request slowly holds a thread until the request is whole (gthread has no
+# deadline for request headers or bodies): 32 per worker keep the service answering while dozens of
+# such clients trickle. Past workers x threads of them it stalls; on an untrusted network put a
+# buffering reverse proxy in front.
+threads = _env("WIS_THREADS", int, 32)
 # A 10 MB chunk at 1 Mbit/s takes about 80 s; with sync workers this is also the longest request.
 timeout = _env("WIS_TIMEOUT", int, 120)
 # On restart or SIGTERM, workers finish the uploads in flight for this long before they are killed.
