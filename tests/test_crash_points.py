@@ -1,0 +1,145 @@
+"""A crash at every step of a write: a child process runs one request and dies (os._exit, as kill -9 would leave it)
+just before its nth file operation; the parent then starts the service again on what is left on disk.
+
+For each n: every JSON file parses, a process is either as before or as after the interrupted upsert, no file at a
+media path is partial, and an interrupted upload resumes from what the server reports and completes.
+"""
+import hashlib
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import TOKEN, TOKENS
+from service import create_app
+from test_disk_faults import FaultyDisk, create_stream, mp4, png, read_process, send, status, upload, upsert, process
+
+AUTH = {"x-service-api-org": TOKEN}
+CRASHED = 70
+# More operations than any one request performs; the loop ends at the first n the request survives.
+MAX_STEPS = 80
+
+
+class CrashingDisk(FaultyDisk):
+    """The filesystem double, dying before the nth operation of any kind instead of failing one."""
+
+    def __init__(self, monkeypatch, at):
+        super().__init__(monkeypatch)
+        self._at, self._count = at, 0
+
+    def check(self, operation, path=""):
+        self._count += 1
+        if self._count == self._at:
+            os._exit(CRASHED)
+
+
+def service(data_dir):
+    return create_app({"DATA_DIR": str(data_dir), "API_TOKENS": TOKENS, "TESTING": True})
+
+
+def crash_during(data_dir, at, request):
+    """Run `request(client)` in a child process that dies before its `at`th file operation; True if it died."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            client = service(data_dir).test_client()
+            CrashingDisk(pytest.MonkeyPatch(), at)
+            request(client)
+            code = 0
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == CRASHED
+
+
+def every_crash(tmp_path, baseline, request, check):
+    """For n = 1, 2, ...: copy the baseline data, crash the request at step n, restart, `check(client, data_dir)`."""
+    for at in range(1, MAX_STEPS):
+        data_dir = tmp_path / f"crash-{at}"
+        shutil.copytree(baseline, data_dir)
+        crashed = crash_during(data_dir, at, request)
+        for path in data_dir.rglob("*"):
+            if path.is_file() and (path.suffix == ".json" or path.name == "merged"):
+                json.loads(path.read_bytes())
+        check(service(data_dir).test_client(), data_dir)
+        shutil.rmtree(data_dir)
+        if not crashed:
+            return at - 1
+    raise AssertionError(f"the request was still running after {MAX_STEPS} file operations")
+
+
+def media_files(data_dir):
+    media = data_dir / "orgs" / "default" / "media"
+    return [p for segment in ("images", "videos") if (media / segment).exists() for p in (media / segment).iterdir()]
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_a_crash_at_any_step_of_an_upsert_leaves_the_old_or_the_new_process(tmp_path):
+    baseline = tmp_path / "baseline"
+    client = service(baseline).test_client()
+    assert upsert(client, AUTH, process("before"))["data"] == {"processCreate": "CREATED"}
+
+    def check(client, data_dir):
+        stored = read_process(client, AUTH)
+        assert (stored["name"], stored["revision"]) in {("before", 1), ("after", 2)}
+        assert [step["name"] for step in stored["steps"]] == [f"{stored['name']} {i}" for i in range(3)]
+        assert upsert(client, AUTH, process("again"))["data"] == {"processCreate": "UPDATED"}
+
+    steps = every_crash(tmp_path, baseline, lambda client: upsert(client, AUTH, process("after")), check)
+    assert steps >= 4  # lock, temporary file, write, fsync, rename, directory fsync
+
+
+def test_a_crash_at_any_step_of_a_single_upload_leaves_no_partial_media(tmp_path):
+    baseline = tmp_path / "baseline"
+    service(baseline)
+    data = png(300_000, "photo")
+
+    def check(client, data_dir):
+        for file in media_files(data_dir):
+            assert file.read_bytes() == data  # whole, or not there at all
+        assert upload(client, AUTH, data).status_code == 201
+
+    steps = every_crash(tmp_path, baseline, lambda client: upload(client, AUTH, data), check)
+    assert steps >= 4
+
+
+@pytest.mark.parametrize("sent, crashing", [
+    ([0, 1, 2], 3),  # the last chunk in order: merge, verify, publish
+    ([0, 2, 3], 1),  # the chunk that fills a gap: merges the chunks after it and completes
+    ([0, 3], 1),  # a gap filled halfway: merges two chunks, the stream stays open
+])
+def test_a_crash_at_any_step_of_a_chunk_leaves_the_stream_resumable(tmp_path, sent, crashing):
+    baseline = tmp_path / "baseline"
+    client = service(baseline).test_client()
+    video = mp4(3 * 100_000 + 5000, "video")
+    chunks = [video[i:i + 100_000] for i in range(0, len(video), 100_000)]
+    stream_id = create_stream(client, AUTH, video)
+    for index in sent:
+        assert send(client, AUTH, stream_id, index, len(chunks), chunks[index]).status_code == 200
+
+    def check(client, data_dir):
+        for file in media_files(data_dir):
+            assert sha256(file.read_bytes()) == sha256(video)  # never a partial file at a media path
+        held = status(client, AUTH, stream_id)
+        if held["state"] == "open":
+            received = set(held["receivedChunks"])
+            # Acknowledged chunks survive; when every chunk is held but none completed the stream, the last one is
+            # reported missing so that resending it completes the stream.
+            assert set(sent) <= received or received == set(range(len(chunks) - 1))
+            missing = [i for i in range(len(chunks)) if i not in held["receivedChunks"]]
+            answers = [send(client, AUTH, stream_id, i, len(chunks), chunks[i]) for i in missing]
+            assert [r.status_code for r in answers] == [200] * (len(missing) - 1) + [201]
+            path = answers[-1].get_json()["path"]
+        else:
+            path = held["path"]
+        assert sha256(client.get(path, headers=AUTH).data) == sha256(video)
+        assert len(media_files(data_dir)) == 1
+
+    steps = every_crash(tmp_path, baseline,
+                        lambda client: send(client, AUTH, stream_id, crashing, len(chunks), chunks[crashing]), check)
+    assert steps >= 6
+
