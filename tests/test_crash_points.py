@@ -8,6 +8,8 @@ import hashlib
 import json
 import os
 import shutil
+import signal
+import time
 
 import pytest
 
@@ -19,6 +21,7 @@ AUTH = {"x-service-api-org": TOKEN}
 CRASHED = 70
 # More operations than any one request performs; the loop ends at the first n the request survives.
 MAX_STEPS = 80
+CHILD_TIMEOUT = 30
 
 
 class CrashingDisk(FaultyDisk):
@@ -50,7 +53,14 @@ def crash_during(data_dir, at, request):
             code = 0
         finally:
             os._exit(code)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == CRASHED
+    deadline = time.monotonic() + CHILD_TIMEOUT
+    while (waited := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError(f"the request did not finish within {CHILD_TIMEOUT} s")
+        time.sleep(0.005)
+    return os.waitstatus_to_exitcode(waited[1]) == CRASHED
 
 
 def every_crash(tmp_path, baseline, request, check):
