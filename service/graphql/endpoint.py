@@ -1,13 +1,17 @@
 """Running one GraphQL-over-HTTP request: body checks, cached parse and validation, execution, response.
 
 Parsing and validating a query text is done once per distinct text (an LRU cache): clients send the
-same few mutation texts over and over, with different variables.
+same few mutation texts over and over, with different variables. Variables are coerced by functions
+compiled once per input type (service.graphql.coercion), falling back to graphql-core's own coercion
+for values those refuse, so that errors keep their usual form.
 """
 import functools
 import json
+from typing import NamedTuple
 
-from graphql import FieldNode, GraphQLError, execute_sync, get_operation_ast, is_non_null_type, parse, specified_rules, validate
+from graphql import DocumentNode, FieldNode, GraphQLError, execute_sync, get_operation_ast, is_non_null_type, parse, specified_rules, validate
 
+from service.graphql.coercion import PrecoercedExecutor, VariableCoercer, without_variable_definitions
 from service.graphql.errors import format_execution_errors, request_error, variable_errors
 from service.graphql.limits import MAX_QUERY_LENGTH, MAX_TOKENS, QueryLimits, capped
 
@@ -51,15 +55,23 @@ def read_payload(body):
     return query, variables or {}, operation_name
 
 
+class Prepared(NamedTuple):
+    """A parsed and validated document, and its copy without variable definitions for pre-coerced variables."""
+
+    document: DocumentNode
+    without_variables: DocumentNode
+
+
 class GraphQLEndpoint:
     """The schema plus a cache of prepared documents; one per app, in app.extensions["graphql"]."""
 
     def __init__(self, schema):
         self.schema = schema
+        self.coercer = VariableCoercer(schema)
         self.prepare = functools.lru_cache(maxsize=CACHE_SIZE)(self._prepare)
 
     def _prepare(self, query):
-        """(document, None) for a valid query text, else (None, errors) - both cached."""
+        """(Prepared, None) for a valid query text, else (None, errors) - both cached."""
         try:
             document = parse(query, max_tokens=MAX_TOKENS)
             errors = validate(self.schema, document, [QueryLimits]) or validate(self.schema, document, specified_rules)
@@ -69,7 +81,7 @@ class GraphQLEndpoint:
             return None, [request_error("the query is nested too deeply", "GRAPHQL_PARSE_FAILED")]
         if errors:
             return None, [{**error.formatted, "extensions": {"code": "GRAPHQL_VALIDATION_FAILED"}} for error in errors]
-        return document, None
+        return Prepared(document, without_variable_definitions(document)), None
 
     def respond(self, body, context):
         """(HTTP status, response object) for one POSTed request body."""
@@ -77,16 +89,23 @@ class GraphQLEndpoint:
             query, variables, operation_name = read_payload(body)
         except BadGraphQLRequest as refusal:
             return refusal.status, {"errors": refusal.errors}
-        document, errors = self.prepare(query)
+        prepared, errors = self.prepare(query)
         if errors:
             return 400, {"errors": errors}
+        document = prepared.document
         operation = get_operation_ast(document, operation_name)
         if operation is None:
             message = (f"no operation named {operation_name!r} in the document" if operation_name
                        else "the document holds several operations: say which one to run in `operationName`")
             return 400, {"errors": [request_error(message)]}
-        result = execute_sync(self.schema, document, variable_values=variables, operation_name=operation_name,
-                              context_value=context)
+        coerced = self.coercer.coerce(operation, variables)
+        if coerced is None:
+            result = execute_sync(self.schema, document, variable_values=variables, operation_name=operation_name,
+                                  context_value=context)
+        else:
+            result = execute_sync(self.schema, prepared.without_variables, variable_values=coerced,
+                                  operation_name=operation_name, context_value=context,
+                                  executor_class=PrecoercedExecutor)
         if result.data is None and result.errors and all(error.path is None for error in result.errors):
             # Variable values refused by graphql-core before any resolver ran: bad user input, named by path.
             errors = variable_errors(self.schema, operation, variables) or [

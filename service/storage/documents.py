@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import orjson
 
 from service.storage.files import atomic_write_bytes, lock
-from service.storage.names import id_to_name, name_to_id
+from service.storage.names import SAFE_NAME, id_to_name, name_to_id
 
 SUFFIX = ".json"
 META_FIELDS = ("createdAt", "updatedAt", "revision")
@@ -86,7 +86,8 @@ class DocumentStore:
             return []
         with entries:
             names = [e.name[: -len(SUFFIX)] for e in entries if e.name.endswith(SUFFIX) and not e.name.startswith(".")]
-        return sorted(name_to_id(name) for name in names)
+        # Most names are their ids; name_to_id (a substitution per name) only for the rest, or to refuse a stray file.
+        return sorted(name if "^" not in name and SAFE_NAME.fullmatch(name) else name_to_id(name) for name in names)
 
     def page(self, org, kind, first, after=None):
         """Up to `first` documents with ids after `after`, in id order; opens only those documents."""
