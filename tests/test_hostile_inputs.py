@@ -230,6 +230,29 @@ def test_traversal_out_of_the_static_files_is_404(client, url):
     assert "def require_org" not in response.get_data(as_text=True)
 
 
+@pytest.mark.parametrize("token", [
+    "\x00", TOKEN + "\x00", TOKEN.upper(), "\uff54\uff45\uff53\uff54-token-default", TOKEN[:-1], TOKEN + "x",
+    f"{TOKEN},{TOKEN}", "default:" + TOKEN, "a" * 100_000, "../" + TOKEN,
+])
+def test_a_forged_token_is_401_on_every_endpoint(client, token):
+    headers = {"x-service-api-org": token}
+    for response in (client.post("/graph/v2", json={"query": "{ stations { id } }"}, headers=headers),
+                     client.post("/uploads", json={}, headers=headers), client.get("/uploads/" + "0" * 32, headers=headers),
+                     client.get("/api/v1/images/x.png", headers=headers)):
+        assert_json_error(response, 401)
+
+
+@pytest.mark.parametrize("header", [
+    "bytes=" + ",".join(["0-1"] * 2000), "bytes=0-" + "9" * 400, "bytes=-" + "9" * 400, "bytes=5-1", "bytes=\x00",
+    "bytes=../../x", "items=0-1", "bytes=0-0," * 500,
+])
+def test_hostile_range_headers_are_answered_without_a_server_error(client, auth, header):
+    path = upload(client, auth)
+    response = client.get(path, headers={**auth, "Range": header})
+    assert response.status_code in (200, 206, 416), response.data[:200]
+    assert response.status_code != 416 or response.is_json
+
+
 # ---------------------------------------------------------------- other orgs
 
 def test_another_orgs_ids_streams_and_media_are_not_found_and_never_touched(client, auth, other_auth, data_dir):
