@@ -27,9 +27,9 @@ TARGETS = [(method, path, target) for method, path in OPERATIONS
            for target in (("unknown", "existing") if "{" in path else ("unknown",))]
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
 MP4 = b"\0\0\0\x18ftypmp42" + bytes(range(256))
-# Schema-valid requests may still be refused with 400 for what JSON Schema cannot say (the file's
-# sniffed format, a checksum of its bytes, totalChunks fitting fileSize), so that one check is left out;
-# schemathesis' other checks, not_a_server_error first, all run.
+# Schema-valid requests may still be refused for what JSON Schema cannot say (400: the file's sniffed
+# format, a checksum of its bytes, totalChunks fitting fileSize; 416: a Range past the end of the file),
+# so that one check is left out; schemathesis' other checks, not_a_server_error first, all run.
 EXCLUDED_CHECKS = [positive_data_acceptance]
 FUZZ_SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                          suppress_health_check=list(HealthCheck))
