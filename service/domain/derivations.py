@@ -3,9 +3,12 @@
 Pure functions of a process dict shaped like ProcessInput. Process order: steps in list order,
 actions in list order, within an action its inputParts in list order, then its outputPart.
 """
+import re
+
 from service.domain.ids import ID_PATTERN
 
 TORQUE_KEYWORDS = ("tighten", "screw", "wrench", "torque")
+TORQUE_PATTERN = re.compile("|".join(TORQUE_KEYWORDS))
 STANDARD = "STANDARD"
 SCAN = "SCAN"
 DEFAULT_QUANTITY = 1
@@ -37,7 +40,8 @@ def is_torque_action(action):
     """True when the description text or the tool's id, name or description mentions a torque keyword."""
     tool = action.get("toolUsed") or {}
     texts = ((action.get("description") or {}).get("text"), tool.get("id"), tool.get("name"), tool.get("description"))
-    return any(keyword in text.lower() for text in texts if text for keyword in TORQUE_KEYWORDS)
+    # One search over the lower-cased texts; no keyword holds a newline, so none matches across two texts.
+    return TORQUE_PATTERN.search("\n".join(text for text in texts if text).lower()) is not None
 
 
 def torque_groups(actions):

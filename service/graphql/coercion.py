@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from graphql import (
     GraphQLError,
+    GraphQLString,
     OperationDefinitionNode,
     is_input_object_type,
     is_list_type,
@@ -150,4 +151,8 @@ def _compile_leaf(type_):
         if coerced is Undefined:
             raise Refused
         return coerced
-    return coerce_leaf
+
+    def coerce_string(value):
+        # Most leaves are strings, which graphql-core's String returns unchanged.
+        return value if value.__class__ is str else coerce_leaf(value)
+    return coerce_string if type_ is GraphQLString else coerce_leaf
