@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from hypothesis.stateful import run_state_machine_as_test
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
@@ -72,3 +73,18 @@ def test_no_server_error_and_answers_match_the_description(app, schema, method, 
         case.call_and_validate(headers=AUTH, excluded_checks=EXCLUDED_CHECKS)
 
     fuzz()
+
+
+def test_sequences_following_the_documented_links_conform(schema):
+    """Stateful: create a stream, then send chunks to it, read it, delete it, in generated orders."""
+    machine = schema.as_state_machine()
+
+    class WithToken(machine):
+        def get_call_kwargs(self, case):
+            return {"headers": AUTH}
+
+        def validate_response(self, response, case, additional_checks=None, **kwargs):
+            case.validate_response(response, additional_checks=additional_checks, excluded_checks=EXCLUDED_CHECKS,
+                                   headers=AUTH, transport_kwargs=kwargs or None)
+
+    run_state_machine_as_test(WithToken, settings=settings(FUZZ_SETTINGS, max_examples=25, stateful_step_count=6))
