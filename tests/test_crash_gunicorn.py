@@ -153,6 +153,12 @@ def check_after_restart(load, url, data_dir):
         assert len(acknowledged) <= stored["revision"] <= len(attempts)
         assert stored["steps"] == [{"name": stored["name"]}]
 
+    listed = requests.post(f"{url}/graph/v2", headers=HEADERS, timeout=30,
+                           json={"query": "{ processes(first: 1000) { id } }"}).json()["data"]["processes"]
+    acknowledged_ids = {i for i, attempts in load.attempts.items() if any(acked for _, acked in attempts)}
+    # Temporary files of writes that died are never listed as processes.
+    assert acknowledged_ids <= {process["id"] for process in listed} <= set(load.attempts)
+
     media_dir = data_dir / "orgs" / "default" / "media"
     for segment in ("images", "videos"):
         for file in (media_dir / segment).iterdir() if (media_dir / segment).exists() else []:
