@@ -7,7 +7,7 @@ In-process (Flask test client, a real data directory, every document fsynced), e
   stored;
 - start-up: a fresh Python process that imports the service, runs create_app() and answers its first request
   (the same page), with 100, 1,000 and 10,000 processes stored.
-Prints each figure, its ratio to the smallest size and the ratio of the sizes; a figure whose ratio exceeds the
+Prints each figure, its ratio to the figure of the next smaller size and the ratio of the sizes; a figure whose ratio exceeds the
 size ratio by more than the noise allowance is reported as SUPER-LINEAR. That a page opens only its own
 documents is asserted in tests/test_storage_pages.py, not timed here.
 
@@ -110,14 +110,16 @@ def page_and_startup(temp, repeat):
 
 
 def show(title, unit, figures):
-    """Print figures with ratios to the smallest size; flag growth faster than linear in the size."""
+    """Print figures with ratios to the previous size; flag growth faster than linear in the size."""
     sizes = sorted(figures)
-    base = figures[sizes[0]]
     print(title)
-    for size in sizes:
-        ratio, size_ratio = figures[size] / base, size / sizes[0]
-        verdict = "SUPER-LINEAR" if ratio > size_ratio * NOISE else "ok"
-        print(f"  {size:>6} {unit}: {figures[size] * 1000:9.1f} ms   x{ratio:6.2f} for x{size_ratio:g} {unit}   {verdict}")
+    for previous, size in zip([None, *sizes], sizes):
+        line = f"  {size:>6} {unit}: {figures[size] * 1000:9.1f} ms"
+        if previous is not None:
+            ratio, size_ratio = figures[size] / figures[previous], size / previous
+            verdict = "SUPER-LINEAR" if ratio > size_ratio * NOISE else "ok"
+            line += f"   x{ratio:6.2f} for x{size_ratio:g} {unit}   {verdict}"
+        print(line)
 
 
 def main():
