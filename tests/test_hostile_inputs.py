@@ -366,6 +366,11 @@ BOMBS = {
     "list literal 1000 deep": "{ station(id: " + "[" * 1000 + "]" * 1000 + ") { id } }",
     "object literal 1000 deep": "mutation { stationCreate(input: " + "{a: " * 1000 + "1" + "}" * 1000 + ") }",
     "5 MB of whitespace": "{ stations { id } }" + " " * 5_000_000,
+    "40 aliased pages of 1000": "{ " + " ".join(f"a{i}: processes(first: 1000) {{ id }}" for i in range(40)) + " }",
+    "2 pages sized by a variable": "query($n: Int) { a: processes(first: $n) { id } b: stations(first: $n) { id } }",
+    "1001 aliased single reads": "{ " + " ".join(f'a{i}: station(id: "st_1") {{ id }}' for i in range(1001)) + " }",
+    "11 aliased mutations": "mutation { " + " ".join(
+        f'm{i}: stationCreate(input: {{station: {{id: "st_{i}", name: "n"}}}})' for i in range(11)) + " }",
 }
 
 
@@ -386,6 +391,19 @@ def test_a_document_built_to_occupy_a_worker_is_refused_with_a_4xx(server, query
     response = requests.post(server.url + "/graph/v2", json={"query": query}, headers=AUTH, timeout=HANG_GUARD)
     assert 400 <= response.status_code < 500, response.text[:300]
     assert "data" not in response.json() and response.json()["errors"]
+
+
+def test_the_limits_leave_room_for_ordinary_requests(server):
+    ten_mutations = "mutation { " + " ".join(
+        f'm{i}: stationCreate(input: {{station: {{id: "st_{i}", name: "n"}}}})' for i in range(10)) + " }"
+    response = requests.post(server.url + "/graph/v2", json={"query": ten_mutations}, headers=AUTH, timeout=HANG_GUARD)
+    assert response.status_code == 200 and "errors" not in response.json()
+    pages = "query($n: Int) { processes(first: $n) { id } } "
+    for query, variables in ((pages, {"n": 1000}), ("{ processes { id } products { id } stations(first: 800) { id } }", {}),
+                             ("{ " + " ".join(f'a{i}: station(id: "st_{i}") {{ id }}' for i in range(10)) + " }", {})):
+        response = requests.post(server.url + "/graph/v2", json={"query": query, "variables": variables}, headers=AUTH,
+                                 timeout=HANG_GUARD)
+        assert response.status_code == 200 and "errors" not in response.json(), response.text[:300]
 
 
 VARIABLE_BOMBS = {

@@ -3,8 +3,19 @@
 Checked before graphql-core's own validation rules, some of which (overlapping fields) grow with the
 square of the number of fields.
 """
-from graphql import FieldNode, FragmentSpreadNode, GraphQLError, InlineFragmentNode, ValidationRule
+from graphql import (
+    FieldNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    InlineFragmentNode,
+    IntValueNode,
+    OperationType,
+    ValidationRule,
+    value_from_ast,
+)
 from graphql.language import FragmentDefinitionNode
+
+from service.domain.reads import MAX_PAGE_SIZE
 
 MAX_QUERY_LENGTH = 100_000
 MAX_TOKENS = 10_000
@@ -12,10 +23,16 @@ MAX_DEPTH = 20
 MAX_FIELDS = 500
 # A few kilobytes of input can break a rule thousands of times; the answer stays small all the same.
 MAX_ERRORS = 100
+# Aliases repeat a field as often as the field limit allows: 40 aliased pages of 1000 processes were a
+# 290 MB answer after 80 s, and 400 aliased processCreate of one 10 MB $input would be minutes of work.
+# So one request reads at most one full page's worth of objects and runs at most a few mutations.
+MAX_OBJECTS_READ = MAX_PAGE_SIZE
+MAX_MUTATIONS = 10
 
 
 class QueryLimits(ValidationRule):
-    """Refuse operations nested deeper than MAX_DEPTH or selecting more than MAX_FIELDS fields (fragments expanded)."""
+    """Refuse operations nested deeper than MAX_DEPTH, selecting more than MAX_FIELDS fields (fragments expanded),
+    reading more than MAX_OBJECTS_READ stored objects or running more than MAX_MUTATIONS mutations."""
 
     def enter_operation_definition(self, node, *_args):
         fragments = {
@@ -29,6 +46,45 @@ class QueryLimits(ValidationRule):
         if fields > MAX_FIELDS:
             self.report_error(GraphQLError(f"the operation selects more than {MAX_FIELDS} fields (fragments expanded, "
                                            "aliases counted); select fewer or split the request", node))
+            return
+        root_fields = [field for field in _root_fields(node.selection_set, fragments, set())
+                       if field.name.value != "__typename"]
+        if node.operation == OperationType.MUTATION and len(root_fields) > MAX_MUTATIONS:
+            self.report_error(GraphQLError(f"the operation runs {len(root_fields)} mutations; at most {MAX_MUTATIONS} "
+                                           "are allowed per request", node))
+        elif node.operation == OperationType.QUERY:
+            objects = sum(self._objects_read(field) for field in root_fields)
+            if objects > MAX_OBJECTS_READ:
+                self.report_error(GraphQLError(
+                    f"the operation may read {objects} objects (the `first` of every list, {MAX_PAGE_SIZE} when it "
+                    f"is a variable, aliases counted); at most {MAX_OBJECTS_READ} are allowed: ask for fewer or "
+                    "split the request", node))
+
+    def _objects_read(self, field):
+        """How many stored objects a root query field may read: 1 for one object, `first` for a list."""
+        definition = self.context.schema.query_type.fields.get(field.name.value)
+        if definition is None or "first" not in definition.args:
+            return 1
+        given = next((argument.value for argument in field.arguments or () if argument.name.value == "first"), None)
+        if given is None:
+            default = definition.args["first"].ast_node.default_value
+            return value_from_ast(default, definition.args["first"].type)
+        # A variable's value is not known while validating (the result is cached per query text); a literal
+        # out of 0..MAX_PAGE_SIZE is clamped here and refused by the domain, which names `first`.
+        return min(max(int(given.value), 0), MAX_PAGE_SIZE) if isinstance(given, IntValueNode) else MAX_PAGE_SIZE
+
+
+def _root_fields(selection_set, fragments, seen):
+    """The fields of a root selection set, through inline fragments and fragment spreads (each spread once)."""
+    for selection in selection_set.selections:
+        if isinstance(selection, FieldNode):
+            yield selection
+        elif isinstance(selection, InlineFragmentNode):
+            yield from _root_fields(selection.selection_set, fragments, seen)
+        elif isinstance(selection, FragmentSpreadNode) and selection.name.value in fragments:
+            if selection.name.value not in seen:
+                seen.add(selection.name.value)
+                yield from _root_fields(fragments[selection.name.value].selection_set, fragments, seen)
 
 
 def _measure(selection_set, fragments, memo):
