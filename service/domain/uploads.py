@@ -262,8 +262,11 @@ def delete_stream(repo, org, stream_id):
 
 
 def sweep_expired_streams(repo, ttl_seconds, now=None):
-    """Remove streams idle for longer than `ttl_seconds` (and stale upload temporaries); return how many streams."""
-    return repo.streams.sweep(ttl_seconds, time.time() if now is None else now)
+    """Remove streams idle for longer than `ttl_seconds`, and temporaries of uploads and document writes older
+    than that (left by killed workers); return how many streams."""
+    now = time.time() if now is None else now
+    repo.documents.sweep_temporaries(now - ttl_seconds)
+    return repo.streams.sweep(ttl_seconds, now)
 
 
 # -- serving --------------------------------------------------------------------------------------

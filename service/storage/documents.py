@@ -6,13 +6,14 @@ Documents are compact UTF-8 JSON with the metadata written last, so an update le
 `revision` of the version it replaces from the file's last bytes instead of parsing the whole of it.
 """
 import bisect
+import contextlib
 import os
 import re
 from datetime import datetime, timezone
 
 import orjson
 
-from service.storage.files import atomic_write_bytes, lock
+from service.storage.files import TEMPORARY_PREFIX, TEMPORARY_SUFFIX, atomic_write_bytes, lock
 from service.storage.names import SAFE_NAME, id_to_name, name_to_id
 
 SUFFIX = ".json"
@@ -99,3 +100,17 @@ class DocumentStore:
             if document is not None:
                 documents.append(document)
         return documents
+
+    def sweep_temporaries(self, cutoff):
+        """Remove temporaries of document writes last touched before `cutoff` (their writer was killed)."""
+        removed = 0
+        for directory in self.orgs_root.glob("*/*"):
+            if not directory.is_dir():
+                continue
+            for entry in os.scandir(directory):
+                if entry.name.startswith(TEMPORARY_PREFIX) and entry.name.endswith(TEMPORARY_SUFFIX):
+                    with contextlib.suppress(FileNotFoundError):
+                        if entry.stat().st_mtime < cutoff:
+                            os.unlink(entry.path)
+                            removed += 1
+        return removed

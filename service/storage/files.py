@@ -14,6 +14,8 @@ from filelock import FileLock
 
 from service.errors import StorageFailed, StorageFull
 
+# Names of the temporaries of atomic writes; one left behind belongs to a writer that was killed.
+TEMPORARY_PREFIX, TEMPORARY_SUFFIX = ".tmp-", ".part"
 NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 # A failing disk, or a filesystem the kernel remounted read-only after errors: the server's fault, worth a retry.
 IO_FAILURE = {errno.EIO, errno.EROFS}
@@ -45,7 +47,7 @@ def atomic_write_bytes(path, data):
     path = Path(path)
     with disk_errors():
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=TEMPORARY_PREFIX, suffix=TEMPORARY_SUFFIX)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
