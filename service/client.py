@@ -16,6 +16,8 @@ from pathlib import Path
 
 import requests
 
+from service.checksums import file_sha256
+
 MB = 1024 * 1024
 SINGLE_UPLOAD_LIMIT = 10 * MB
 MAX_CHUNK_SIZE = 10 * MB
@@ -134,21 +136,6 @@ class _FileSegment:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
-
-
-def file_sha256(path, offset=0, length=None):
-    """SHA-256 hex digest of a file (or of a byte range of it), read in blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        remaining = os.fstat(handle.fileno()).st_size - offset if length is None else length
-        while remaining > 0:
-            block = handle.read(min(READ_BLOCK, remaining))
-            if not block:
-                break
-            digest.update(block)
-            remaining -= len(block)
-    return digest.hexdigest()
 
 
 def default_state_dir():

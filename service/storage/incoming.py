@@ -64,13 +64,3 @@ class IncomingFile:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
 
-
-def sha256_of_range(path, offset, length):
-    """Hex SHA-256 of `length` bytes of a file from `offset`, read in fixed-size buffers."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        while length and (block := handle.read(min(BUFFER_SIZE, length))):
-            digest.update(block)
-            length -= len(block)
-    return digest.hexdigest()

@@ -28,7 +28,8 @@ from rehashes import PySha256
 
 from service.errors import NotFound
 from service.storage.files import atomic_write_bytes, disk_errors, fsync_directory, lock
-from service.storage.incoming import BUFFER_SIZE, IncomingFile, sha256_of_range
+from service.checksums import file_sha256
+from service.storage.incoming import BUFFER_SIZE, IncomingFile
 from service.storage.names import id_to_name
 
 STREAM_NOT_FOUND = "stream not found"
@@ -236,7 +237,7 @@ class LockedStream:
         merged = self._next()
         if index < merged:
             start, end = self._boundary(index)[0], self._boundary(index + 1)[0]
-            if sha256_of_range(self.directory / PREFIX, start, end - start) == incoming.sha256:
+            if file_sha256(self.directory / PREFIX, start, end - start) == incoming.sha256:
                 incoming.discard()
                 self._touch()
                 return
