@@ -311,47 +311,89 @@ def resume(client, auth, stream_id, chunks):
     return answers[-1].get_json()["path"]
 
 
-# Besides the first failing call: the directory fsync after the part's rename (fsync 2), the merge into the prefix
-# (a write to it, fsync 3), the merge pointer's replacement (rename 2).
-CHUNK_FAULTS = [("middle", *fault) for fault in FAULTS + [
-    ("fsync", errno.EIO, 2), ("fsync", errno.EIO, 3), ("write", errno.ENOSPC, 1, "prefix"),
-    ("rename", errno.ENOSPC, 2)]]
-# On the last chunk, also every step of completion: the link to the media path (link 1), the media directory's
-# fsync (fsync 7), the stream's meta marked complete (rename 3, fsync 8).
-CHUNK_FAULTS += [("last", *fault[1:]) for fault in CHUNK_FAULTS] + [
-    ("last", "link", errno.ENOSPC), ("last", "link", errno.EIO), ("last", "fsync", errno.EIO, 7),
-    ("last", "rename", errno.ENOSPC, 3), ("last", "fsync", errno.EIO, 8)]
+def send_file_first(client, auth, stream_id, index, total, chunk):
+    """A chunk whose file part comes before its fields: its index is not known while it arrives."""
+    boundary = "file-first"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"blob\"\r\n\r\n".encode()
+            + chunk + f"\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"chunkIndex\"\r\n\r\n{index}\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"totalChunks\"\r\n\r\n{total}\r\n"
+            f"--{boundary}--\r\n".encode())
+    return client.patch(f"/uploads/{stream_id}", headers=auth, data=body,
+                        content_type=f"multipart/form-data; boundary={boundary}")
+
+
+# The ways a chunk is stored: (chunks sent before, the chunk that meets the fault, how it is sent). Of 4 chunks.
+CHUNK_CASES = {
+    # The next chunk in order is received onto the prefix; this one completes the stream.
+    "in-order": ([0, 1, 2], 3, send),
+    # Onto the prefix too, then the parts after it are merged and the stream completes.
+    "fills-gap": ([0, 2, 3], 1, send),
+    # Ahead of a gap: into a part of its own.
+    "ahead": ([0, 3], 2, send),
+    # Index unknown while it arrives: into a part, then merged with the parts after it, completing the stream.
+    "file-first": ([0, 2, 3], 1, send_file_first),
+}
+# What a failed request leaves: NOTHING changed (the server reports the chunks sent before); the chunk STORED (the
+# fault came after the stream's pointer moved past it, during completion: every chunk is held, and the last one is
+# reported missing so that resending it completes the stream); or the stream COMPLETE (only the fsync after the meta
+# was replaced failed).
+NOTHING, STORED, COMPLETE = "nothing", "stored", "complete"
+# The first failing call of each operation changes nothing in any case. Then the later steps of each case, counted as
+# the request makes them: (case, operation, code, nth call, only calls on paths containing, outcome).
+CHUNK_FAULTS = [(case, *fault, 1, "", NOTHING) for case in CHUNK_CASES for fault in FAULTS] + [
+    # in order: the boundary record's fsync; the merge pointer's directory fsync; the link to the media path; the media
+    # directory's fsync; the meta marked complete; its directory fsync
+    ("in-order", "fsync", errno.EIO, 2, "", NOTHING), ("in-order", "fsync", errno.EIO, 4, "", STORED),
+    ("in-order", "link", errno.ENOSPC, 1, "", STORED), ("in-order", "link", errno.EIO, 1, "", STORED),
+    ("in-order", "fsync", errno.EIO, 5, "", STORED), ("in-order", "rename", errno.ENOSPC, 2, "", STORED),
+    ("in-order", "fsync", errno.EIO, 7, "", COMPLETE),
+    # filling a gap: the merge of the parts after it (a write to the prefix, the boundaries' fsync), the merge pointer's
+    # directory fsync, then completion
+    ("fills-gap", "write", errno.ENOSPC, 3, "prefix", NOTHING), ("fills-gap", "fsync", errno.EIO, 2, "", NOTHING),
+    ("fills-gap", "fsync", errno.EIO, 4, "", STORED), ("fills-gap", "link", errno.EIO, 1, "", STORED),
+    ("fills-gap", "rename", errno.ENOSPC, 2, "", STORED), ("fills-gap", "fsync", errno.EIO, 7, "", COMPLETE),
+    # ahead: the directory fsync after the part's rename
+    ("ahead", "fsync", errno.EIO, 2, "", NOTHING),
+    # file first: the part's directory fsync, then the merge (prefix write, fsyncs, pointer) and completion
+    ("file-first", "fsync", errno.EIO, 2, "", NOTHING), ("file-first", "write", errno.ENOSPC, 1, "prefix", NOTHING),
+    ("file-first", "fsync", errno.EIO, 3, "", NOTHING), ("file-first", "fsync", errno.EIO, 4, "", NOTHING),
+    ("file-first", "rename", errno.ENOSPC, 2, "", NOTHING), ("file-first", "fsync", errno.EIO, 6, "", STORED),
+    ("file-first", "link", errno.EIO, 1, "", STORED), ("file-first", "fsync", errno.EIO, 9, "", COMPLETE),
+]
 
 
 def fault_id(fault):
-    return "-".join(str(part) for part in fault[:2]) + f"-{errno.errorcode[fault[2]]}" + "".join(
-        f"-{part}" for part in fault[3:])
+    case, operation, code, nth, where, _ = fault
+    return f"{case}-{operation}-{errno.errorcode[code]}" + (f"-{nth}" if nth > 1 else "") + (f"-{where}" if where else "")
 
 
-@pytest.mark.parametrize("which, operation, code, nth, where", [(*f, *(1, "")[len(f) - 3:]) for f in CHUNK_FAULTS],
+@pytest.mark.parametrize("case, operation, code, nth, where, outcome", CHUNK_FAULTS,
                          ids=[fault_id(f) for f in CHUNK_FAULTS])
-def test_failed_chunk_leaves_the_stream_resumable(app, client, auth, disk, which, operation, code, nth, where):
-    """A fault while a chunk is received, stored, merged or (for the last chunk) published: the stream resumes."""
-    fault = (operation, code, nth, where)
+def test_failed_chunk_leaves_the_stream_resumable(app, client, auth, disk, case, operation, code, nth, where, outcome):
+    """A fault while a chunk is received, stored, merged or (when it completes the stream) published: a clear error,
+    nothing half-visible, and the stream resumes."""
+    sent_before, failing, sender = CHUNK_CASES[case]
     data = mp4(3 * MB + 1000, "stream")
     chunks = [data[i:i + MB] for i in range(0, len(data), MB)]
     stream_id = create_stream(client, auth, data)
-    failing = 1 if which == "middle" else len(chunks) - 1
-    for index in range(len(chunks)):
-        if index != failing:
-            assert send(client, auth, stream_id, index, len(chunks), chunks[index]).status_code in (200,)
+    for index in sent_before:
+        assert send(client, auth, stream_id, index, len(chunks), chunks[index]).status_code == 200
 
-    disk.fail(*fault)
-    assert_clear_error(send(client, auth, stream_id, failing, len(chunks), chunks[failing]), fault[1])
+    disk.fail(operation, code, nth, where)
+    assert_clear_error(sender(client, auth, stream_id, failing, len(chunks), chunks[failing]), code)
     held = status(client, auth, stream_id)  # the stream is readable while the disk is failing
-    assert held["state"] == "open"
-    assert held["receivedChunks"] == [index for index in range(len(chunks)) if index != failing]
-    assert media_names(app, "videos") == []
+    assert held["state"] == ("complete" if outcome == COMPLETE else "open")
+    if outcome == NOTHING:
+        assert held["receivedChunks"] == sent_before
+    elif outcome == STORED:
+        assert held["receivedChunks"] == list(range(len(chunks) - 1))
+    assert media_names(app, "videos") == ([held["path"].rsplit("/", 1)[1]] if outcome == COMPLETE else [])
 
     disk.heal()
-    path = resume(client, auth, stream_id, chunks)
+    path = held["path"] if outcome == COMPLETE else resume(client, auth, stream_id, chunks)
     assert hashlib.sha256(client.get(path, headers=auth).data).hexdigest() == hashlib.sha256(data).hexdigest()
     assert media_names(app, "videos") == [path.rsplit("/", 1)[1]]
+    assert send(client, auth, stream_id, failing, len(chunks), chunks[failing]).get_json() == {"path": path}
     assert stray_files(org_root(app)) == []
     assert sorted(p.name for p in (org_root(app) / "streams" / stream_id).iterdir()) == ["meta.json"]
 

@@ -19,6 +19,8 @@ MB = 1024 * 1024
 REQUEST_FILE_LIMIT = 10 * MB
 # Chunk bookkeeping scans the stream's parts on every chunk, so a stream has a bounded number of them.
 MAX_TOTAL_CHUNKS = 10_000
+# A chunkIndex as clients send it; anything else is left to the form's validation.
+CHUNK_INDEX = re.compile(r"[0-9]{1,5}")
 # Enough leading bytes to tell every accepted format apart.
 SNIFF_BYTES = 12
 
@@ -162,9 +164,11 @@ def require_stream(repo, org, stream_id, ttl_seconds):
         raise NotFound(STREAM_NOT_FOUND)
 
 
-def new_chunk_file(repo, org, stream_id):
-    """Where the bytes of an incoming chunk are written while they arrive (inside the stream's directory)."""
-    return repo.streams.new_incoming(org, stream_id, SNIFF_BYTES)
+def new_chunk_file(repo, org, stream_id, chunk_index=None):
+    """Where the bytes of an incoming chunk are written while they arrive. `chunk_index` is the chunkIndex field as
+    sent, when it came before the file: the next chunk in order then goes straight onto the stream's file."""
+    index = int(chunk_index) if chunk_index is not None and CHUNK_INDEX.fullmatch(chunk_index) else None
+    return repo.streams.new_incoming(org, stream_id, SNIFF_BYTES, index)
 
 
 def new_upload_file(repo, org):

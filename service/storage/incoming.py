@@ -14,32 +14,38 @@ from service.storage.files import disk_errors
 BUFFER_SIZE = 1024 * 1024
 
 
-class IncomingFile:
+class Receiving:
+    """What every file being received keeps: its size so far and its first `head_size` bytes (to sniff)."""
+
+    def __init__(self, head_size):
+        self._head_size = head_size
+        self.head = b""
+        self.size = 0
+
+    def _count(self, data):
+        self.size += len(data)
+        if len(self.head) < self._head_size:
+            self.head = (self.head + bytes(data[: self._head_size]))[: self._head_size]
+
+    def tell(self):
+        return self.size
+
+
+class IncomingFile(Receiving):
     def __init__(self, directory, head_size):
+        super().__init__(head_size)
         with disk_errors():
             fd, name = tempfile.mkstemp(dir=directory, prefix=".incoming-")
         self.path = Path(name)
         self._file = os.fdopen(fd, "wb")
         self._sha = hashlib.sha256()
-        self._head_size = head_size
-        self.head = b""
-        self.size = 0
 
     def write(self, data):
         with disk_errors():
             self._file.write(data)
         self._sha.update(data)
-        self.size += len(data)
-        if len(self.head) < self._head_size:
-            self.head = (self.head + bytes(data[: self._head_size]))[: self._head_size]
+        self._count(data)
         return len(data)
-
-    def seek(self, offset, whence=os.SEEK_SET):
-        # The parser rewinds a finished part so it can be read back; nothing here is ever read back.
-        return 0
-
-    def tell(self):
-        return self.size
 
     @property
     def sha256(self):

@@ -8,12 +8,17 @@ A stream directory holds
 - `boundaries`  one fixed-size record per chunk boundary: prefix length and SHA-256 state there;
 - `merged`      `{"next": n}`: how many chunks the prefix holds (records 0..n are valid).
 
-Appending a chunk writes the prefix and the next boundary record, fsyncs both, then replaces `merged`
-atomically: a crash in between leaves `merged` at the old boundary, and the next merge truncates the
-prefix back to the recorded length. Replacing an already-merged chunk first puts the merged chunks from
-it on back into parts (cut from the prefix at the recorded boundaries), then rewinds `merged` to it.
-Everything on a stream happens under its cross-process lock `streams/<streamId>.lock`; the lock file
-sits beside the directory so a stream can be removed while its lock is held.
+The chunk that continues the prefix in order is received straight onto its end (`PrefixAppend`), so it is
+written and hashed once; any other chunk is received into a part and appended when the gap before it fills.
+Appending writes the prefix and the next boundary record, fsyncs both, then replaces `merged` atomically:
+a crash in between leaves `merged` at the old boundary, and the next append truncates the prefix back to
+the recorded length. Replacing an already-merged chunk first puts the merged chunks from it on back into
+parts (cut from the prefix at the recorded boundaries), then rewinds `merged` to it.
+
+Bookkeeping happens under the stream's cross-process lock `streams/<streamId>.lock`. Writing to the prefix
+needs a second one, `streams/<streamId>.append.lock`, which a chunk being received onto the prefix holds
+for as long as its bytes arrive (a slow client must not hold up the other chunks' bookkeeping). The lock
+files sit beside the directory so a stream can be removed while its locks are held.
 """
 import contextlib
 import json
@@ -29,7 +34,7 @@ from rehashes import PySha256
 from service.errors import NotFound
 from service.storage.files import atomic_write_bytes, disk_errors, fsync_directory, lock
 from service.checksums import file_sha256
-from service.storage.incoming import BUFFER_SIZE, IncomingFile
+from service.storage.incoming import BUFFER_SIZE, IncomingFile, Receiving
 from service.storage.names import id_to_name
 
 STREAM_NOT_FOUND = "stream not found"
@@ -52,6 +57,27 @@ def _read_json(path):
             return json.load(handle)
     except (FileNotFoundError, NotADirectoryError):
         return None
+
+
+def _append_lock_path(directory):
+    return f"{directory}.append"
+
+
+def _read_boundary(directory, index):
+    """(prefix length, SHA-256 state) after chunks 0..index-1."""
+    with open(directory / BOUNDARIES, "rb") as handle:
+        handle.seek(index * BOUNDARY.size)
+        return BOUNDARY.unpack(handle.read(BOUNDARY.size))
+
+
+def _take_append_lock(directory):
+    """The stream's append lock, acquired, or None at once when another request holds it."""
+    append_lock = lock(_append_lock_path(directory), timeout=0)
+    try:
+        append_lock.acquire()
+    except Timeout:
+        return None
+    return append_lock
 
 
 def _part_sizes(directory):
@@ -108,10 +134,14 @@ class StreamStore:
         except FileNotFoundError:
             return True
 
-    def new_incoming(self, org, stream_id, head_size):
-        """A temporary file inside the stream directory for a chunk being received."""
+    def new_incoming(self, org, stream_id, head_size, index=None):
+        """Where chunk `index` (None: not known yet) is received: onto the end of the prefix when it is the next
+        chunk in order and no other request is appending, else a temporary file inside the stream directory."""
+        directory = self._directory(org, stream_id)
         try:
-            return IncomingFile(self._directory(org, stream_id), head_size)
+            if index is not None and (appending := PrefixAppend.start(directory, index, head_size)):
+                return appending
+            return IncomingFile(directory, head_size)
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound(STREAM_NOT_FOUND) from None
 
@@ -153,9 +183,10 @@ class StreamStore:
     def _remove(directory):
         """Remove a stream directory and its lock file; call with the lock held."""
         shutil.rmtree(directory, ignore_errors=True)
-        # Waiters on the unlinked lock file notice (filelock checks st_nlink) and find no meta.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"{directory}.lock")
+        # Waiters on the unlinked lock files notice (filelock checks st_nlink) and find no meta.
+        for lock_file in (f"{directory}.lock", f"{_append_lock_path(directory)}.lock"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock_file)
 
     def sweep(self, ttl_seconds, now):
         """Remove streams idle for longer than `ttl_seconds` and stale staging files; return how many streams."""
@@ -201,6 +232,8 @@ class LockedStream:
         self.meta = meta
         self._media = media
         self._org = org
+        # Set once this request's chunk was received onto the prefix: it holds the append lock until it ends.
+        self._appending = None
 
     def save_meta(self, meta):
         _write_json(self.directory / META, meta)
@@ -225,15 +258,20 @@ class LockedStream:
 
     def _boundary(self, index):
         """(prefix length, SHA-256 state) after chunks 0..index-1."""
-        with open(self.directory / BOUNDARIES, "rb") as handle:
-            handle.seek(index * BOUNDARY.size)
-            return BOUNDARY.unpack(handle.read(BOUNDARY.size))
+        return _read_boundary(self.directory, index)
 
     def _set_next(self, index):
         _write_json(self.directory / MERGED, {"next": index})
 
     def put_part(self, index, incoming):
-        """Acknowledge a chunk: its part is fsynced and renamed into place when this returns."""
+        """Acknowledge a chunk: it is in the prefix, or its part is fsynced and renamed into place, when this
+        returns."""
+        if isinstance(incoming, PrefixAppend):
+            self._appending = incoming
+            if self._commit_append(index, incoming):
+                return
+            # The prefix was rewound while the chunk arrived (an earlier chunk was replaced): it becomes a part.
+            incoming = incoming.spill()
         merged = self._next()
         if index < merged:
             start, end = self._boundary(index)[0], self._boundary(index + 1)[0]
@@ -247,6 +285,40 @@ class LockedStream:
             os.replace(incoming.path, self._part(index))
             fsync_directory(self.directory)
         self._touch()
+
+    def _commit_append(self, index, appending):
+        """Make a chunk received onto the prefix part of it, if the prefix still ends where the chunk began, together
+        with the parts that follow it: `merged` moves once, past all of them, or not at all."""
+        merged = self._next()
+        length = self._boundary(merged)[0]
+        if (merged, length) != (index, appending.start) or appending.index != index:
+            return False
+        appending.flush()
+        length += appending.size
+        with disk_errors(), open(self.directory / BOUNDARIES, "r+b") as boundaries:
+            boundaries.seek((index + 1) * BOUNDARY.size)
+            boundaries.write(BOUNDARY.pack(length, appending.stream_state()))
+        # The merge fsyncs the prefix and the boundary record written above with its own, then moves `merged`.
+        self._merge_parts(index + 1, length, appending.stream_state(), self.meta["totalChunks"])
+        # A copy of this chunk that arrived as a part meanwhile is superseded by this later one.
+        with contextlib.suppress(OSError):
+            os.unlink(self._part(index))
+        self._touch()
+        return True
+
+    @contextlib.contextmanager
+    def _prefix_writable(self):
+        """Yield True while this request may write to the prefix (it holds the append lock, or takes it now), or
+        False when another request is receiving a chunk onto it: that one merges what follows when it commits."""
+        if self._appending is not None:
+            yield True
+            return
+        append_lock = _take_append_lock(self.directory)
+        try:
+            yield append_lock is not None
+        finally:
+            if append_lock is not None:
+                append_lock.release()
 
     def _unmerge(self, index, merged):
         """Cut chunks index..merged-1 out of the prefix back into parts, then rewind `merged` to `index`.
@@ -283,6 +355,14 @@ class LockedStream:
         length, state = self._boundary(merged)
         if merged >= total or not self._part(merged).exists():
             return merged, length
+        with self._prefix_writable() as writable:
+            if not writable:
+                return merged, length
+            return self._merge_parts(merged, length, state, total)
+
+    def _merge_parts(self, merged, length, state, total):
+        """Append parts `merged`, `merged + 1`, ... onto the prefix, fsync it and the boundaries, then move `merged`
+        past them; the caller may write to the prefix."""
         hasher = PySha256.deserialize(state)
         first = merged
         with disk_errors(), open(self.directory / PREFIX, "r+b") as prefix, \
@@ -319,8 +399,10 @@ class LockedStream:
             if index >= merged:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self._part(index))
-            with open(self.directory / PREFIX, "r+b") as prefix:
-                prefix.truncate(self._boundary(merged)[0])
+            with self._prefix_writable() as writable:
+                if writable:
+                    with open(self.directory / PREFIX, "r+b") as prefix:
+                        prefix.truncate(self._boundary(merged)[0])
 
     def merged_sha256(self):
         """Hex SHA-256 of the prefix as merged so far."""
@@ -333,10 +415,18 @@ class LockedStream:
         try:
             self.save_meta(dict(self.meta, state="complete", path=path))
         except BaseException:
-            # Not complete, so not acknowledged: the path must not be visible until a retry completes the stream.
-            self._media.unpublish(self._org, path)
+            if (_read_json(self.directory / META) or {}).get("state") != "complete":
+                # Not complete, so not acknowledged: the path must not be visible until a retry completes the stream.
+                self._media.unpublish(self._org, path)
+                raise
+            # Only the fsync after the meta's replacement failed: the stream is complete and its path stays; the
+            # error is still reported, and a retry of any chunk answers with the path.
+            self._tidy()
             raise
-        # The stream is complete from here on; what is left is tidying, which the expiry sweep finishes if it fails.
+        self._tidy()
+
+    def _tidy(self):
+        """Remove all but the meta of a complete stream; best effort, the expiry sweep finishes what fails here."""
         with contextlib.suppress(OSError):
             with os.scandir(self.directory) as entries:
                 leftovers = [entry.path for entry in entries if entry.name != META]
@@ -348,3 +438,97 @@ class LockedStream:
     def discard(self):
         """Remove the whole stream (its upload failed verification)."""
         StreamStore._remove(self.directory)
+
+
+class PrefixAppend(Receiving):
+    """A chunk received straight onto the end of its stream's prefix and hashed into the stream's running SHA-256
+    as it arrives, so it is written and hashed once. It holds the stream's append lock until `discard()`; its bytes
+    lie past the recorded prefix length until `LockedStream.put_part` commits them."""
+
+    @classmethod
+    def start(cls, directory, index, head_size):
+        """Begin receiving chunk `index` onto the prefix; None when it is not the next chunk in order or another
+        request is appending."""
+        if not (directory / META).exists():
+            return None
+        append_lock = _take_append_lock(directory)
+        if append_lock is None:
+            return None
+        try:
+            meta, merged = _read_json(directory / META), _read_json(directory / MERGED)
+            total = meta and meta["totalChunks"]
+            if meta is None or merged is None or meta["state"] != "open" or merged["next"] != index or \
+                    (total is not None and index >= total):
+                append_lock.release()
+                return None
+            return cls(directory, index, *_read_boundary(directory, index), head_size, append_lock)
+        except BaseException:
+            append_lock.release()
+            raise
+
+    def __init__(self, directory, index, start, state, head_size, append_lock):
+        super().__init__(head_size)
+        self.index, self.start = index, start
+        self._directory = directory
+        self._lock = append_lock
+        self._hasher = PySha256.deserialize(state)
+        self._chunk_sha = self._spilled = None
+        with disk_errors():
+            self._file = open(directory / PREFIX, "r+b")
+            # Bytes past the recorded length are from an append that was never committed.
+            self._file.truncate(start)
+            self._file.seek(start)
+
+    def write(self, data):
+        with disk_errors():
+            self._file.write(data)
+        self._hasher.update(data)
+        self._count(data)
+        return len(data)
+
+    @property
+    def sha256(self):
+        """Hex SHA-256 of this chunk alone, read back from the prefix when first asked for (only a chunk sent with its
+        own `sha` needs it)."""
+        if self._chunk_sha is None:
+            self.flush()
+            with disk_errors():
+                self._chunk_sha = file_sha256(self._directory / PREFIX, self.start, self.size)
+        return self._chunk_sha
+
+    def stream_state(self):
+        """The serialized SHA-256 state of the stream's file up to the end of this chunk."""
+        return self._hasher.serialize()
+
+    def flush(self):
+        with disk_errors():
+            self._file.flush()
+
+    def spill(self):
+        """Copy the chunk into a part file of its own, for when the prefix no longer ends where the chunk began."""
+        self._spilled = IncomingFile(self._directory, 0)
+        self.flush()
+        with disk_errors():
+            with open(self._directory / PREFIX, "rb") as prefix:
+                prefix.seek(self.start)
+                remaining = self.size
+                while remaining:
+                    block = prefix.read(min(BUFFER_SIZE, remaining))
+                    self._spilled.write(block)
+                    remaining -= len(block)
+        return self._spilled
+
+    def discard(self):
+        """Cut what was not committed off the prefix, then release the append lock. Cutting back to the recorded length
+        is always safe for the holder of the append lock, committed or not; it is best effort, since the next append
+        truncates the prefix anyway."""
+        try:
+            with contextlib.suppress(OSError):
+                merged = _read_json(self._directory / MERGED)
+                if merged is not None:
+                    self._file.truncate(_read_boundary(self._directory, merged["next"])[0])
+                self._file.close()
+            if self._spilled is not None:
+                self._spilled.discard()
+        finally:
+            self._lock.release()

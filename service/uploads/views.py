@@ -11,6 +11,7 @@ from service.domain import uploads
 from service.errors import BadRequest
 from service.observability import get_metrics
 from service.storage import get_repository
+from service.uploads import multipart
 from service.uploads.schemas import ChunkSchema, SingleUploadSchema, StreamCreateSchema, load
 
 log = logging.getLogger(__name__)
@@ -31,24 +32,22 @@ def _ttl_seconds():
 
 @contextlib.contextmanager
 def _multipart(new_file):
-    """Parse the multipart body; file parts go straight to disk through `new_file()` and are removed afterwards
-    unless a domain function moved them into place."""
+    """Parse the multipart body; yield (form fields, (file name, received file)). File parts go straight to disk
+    through `new_file(fields sent before the file)` and are removed afterwards unless a domain function moved them
+    into place."""
     if request.mimetype != "multipart/form-data":
         raise BadRequest("send the file as multipart/form-data")
     created = []
 
-    def stream_factory(total_content_length, content_type, filename, content_length=None):
-        created.append(new_file())
+    def open_file(fields):
+        created.append(new_file(fields))
         return created[-1]
 
-    parser = request.make_form_data_parser()
-    parser.stream_factory = stream_factory
     try:
-        _, form, files = parser.parse(request.stream, request.mimetype, request.content_length,
-                                      request.mimetype_params)
+        form, files = multipart.parse(request.stream, request.content_type, request.content_length, open_file)
         if "file" not in files:
             raise BadRequest("file: is required, as a multipart file part with a filename")
-        yield form.to_dict(), files["file"]
+        yield form, files["file"]
     finally:
         for incoming in created:
             incoming.discard()
@@ -65,9 +64,9 @@ def create_upload():
         return jsonify(streamId=stream_id), 201
     if request.mimetype != "multipart/form-data":
         raise BadRequest("send multipart/form-data to upload a file, or application/json to create a chunked stream")
-    with _multipart(lambda: uploads.new_upload_file(repo, org)) as (form, file):
+    with _multipart(lambda fields: uploads.new_upload_file(repo, org)) as (form, (file_name, incoming)):
         data = load(SingleUploadSchema(), form)
-        path = uploads.upload_single(repo, org, data["destinationId"], file.filename, file.stream, data["sha"])
+        path = uploads.upload_single(repo, org, data["destinationId"], file_name, incoming, data["sha"])
     return jsonify(path=path), 201
 
 
@@ -75,10 +74,14 @@ def create_upload():
 def send_chunk(stream_id):
     repo, org, ttl = _repo(), g.org, _ttl_seconds()
     uploads.require_stream(repo, org, stream_id, ttl)
-    with _multipart(lambda: uploads.new_chunk_file(repo, org, stream_id)) as (form, file):
+
+    def new_file(fields):
+        return uploads.new_chunk_file(repo, org, stream_id, fields.get("chunkIndex"))
+
+    with _multipart(new_file) as (form, (_, incoming)):
         data = load(ChunkSchema(), form)
         body, outcome = uploads.receive_chunk(repo, org, stream_id, ttl, data["chunkIndex"], data["totalChunks"],
-                                               file.stream, data["sha"])
+                                               incoming, data["sha"])
     if outcome == uploads.STREAM_COMPLETED:
         get_metrics(current_app).streams_completed.inc()
     return jsonify(body), 200 if outcome == uploads.CHUNK_STORED else 201
