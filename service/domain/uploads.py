@@ -124,8 +124,10 @@ def media_path(destination_id, name):
     return PATH_PREFIX[DESTINATIONS[destination_id].kind] + name
 
 
-def check_sha(expected, actual, what):
-    if expected is not None and expected.lower() != actual:
+def check_sha(expected, incoming, what):
+    """400 unless the received file's SHA-256 is the one the client sent, if it sent one (a chunk received onto its
+    stream computes its own SHA-256 only when asked)."""
+    if expected is not None and expected.lower() != (actual := incoming.sha256):
         raise BadRequest(f"sha: the SHA-256 of the {what} is {actual}, not {expected.lower()}")
 
 
@@ -136,7 +138,7 @@ def upload_single(repo, org, destination_id, file_name, incoming, sha=None):
     destination = destination_for(destination_id)
     check_size(incoming.size, destination.limit, REQUEST_FILE_LIMIT)
     fmt = check_format(destination_id, incoming.head)
-    check_sha(sha, incoming.sha256, "file")
+    check_sha(sha, incoming, "file")
     incoming.finish()
     while True:
         path = media_path(destination_id, media_name(file_name, fmt))
@@ -183,7 +185,7 @@ def receive_chunk(repo, org, stream_id, ttl_seconds, index, total, incoming, sha
     """Store one chunk; return (body, outcome): outcome is CHUNK_STORED ({"streamId", "chunkIndex"}),
     STREAM_COMPLETED (this request completed the stream, {"path"}) or ALREADY_COMPLETE (a retry, {"path"})."""
     check_size(incoming.size, REQUEST_FILE_LIMIT)
-    check_sha(sha, incoming.sha256, f"chunk {index}")
+    check_sha(sha, incoming, f"chunk {index}")
     with repo.streams.open(org, stream_id, ttl_seconds, time.time()) as stream:
         meta = stream.meta
         if meta["state"] == "complete":

@@ -30,6 +30,14 @@ def _ttl_seconds():
     return current_app.config["STREAM_TTL_HOURS"] * 3600
 
 
+def _body():
+    """The request body to parse. With a Content-Length (already held to MAX_CONTENT_LENGTH), the server's own input:
+    the parser reads no more than that, and werkzeug's limiting wrapper would copy every read once more."""
+    if request.content_length is not None:
+        return request.environ["wsgi.input"]
+    return request.stream
+
+
 @contextlib.contextmanager
 def _multipart(new_file):
     """Parse the multipart body; yield (form fields, (file name, received file)). File parts go straight to disk
@@ -44,7 +52,7 @@ def _multipart(new_file):
         return created[-1]
 
     try:
-        form, files = multipart.parse(request.stream, request.content_type, request.content_length, open_file)
+        form, files = multipart.parse(_body(), request.content_type, request.content_length, open_file)
         if "file" not in files:
             raise BadRequest("file: is required, as a multipart file part with a filename")
         yield form, files["file"]
