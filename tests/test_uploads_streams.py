@@ -7,7 +7,8 @@ import pytest
 
 from service.errors import NotFound
 from service.storage import Repository
-from service.storage.streams import LockedStream
+from service.storage.incoming import IncomingFile
+from service.storage.streams import LockedStream, PrefixAppend
 
 TTL = 3600
 ORG = "default"
@@ -206,8 +207,12 @@ def test_sweep_removes_stale_single_upload_staging_files(repo):
     assert fresh.path.exists()
 
 
+def stream_directory(repo, stream_id):
+    return repo.orgs_root / ORG / "streams" / stream_id
+
+
 def part_files(repo, stream_id):
-    return sorted(p.name for p in (repo.orgs_root / ORG / "streams" / stream_id).glob("part-*"))
+    return sorted(p.name for p in stream_directory(repo, stream_id).glob("part-*"))
 
 
 def test_merged_parts_are_removed_so_each_byte_is_stored_once(repo):
@@ -237,3 +242,87 @@ def test_crash_after_replacing_a_merged_chunk_loses_no_acknowledged_chunk(repo):
     assert part_files(repo, stream_id) == ["part-1", "part-2"]
     assert put(repo, stream_id, 3, CHUNKS[3]) == (4, 3010)
     assert digest(repo, stream_id) == hashlib.sha256(b"".join(CHUNKS)).hexdigest()
+
+
+# -- chunks received straight onto the prefix --------------------------------------------------------
+
+def start(repo, stream_id, index, data=b""):
+    """Begin receiving chunk `index` as the chunk route does when its index came before the file."""
+    incoming = repo.streams.new_incoming(ORG, stream_id, 12, index)
+    incoming.write(data)
+    return incoming
+
+
+def commit(repo, stream_id, index, incoming):
+    """End a request: store what was received, merge, then tidy up as the view does."""
+    try:
+        with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+            stream.put_part(index, incoming)
+            return stream.merge_available()
+    finally:
+        incoming.discard()
+
+
+def test_the_next_chunk_in_order_is_received_onto_the_prefix_without_a_part(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    for index in range(3):
+        incoming = start(repo, stream_id, index, CHUNKS[index])
+        assert isinstance(incoming, PrefixAppend)
+        assert part_files(repo, stream_id) == [] and not list(stream_directory(repo, stream_id).glob(".incoming-*"))
+        assert commit(repo, stream_id, index, incoming) == (index + 1, 1000 * (index + 1))
+    assert prefix_bytes(repo, stream_id) == b"".join(CHUNKS[:3])
+    assert digest(repo, stream_id) == hashlib.sha256(b"".join(CHUNKS[:3])).hexdigest()
+
+
+def test_a_chunk_that_is_not_next_or_out_of_range_goes_to_a_part(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    for index in (1, 4, 99):
+        incoming = start(repo, stream_id, index)
+        assert isinstance(incoming, IncomingFile)
+        incoming.discard()
+
+
+def test_while_one_request_appends_the_others_go_to_parts_and_it_merges_them(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    appending = start(repo, stream_id, 0, CHUNKS[0][:500])
+    # The same index resent meanwhile (a retry) and a later chunk: both parts, and their merge waits for the appender.
+    retry = start(repo, stream_id, 0, b"x" * 1000)
+    assert isinstance(retry, IncomingFile)
+    assert commit(repo, stream_id, 0, retry) == (0, 0)
+    assert commit(repo, stream_id, 1, start(repo, stream_id, 1, CHUNKS[1])) == (0, 0)
+    assert part_files(repo, stream_id) == ["part-0", "part-1"]
+    appending.write(CHUNKS[0][500:])
+    # The appender's chunk is the later copy of chunk 0, so it supersedes the retry; chunk 1 is merged with it.
+    assert commit(repo, stream_id, 0, appending) == (2, 2000)
+    assert part_files(repo, stream_id) == []
+    assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1]
+    assert digest(repo, stream_id) == hashlib.sha256(CHUNKS[0] + CHUNKS[1]).hexdigest()
+
+
+def test_a_chunk_whose_prefix_was_rewound_meanwhile_becomes_a_part(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    for index in range(2):
+        commit(repo, stream_id, index, start(repo, stream_id, index, CHUNKS[index]))
+    appending = start(repo, stream_id, 2, CHUNKS[2])
+    # Chunk 0 replaced while chunk 2 arrives: the prefix is rewound to before chunk 0.
+    assert commit(repo, stream_id, 0, start(repo, stream_id, 0, b"A" * 1000)) == (0, 0)
+    assert commit(repo, stream_id, 2, appending) == (3, 3000)
+    assert prefix_bytes(repo, stream_id) == b"A" * 1000 + CHUNKS[1] + CHUNKS[2]
+    assert digest(repo, stream_id) == hashlib.sha256(b"A" * 1000 + CHUNKS[1] + CHUNKS[2]).hexdigest()
+    assert part_files(repo, stream_id) == []
+
+
+def test_an_abandoned_append_leaves_the_prefix_as_recorded_and_frees_the_stream(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    commit(repo, stream_id, 0, start(repo, stream_id, 0, CHUNKS[0]))
+    abandoned = start(repo, stream_id, 1, b"half a chunk")
+    abandoned.discard()  # the client went away mid-chunk
+    assert prefix_bytes(repo, stream_id) == CHUNKS[0]
+    assert isinstance(start(repo, stream_id, 1), PrefixAppend)
+
+
+def test_a_chunk_sent_with_its_own_sha_is_checked_against_what_landed_on_the_prefix(repo):
+    stream_id = new_stream(repo, CHUNKS)
+    incoming = start(repo, stream_id, 0, CHUNKS[0])
+    assert incoming.sha256 == hashlib.sha256(CHUNKS[0]).hexdigest()
+    incoming.discard()
