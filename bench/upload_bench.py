@@ -6,6 +6,8 @@ Generates an MP4-looking file in a temporary directory, then, in each of `--runs
   port, uploaded to with the tus core protocol (POST with Upload-Length, then PATCHes of one chunk each with
   Upload-Offset). tus core is sequential and @tus/file-store has no concatenation extension, so tus in order
   is the baseline for both of our modes. It stores no checksum and does not fsync;
+- the floor: bench/floor_app.py under the same gunicorn configuration, chunks in order, each parsed, appended,
+  hashed and fsynced with nothing else around it: what any Python WSGI implementation of this API must pay;
 - ours: gunicorn with the shipped config (`-c python:service.gunicorn_config`), chunks sent in order, then
   `--parallel` chunks in flight at once, each mode on a fresh server; SHA-256 verified on completion.
 Both clients are this process with `requests` (one keep-alive session per thread). Prints each run and the
@@ -187,14 +189,13 @@ def memory_kb(pid, field):
     return 0
 
 
-def start_ours(data_dir):
+def start_ours(data_dir, app="service:create_app()", chdir=()):
     """gunicorn with the configuration the project ships (Procfile), on a free port; (process, url)."""
     port = free_port()
     env = dict(os.environ, WIS_DATA_DIR=str(data_dir), WIS_API_TOKENS=f"default:{TOKEN}",
                WIS_BIND=f"127.0.0.1:{port}")
-    process = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "python:service.gunicorn_config",
-                                "service:create_app()"], cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "python:service.gunicorn_config", *chdir, app],
+                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     wait_ready(url + "/healthz", process, "gunicorn")
     return process, url
@@ -261,6 +262,30 @@ def ours_upload(temp, source, size, chunk_size, sha, parallel):
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+def floor_upload(temp, source, size, chunk_size, sha):
+    """Upload in order to bench/floor_app.py (multipart parse, write, hash, fsync per chunk; nothing else) under the
+    same gunicorn configuration; return MB/s."""
+    data_dir = temp / "floor"
+    data_dir.mkdir()
+    process, url = start_ours(data_dir, "floor_app:create_app()", ("--chdir", str(ROOT / "bench")))
+    try:
+        session = requests.Session()
+        total, read = chunks_of(source, size, chunk_size)
+        start = time.perf_counter()
+        for index in range(total):
+            response = session.patch(url + "/uploads/floor", timeout=300, files={"file": ("c", read(index))},
+                                     data={"chunkIndex": index, "totalChunks": total})
+            if response.status_code != 200:
+                raise SystemExit(f"floor chunk {index}: {response.status_code} {response.text}")
+        elapsed = time.perf_counter() - start
+        if sha256_seconds(data_dir / "floor.bin")[0] != sha:
+            raise SystemExit("the floor app stored a different file")
+        return size / MB / elapsed
+    finally:
+        stop(process)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
 # --- report --------------------------------------------------------------------------------------
 
 def one_run(temp, source, size, chunk_size, parallel):
@@ -270,11 +295,14 @@ def one_run(temp, source, size, chunk_size, parallel):
     run["ceiling_mbps"] = min(run["sha256_mbps"], run["copy_fsync_mbps"])
     tus = tus_upload(temp, source, size, chunk_size)
     run["tus_mbps"] = tus["mbps"]
+    run["floor_mbps"] = floor_upload(temp, source, size, chunk_size, sha)
+    run["floor_vs_tus"] = run["floor_mbps"] / tus["mbps"]
     for mode, in_flight in (("in_order", 1), (f"parallel_{parallel}", parallel)):
         ours = ours_upload(temp, source, size, chunk_size, sha, in_flight)
         run[f"{mode}_mbps"] = ours["mbps"]
         run[f"{mode}_vs_tus"] = ours["mbps"] / tus["mbps"]
         run[f"{mode}_vs_ceiling"] = ours["mbps"] / run["ceiling_mbps"]
+        run[f"{mode}_vs_floor"] = ours["mbps"] / run["floor_mbps"]
         run[f"{mode}_completing_ms"] = ours["completing"] * 1000
         run[f"{mode}_median_chunk_ms"] = ours["median_chunk"] * 1000
         run[f"{mode}_completing_vs_chunk"] = ours["completing"] / ours["median_chunk"]
