@@ -364,7 +364,8 @@ CHUNK_FAULTS = [(case, *fault, 1, "", NOTHING) for case in CHUNK_CASES for fault
 
 def fault_id(fault):
     case, operation, code, nth, where, _ = fault
-    return f"{case}-{operation}-{errno.errorcode[code]}" + (f"-{nth}" if nth > 1 else "") + (f"-{where}" if where else "")
+    suffix = (f"-{nth}" if nth > 1 else "") + (f"-{where}" if where else "")
+    return f"{case}-{operation}-{errno.errorcode[code]}{suffix}"
 
 
 @pytest.mark.parametrize("case, operation, code, nth, where, outcome", CHUNK_FAULTS,

@@ -522,3 +522,37 @@ def test_client_gone_mid_chunk_leaves_no_part_and_the_stream_usable(app, client,
     assert files_under(app, "default", "streams", stream_id) == ["boundaries", "merged", "meta.json", "prefix"]
     assert send(client, auth, stream_id, 0, 2, data[:1000]).status_code == 200
     assert send(client, auth, stream_id, 1, 2, data[1000:]).status_code == 201
+
+
+def multipart_body(boundary, *parts):
+    body = b""
+    for disposition, content in parts:
+        body += f"--{boundary}\r\nContent-Disposition: form-data; {disposition}\r\n\r\n".encode() + content + b"\r\n"
+    return body + f"--{boundary}--\r\n".encode()
+
+
+def test_a_form_field_over_64_kb_is_413_naming_it(client, auth):
+    body = multipart_body("b", ('name="destinationId"', b"x" * (64 * 1024 + 1)),
+                          ('name="file"; filename="x.png"', blob(PNG, 100)))
+    response = client.post("/uploads", headers=auth, data=body, content_type="multipart/form-data; boundary=b")
+    assert response.status_code == 413
+    assert response.get_json() == {"error": "destinationId: a form field is at most 64 KB"}
+
+
+def test_a_form_of_more_than_100_parts_is_400(client, auth):
+    parts = [(f'name="f{i}"', b"v") for i in range(101)] + [('name="file"; filename="x.png"', blob(PNG, 100))]
+    response = client.post("/uploads", headers=auth, data=multipart_body("b", *parts),
+                           content_type="multipart/form-data; boundary=b")
+    assert response.status_code == 400
+    assert response.get_json() == {"error": "the multipart/form-data body has more than 100 parts"}
+
+
+@pytest.mark.parametrize("content_type, named", [
+    ("multipart/form-data", "no boundary"),
+    ("multipart/form-data; boundary=other", "malformed"),
+])
+def test_a_body_that_is_not_the_multipart_it_claims_is_400(client, auth, content_type, named):
+    body = multipart_body("b", ('name="destinationId"', b"stepImage"), ('name="file"; filename="x.png"', blob(PNG, 9)))
+    response = client.post("/uploads", headers=auth, data=body, content_type=content_type)
+    assert response.status_code == 400
+    assert named in response.get_json()["error"]

@@ -58,8 +58,10 @@ def parse(stream, content_type, content_length, open_file):
                 event = decoder.next_event()
         except RequestEntityTooLarge:
             raise BadRequest(f"the multipart/form-data body has more than {MAX_PARTS} parts") from None
-        except ValueError as error:
-            # The decoder's own words: a body cut short, or not multipart at all.
-            raise BadRequest(f"the multipart/form-data body is malformed: {error}") from None
+        except ValueError:
+            # The decoder found the body cut short, or not framed by the boundary its Content-Type names.
+            message = ("the multipart/form-data body is malformed or cut short: each part must start with --<boundary> "
+                       "as its Content-Type names it, and the body end with --<boundary>--")
+            raise BadRequest(message) from None
         if isinstance(event, Epilogue) or not data:
             return fields, files

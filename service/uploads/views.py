@@ -116,11 +116,9 @@ def media(segment, name):
 
 @bp.errorhandler(RequestEntityTooLarge)
 def body_too_large(error):
-    size = request.content_length
-    if size is not None and size <= current_app.config["MAX_CONTENT_LENGTH"]:
-        return jsonify(error="a form field other than file is too large"), 413
-    # The body is refused before it is read, so the file's own size is not known: the body's size stands in.
-    return jsonify(error=uploads.too_large_message(size, uploads.REQUEST_FILE_LIMIT)), 413
+    # A body over MAX_CONTENT_LENGTH is refused before it is read, so the file's own size is not known: the body's
+    # size stands in.
+    return jsonify(error=uploads.too_large_message(request.content_length, uploads.REQUEST_FILE_LIMIT)), 413
 
 
 @bp.after_request
