@@ -28,11 +28,20 @@ def new_stream(repo, chunks):
 
 
 def put(repo, stream_id, index, data):
+    """Receive chunk `index` into a part (its index not known while it arrives), store it and merge."""
     incoming = repo.streams.new_incoming(ORG, stream_id, 12)
     incoming.write(data)
-    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
-        stream.put_part(index, incoming)
-        return stream.merge_available()
+    return commit(repo, stream_id, index, incoming)
+
+
+def commit(repo, stream_id, index, incoming):
+    """End a request: store what was received, merge, then tidy up as the view does."""
+    try:
+        with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+            stream.put_part(index, incoming)
+            return stream.merge_available()
+    finally:
+        incoming.discard()
 
 
 def digest(repo, stream_id):
@@ -251,16 +260,6 @@ def start(repo, stream_id, index, data=b""):
     incoming = repo.streams.new_incoming(ORG, stream_id, 12, index)
     incoming.write(data)
     return incoming
-
-
-def commit(repo, stream_id, index, incoming):
-    """End a request: store what was received, merge, then tidy up as the view does."""
-    try:
-        with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
-            stream.put_part(index, incoming)
-            return stream.merge_available()
-    finally:
-        incoming.discard()
 
 
 def test_the_next_chunk_in_order_is_received_onto_the_prefix_without_a_part(repo):

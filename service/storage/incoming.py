@@ -15,17 +15,24 @@ BUFFER_SIZE = 1024 * 1024
 
 
 class Receiving:
-    """What every file being received keeps: its size so far and its first `head_size` bytes (to sniff)."""
+    """A file being received: written through `file` and hashed with `hasher` (anything with `update`) as the bytes go
+    by, keeping its size so far and its first `head_size` bytes (to sniff)."""
 
-    def __init__(self, head_size):
+    def __init__(self, file, hasher, head_size):
+        self._file = file
+        self._hasher = hasher
         self._head_size = head_size
         self.head = b""
         self.size = 0
 
-    def _count(self, data):
+    def write(self, data):
+        with disk_errors():
+            self._file.write(data)
+        self._hasher.update(data)
         self.size += len(data)
         if len(self.head) < self._head_size:
             self.head = (self.head + bytes(data[: self._head_size]))[: self._head_size]
+        return len(data)
 
     def tell(self):
         return self.size
@@ -33,24 +40,15 @@ class Receiving:
 
 class IncomingFile(Receiving):
     def __init__(self, directory, head_size):
-        super().__init__(head_size)
         with disk_errors():
             fd, name = tempfile.mkstemp(dir=directory, prefix=".incoming-")
         self.path = Path(name)
-        self._file = os.fdopen(fd, "wb")
-        self._sha = hashlib.sha256()
-
-    def write(self, data):
-        with disk_errors():
-            self._file.write(data)
-        self._sha.update(data)
-        self._count(data)
-        return len(data)
+        super().__init__(os.fdopen(fd, "wb"), hashlib.sha256(), head_size)
 
     @property
     def sha256(self):
         """Hex SHA-256 of the bytes written so far."""
-        return self._sha.hexdigest()
+        return self._hasher.hexdigest()
 
     def finish(self):
         """Flush and fsync, so the file can be renamed or linked into place and survive a crash."""

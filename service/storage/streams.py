@@ -80,6 +80,15 @@ def _take_append_lock(directory):
     return append_lock
 
 
+def _copy_range(prefix, start, length, part):
+    """Write `length` bytes of the open `prefix` file, from `start`, into `part` (a file being received)."""
+    prefix.seek(start)
+    while length:
+        block = prefix.read(min(BUFFER_SIZE, length))
+        part.write(block)
+        length -= len(block)
+
+
 def _part_sizes(directory):
     sizes = {}
     with os.scandir(directory) as entries:
@@ -295,11 +304,12 @@ class LockedStream:
             return False
         appending.flush()
         length += appending.size
+        state = appending.stream_state()
         with disk_errors(), open(self.directory / BOUNDARIES, "r+b") as boundaries:
             boundaries.seek((index + 1) * BOUNDARY.size)
-            boundaries.write(BOUNDARY.pack(length, appending.stream_state()))
+            boundaries.write(BOUNDARY.pack(length, state))
         # The merge fsyncs the prefix and the boundary record written above with its own, then moves `merged`.
-        self._merge_parts(index + 1, length, appending.stream_state(), self.meta["totalChunks"])
+        self._merge_parts(index + 1, length, state, self.meta["totalChunks"])
         # A copy of this chunk that arrived as a part meanwhile is superseded by this later one.
         with contextlib.suppress(OSError):
             os.unlink(self._part(index))
@@ -329,14 +339,9 @@ class LockedStream:
         with disk_errors(), open(self.directory / PREFIX, "rb") as prefix:
             for chunk in range(index, merged):
                 start, end = self._boundary(chunk)[0], self._boundary(chunk + 1)[0]
-                prefix.seek(start)
                 part = IncomingFile(self.directory, 0)
                 try:
-                    remaining = end - start
-                    while remaining:
-                        block = prefix.read(min(BUFFER_SIZE, remaining))
-                        part.write(block)
-                        remaining -= len(block)
+                    _copy_range(prefix, start, end - start, part)
                     part.finish()
                     os.replace(part.path, self._part(chunk))
                 finally:
@@ -467,24 +472,16 @@ class PrefixAppend(Receiving):
             raise
 
     def __init__(self, directory, index, start, state, head_size, append_lock):
-        super().__init__(head_size)
+        with disk_errors():
+            prefix = open(directory / PREFIX, "r+b")
+            # Bytes past the recorded length are from an append that was never committed.
+            prefix.truncate(start)
+            prefix.seek(start)
+        super().__init__(prefix, PySha256.deserialize(state), head_size)
         self.index, self.start = index, start
         self._directory = directory
         self._lock = append_lock
-        self._hasher = PySha256.deserialize(state)
         self._chunk_sha = self._spilled = None
-        with disk_errors():
-            self._file = open(directory / PREFIX, "r+b")
-            # Bytes past the recorded length are from an append that was never committed.
-            self._file.truncate(start)
-            self._file.seek(start)
-
-    def write(self, data):
-        with disk_errors():
-            self._file.write(data)
-        self._hasher.update(data)
-        self._count(data)
-        return len(data)
 
     @property
     def sha256(self):
@@ -508,14 +505,8 @@ class PrefixAppend(Receiving):
         """Copy the chunk into a part file of its own, for when the prefix no longer ends where the chunk began."""
         self._spilled = IncomingFile(self._directory, 0)
         self.flush()
-        with disk_errors():
-            with open(self._directory / PREFIX, "rb") as prefix:
-                prefix.seek(self.start)
-                remaining = self.size
-                while remaining:
-                    block = prefix.read(min(BUFFER_SIZE, remaining))
-                    self._spilled.write(block)
-                    remaining -= len(block)
+        with disk_errors(), open(self._directory / PREFIX, "rb") as prefix:
+            _copy_range(prefix, self.start, self.size, self._spilled)
         return self._spilled
 
     def discard(self):
