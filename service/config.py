@@ -42,4 +42,7 @@ def load_config(overrides=None, environ=None):
             except ValueError as exc:
                 raise SystemExit(f"invalid value for {variable}: {environ[variable]!r} ({exc})") from None
     config.update(overrides or {})
+    # Made absolute once, against the working directory at start-up: libraries resolve a relative path
+    # against bases of their own (Flask's send_file against the package folder), so every store gets this.
+    config["DATA_DIR"] = os.path.abspath(os.path.expanduser(str(config["DATA_DIR"])))
     return config
