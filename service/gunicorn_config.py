@@ -19,7 +19,10 @@ if "prometheus_client" in sys.modules:
 _METRICS_DIR_OWNED = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
 if _METRICS_DIR_OWNED:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="wis-metrics-")
-_METRICS_DIR = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+# Absolute from here on: gunicorn applies --chdir after loading this file, and the workers would then read a
+# relative directory against another base than the master that wipes it.
+_METRICS_DIR = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).absolute()
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_METRICS_DIR)
 
 from gunicorn.glogging import Logger  # noqa: E402 (after the environment is set)
 

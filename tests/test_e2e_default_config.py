@@ -42,7 +42,7 @@ class ServedAsDocumented:
 
     def __init__(self, argv, cwd, port, env):
         environment = {name: value for name, value in os.environ.items()
-                       if not name.startswith("WIS_") and name != "PORT"}
+                       if not name.startswith("WIS_") and name not in {"PORT", "PROMETHEUS_MULTIPROC_DIR"}}
         environment.update(env, PATH=f"{BIN}{os.pathsep}{environment.get('PATH', '')}")
         self.url = f"http://127.0.0.1:{port}"
         self._stderr = tempfile.TemporaryFile()
@@ -87,6 +87,9 @@ LAUNCHES = {
     "wis serve, relative WIS_DATA_DIR": (lambda port: [str(BIN / "wis"), "serve"], {"WIS_DATA_DIR": "var/wis"},
                                          "var/wis"),
     "Procfile web command, default ./data": (procfile_command, {}, "data"),
+    # Metrics values in a relative directory too; the workers and the master must agree on where it is.
+    "Procfile web command, relative WIS_DATA_DIR and metrics directory": (
+        procfile_command, {"WIS_DATA_DIR": "var/wis", "PROMETHEUS_MULTIPROC_DIR": "metrics"}, "var/wis"),
 }
 
 
@@ -97,6 +100,8 @@ def documented_server(request, tmp_path):
     env = {**env, "PORT": str(port)} if command is procfile_command else {**env, "WIS_BIND": f"127.0.0.1:{port}"}
     workdir = tmp_path / "checkout"
     workdir.mkdir()
+    if "PROMETHEUS_MULTIPROC_DIR" in env:
+        (workdir / env["PROMETHEUS_MULTIPROC_DIR"]).mkdir()
     server = ServedAsDocumented(command(port), workdir, port, env)
     server.workdir, server.data_dir = workdir, workdir / data_dir
     yield server
@@ -135,6 +140,11 @@ def test_media_uploaded_with_the_default_configuration_are_served_back(documente
         # Stored where the README says, under the working directory's data directory.
         segment, name = path.removeprefix("/api/v1/").split("/")
         assert (server.data_dir / "orgs" / "default" / "media" / segment / name).read_bytes() == content
+
+    metrics = requests.get(server.url + "/metrics", timeout=30).text
+    served = re.findall(r'wis_http_requests_total\{method="GET",route="/api/v1/<any\(images, videos\):segment>/<path:name>",'
+                        r'status="(\d+)"\} (\S+)', metrics)
+    assert dict(served) == {"200": "3.0", "206": "2.0"}, metrics
 
     # `wis gc` on the same box, from the same directory and environment, finds the same data directory.
     environment = {name: value for name, value in os.environ.items() if not name.startswith("WIS_")}
