@@ -49,6 +49,10 @@ def refuse_oversized_bodies():
     """
     limit = current_app.config["MAX_CONTENT_LENGTH"]
     if request.content_length is not None:
+        view = current_app.view_functions.get(request.endpoint)
+        if request.mimetype == "multipart/form-data":
+            # An upload view reads a body somewhat over the limit itself, to name its file's size in the 413.
+            limit = max(limit, getattr(view, "oversized_body_read_limit", limit))
         if request.content_length > limit:
             raise RequestEntityTooLarge()
     elif request.is_json and len(request.get_data()) >= limit:  # kept: the view reads the same bytes

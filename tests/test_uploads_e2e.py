@@ -101,3 +101,15 @@ def test_the_same_last_chunks_sent_at_once_complete_the_stream_once(server):
     assert media_files(server.data_dir) == [path.rsplit("/", 1)[1]]
     status = requests.get(f"{server.url}/uploads/{stream_id}", headers=HEADERS, timeout=30).json()
     assert (status["state"], status["path"]) == ("complete", path)
+
+
+@pytest.mark.parametrize("size, message", [
+    (10_695_475, "file of size 10.2MB is larger than 8MB"),
+    (40 * MB, None),  # over the read limit: refused before it is read, still an answer the client can show
+])
+def test_an_oversized_single_upload_is_answered_413_on_gunicorn(server, size, message):
+    image = b"\x89PNG\r\n\x1a\n" + bytes(size - 8)
+    response = requests.post(f"{server.url}/uploads", headers=HEADERS, timeout=60, data={"destinationId": "stepImage"},
+                             files={"file": ("big.png", image)})
+    assert response.status_code == 413
+    assert response.json()["error"] == message or (message is None and "larger than 10MB" in response.json()["error"])

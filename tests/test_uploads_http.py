@@ -120,10 +120,41 @@ def test_too_large_single_upload_is_413_with_the_contract_message(app, client, a
     assert files_under(app, "default", "media") == []
 
 
-def test_body_over_the_request_limit_is_refused_before_it_is_read(client, auth):
-    response = upload(client, auth, blob(MP4, 11 * MB), "stepVideo")
+@pytest.mark.parametrize("destination, magic, size, message", [
+    # Breaks 10 MB and 8 MB: the smaller limit is named, and the size is the file's (its body rounds to 10.3MB).
+    ("stepImage", PNG, 10_695_475, "file of size 10.2MB is larger than 8MB"),
+    ("stepVideo", MP4, 11 * MB, "file of size 11MB is larger than 10MB"),
+    ("stepVideoGif", GIF, 31 * MB, "file of size 31MB is larger than 10MB"),
+])
+def test_a_body_over_the_request_limit_names_the_size_of_its_file(app, client, auth, destination, magic, size,
+                                                                  message):
+    response = upload(client, auth, blob(magic, size), destination)
     assert response.status_code == 413
-    assert re.fullmatch(r"file of size 11\.\dMB is larger than 10MB", response.get_json()["error"])
+    assert response.get_json() == {"error": message}
+    assert files_under(app, "default", "media") == []
+
+
+def test_a_file_sent_before_its_destination_is_measured_against_the_request_limit(client, auth):
+    data = blob(PNG, 10_695_475)
+    response = client.post("/uploads", headers=auth, data={"file": (io.BytesIO(data), "big.png")})
+    assert response.status_code == 413
+    assert response.get_json() == {"error": "file of size 10.2MB is larger than 10MB"}
+
+
+def test_a_body_over_the_read_limit_is_refused_before_it_is_read(client, auth):
+    data = blob(MP4, 33 * MB)
+    response = upload(client, auth, data, "stepVideo")
+    assert response.status_code == 413
+    # Not read, so the size of the whole body stands in for the file's.
+    assert re.fullmatch(r"file of size 33\.1MB is larger than 10MB", response.get_json()["error"])
+
+
+def test_form_fields_that_make_the_body_too_large_are_a_413_about_the_body(app, client, auth):
+    fields = {f"note{i}": "n" * 60_000 for i in range(3)}
+    response = upload(client, auth, blob(PNG, 10 * MB), "stepVideo", **fields)
+    assert response.status_code == 413
+    assert response.get_json()["error"].startswith("request body is larger than the limit of")
+    assert files_under(app, "default", "media") == []
 
 
 def test_sha_of_a_single_upload_is_checked(app, client, auth):
@@ -341,6 +372,14 @@ def test_chunk_over_10mb_is_413(client, auth):
     response = send(client, auth, stream_id, 1, 3, b"z" * (10 * MB + 1))
     assert response.status_code == 413
     assert response.get_json() == {"error": "file of size 10.1MB is larger than 10MB"}
+
+
+def test_chunk_body_over_the_request_limit_names_the_size_of_its_chunk(app, client, auth):
+    stream_id = create(client, auth, blob(MP4, 30 * MB))
+    response = send(client, auth, stream_id, 1, 3, b"z" * 10_695_475)
+    assert response.status_code == 413
+    assert response.get_json() == {"error": "file of size 10.2MB is larger than 10MB"}
+    assert client.get(f"/uploads/{stream_id}", headers=auth).get_json()["receivedChunks"] == []
 
 
 def test_stream_over_the_destination_limit_is_413_at_creation(client, auth):

@@ -87,15 +87,26 @@ def destination_for(destination_id):
                          f"use one of {', '.join(DESTINATIONS)}") from None
 
 
+def destination_limits(destination_id):
+    """The size limit of a destination as a tuple, empty for an unknown one (the per-request limit still holds)."""
+    destination = DESTINATIONS.get(destination_id)
+    return (destination.limit,) if destination else ()
+
+
 def check_format(destination_id, head):
     """Return the sniffed format of `head` if the destination accepts it, else raise 400 naming the accepted ones."""
     destination = DESTINATIONS[destination_id]
     found = sniff_format(head)
     if found not in destination.formats:
         accepted = " or ".join(FORMATS[name].label for name in destination.formats)
-        what = f"a {FORMATS[found].label} file" if found else "not a recognised image or video file"
+        what = f"{_article(FORMATS[found].label)} {FORMATS[found].label} file" if found else "not a recognised image or video file"
         raise BadRequest(f"file: {destination_id} accepts {accepted} only; this is {what}")
     return found
+
+
+def _article(label):
+    # Formats are read letter by letter: "an MP4", "a PNG", "a JPEG", "a GIF".
+    return "an" if label[0] in "AEFHILMNORSX" else "a"
 
 
 def clean_stem(file_name):

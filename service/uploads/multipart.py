@@ -65,3 +65,16 @@ def parse(stream, content_type, content_length, open_file):
             raise BadRequest(message) from None
         if isinstance(event, Epilogue) or not data:
             return fields, files
+
+
+class ByteCounter:
+    """A file sink that keeps nothing: it counts the bytes of a file part that is too large to store."""
+
+    def __init__(self):
+        self.size = 0
+
+    def write(self, data):
+        self.size += len(data)
+
+    def discard(self):
+        pass

@@ -8,7 +8,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from service.auth import require_org
 from service.domain import uploads
-from service.errors import BadRequest
+from service.errors import BadRequest, PayloadTooLarge
 from service.observability import get_metrics
 from service.storage import get_repository
 from service.uploads import multipart
@@ -17,6 +17,10 @@ from service.uploads.schemas import ChunkSchema, SingleUploadSchema, StreamCreat
 log = logging.getLogger(__name__)
 # Idle streams are swept by each worker at most this often (besides start-up and the CLI command).
 SWEEP_INTERVAL_SECONDS = 300
+# A multipart upload body over MAX_CONTENT_LENGTH but not over this is read to nowhere, counting its file's bytes, so
+# the 413 gives the file's own size and the smallest limit it breaks (a 10.45 MB PNG breaks stepImage's 8 MB). A
+# larger body is refused before it is read: its size then stands in for the file's.
+OVERSIZED_BODY_READ_LIMIT = 32 * 1024 * 1024
 
 bp = Blueprint("uploads", __name__)
 bp.before_request(require_org)
@@ -36,6 +40,35 @@ def _body():
     if request.content_length is not None:
         return request.environ["wsgi.input"]
     return request.stream
+
+
+def measures_oversized_files(view):
+    """Mark a multipart upload view that reads a body up to OVERSIZED_BODY_READ_LIMIT to name its file's size in a 413
+    (the app-wide check of MAX_CONTENT_LENGTH lets such bodies through to it)."""
+    view.oversized_body_read_limit = OVERSIZED_BODY_READ_LIMIT
+    return view
+
+
+def _refuse_oversized_file(destination_limits):
+    """413 for a body over MAX_CONTENT_LENGTH, naming its file's size: the body is read, its file counted, not kept.
+    `destination_limits(fields)` gives the limits of the destination the fields name, beside the per-request one."""
+    counters = []
+
+    def open_file(fields):
+        counters.append((fields, multipart.ByteCounter()))
+        return counters[-1][1]
+
+    try:
+        fields, files = multipart.parse(_body(), request.content_type, request.content_length, open_file)
+    except (BadRequest, PayloadTooLarge):
+        # Not a readable form: the body's own size is all there is to say.
+        raise RequestEntityTooLarge() from None
+    if "file" in files:
+        uploads.check_size(files["file"][1].size, uploads.REQUEST_FILE_LIMIT, *destination_limits(fields))
+    # The file itself is within its limits; the form fields around it made the body too large.
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    raise PayloadTooLarge(f"request body is larger than the limit of {limit} bytes: at most 10 MB of file and "
+                          f"{(limit - uploads.REQUEST_FILE_LIMIT) // 1024} KB of form fields")
 
 
 @contextlib.contextmanager
@@ -62,6 +95,7 @@ def _multipart(new_file):
 
 
 @bp.post("/uploads")
+@measures_oversized_files
 def create_upload():
     """Single-request upload (multipart) or creation of a chunked stream (JSON)."""
     repo, org = _repo(), g.org
@@ -72,6 +106,8 @@ def create_upload():
         return jsonify(streamId=stream_id), 201
     if request.mimetype != "multipart/form-data":
         raise BadRequest("send multipart/form-data to upload a file, or application/json to create a chunked stream")
+    if request.content_length is not None and request.content_length > current_app.config["MAX_CONTENT_LENGTH"]:
+        _refuse_oversized_file(lambda fields: uploads.destination_limits(fields.get("destinationId")))
     with _multipart(lambda fields: uploads.new_upload_file(repo, org)) as (form, (file_name, incoming)):
         data = load(SingleUploadSchema(), form)
         path = uploads.upload_single(repo, org, data["destinationId"], file_name, incoming, data["sha"])
@@ -79,9 +115,14 @@ def create_upload():
 
 
 @bp.patch("/uploads/<stream_id>")
+@measures_oversized_files
 def send_chunk(stream_id):
     repo, org, ttl = _repo(), g.org, _ttl_seconds()
     uploads.require_stream(repo, org, stream_id, ttl)
+
+    if (request.mimetype == "multipart/form-data" and request.content_length is not None
+            and request.content_length > current_app.config["MAX_CONTENT_LENGTH"]):
+        _refuse_oversized_file(lambda fields: ())
 
     def new_file(fields):
         return uploads.new_chunk_file(repo, org, stream_id, fields.get("chunkIndex"))
@@ -116,8 +157,8 @@ def media(segment, name):
 
 @bp.errorhandler(RequestEntityTooLarge)
 def body_too_large(error):
-    # A body over MAX_CONTENT_LENGTH is refused before it is read, so the file's own size is not known: the body's
-    # size stands in.
+    # A body over OVERSIZED_BODY_READ_LIMIT (or sent without a Content-Length) is refused before it is read, so the
+    # file's own size is not known: the body's size stands in.
     return jsonify(error=uploads.too_large_message(request.content_length, uploads.REQUEST_FILE_LIMIT)), 413
 
 
