@@ -67,7 +67,7 @@ def test_invalid_ids(value):
 def test_every_id_is_checked_and_named_by_its_path(repo, field, data):
     excinfo = refused(repo, data)
     assert fields_of(excinfo) == [field]
-    assert "^[a-z0-9_]{3,50}$" in excinfo.value.errors[0][1]
+    assert "^[A-Za-z0-9_]{3,50}$" in excinfo.value.errors[0][1]
 
 
 def test_ids_of_3_and_50_characters_and_uppercase_are_accepted(repo):
@@ -322,3 +322,15 @@ def test_station_rules(repo):
     assert repo.documents.ids(ORG, STATIONS) == []
     document, created = upsert_station(repo, ORG, {"id": "st_1", "name": "Bench 1"})
     assert created and document["name"] == "Bench 1"
+
+
+def test_the_id_pattern_is_written_one_way_in_the_schema_the_messages_and_the_readme():
+    from pathlib import Path
+
+    from service.domain.ids import ID_PATTERN, ID_RULE
+
+    written = f"^{ID_PATTERN.pattern}$"
+    root = Path(__file__).resolve().parents[1]
+    for text in (ID_RULE, (root / "schema.graphql").read_text(), (root / "README.md").read_text()):
+        assert written in text
+        assert "^[a-z0-9_]{3,50}$" not in text
