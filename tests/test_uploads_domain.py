@@ -82,3 +82,17 @@ def test_media_name_takes_the_extension_of_the_sniffed_format():
     prefix, rest = name.split("-", 1)
     assert rest == "x.png" and len(prefix) == 16
     assert media_name("x.jpg", "png") != name
+
+
+def test_the_readme_table_of_media_names_is_what_the_service_makes():
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("<!-- media names -->", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `(.+?)`(?: \((\w+) bytes\))? \| `<16 hex>-(.+?)` \|$", table, re.M)
+    assert len(rows) >= 5
+    formats = {".png": "png", ".jpg": "jpeg", ".gif": "gif", ".mp4": "mp4"}
+    for sent, sniffed, expected in rows:
+        fmt = sniffed.lower() if sniffed else formats[expected[expected.rindex("."):]]
+        assert media_name(sent, fmt, "0" * 16) == f"{'0' * 16}-{expected}", sent
