@@ -13,8 +13,8 @@ from pathlib import Path
 from flask import current_app, g, request
 
 from service.errors import Unauthorized
+from service.interface import TOKEN_HEADER
 
-HEADER = "x-service-api-org"
 DEFAULT_ORG = "default"
 ORG_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 DEFAULT_TOKEN_FILE = "default-token"
@@ -67,7 +67,7 @@ def announce_default_token(config):
     if not config.get("QUIET_STARTUP") and not os.environ.get(ANNOUNCED_ENV):
         print(f"work-instruction service: no WIS_API_TOKENS set; org '{DEFAULT_ORG}' uses the token "
               f"kept in {Path(config['DATA_DIR']) / DEFAULT_TOKEN_FILE}\n"
-              f"  send it as the header:  {HEADER}: {token}", file=sys.stderr, flush=True)
+              f"  send it as the header:  {TOKEN_HEADER}: {token}", file=sys.stderr, flush=True)
         # Forked workers inherit this and stay quiet.
         os.environ[ANNOUNCED_ENV] = "1"
     return True
@@ -92,7 +92,7 @@ def org_for_token(token):
 
 def require_org():
     """before_request hook: set g.org or refuse with 401."""
-    token = request.headers.get(HEADER, "")
+    token = request.headers.get(TOKEN_HEADER, "")
     org = org_for_token(token) if token else None
     if org is None:
         raise Unauthorized()

@@ -1,7 +1,7 @@
 """Configuration: defaults, then the environment, then explicit overrides (tests, embedding)."""
 import os
 
-MB = 1024 * 1024
+from service.interface import MAX_REQUEST_BODY
 
 DEFAULTS = {
     # Where documents, media and upload streams live.
@@ -9,9 +9,8 @@ DEFAULTS = {
     # Raw "org:token,token2" string; parsed by service.auth.
     "API_TOKENS": "",
     "STREAM_TTL_HOURS": 24.0,
-    # Largest request body accepted at all: one chunk or one single upload (10 MB) plus
-    # multipart framing. Anything larger is refused before it is read.
-    "MAX_CONTENT_LENGTH": 10 * MB + 64 * 1024,
+    # Largest request body accepted at all (Flask's name for it).
+    "MAX_CONTENT_LENGTH": MAX_REQUEST_BODY,
     # Test mode turns on the state and fault-injection endpoints for integrators' test suites.
     "TEST_MODE": False,
     # Operators usually scrape /metrics from a private network without a token; this makes it ask for one.

@@ -4,6 +4,7 @@ Each error carries the HTTP status and a message a person can act on; one handle
 (service.error_handlers) turns them into JSON `{"error": message}`. Nothing here imports Flask, so the
 domain and storage layers raise these freely.
 """
+from service.interface import TOKEN_HEADER
 
 
 class ServiceError(Exception):
@@ -23,7 +24,7 @@ class BadRequest(ServiceError):
 
 class Unauthorized(ServiceError):
     status = 401
-    message = "missing or unknown API token: send it in the x-service-api-org header"
+    message = f"missing or unknown API token: send it in the {TOKEN_HEADER} header"
 
 
 class NotFound(ServiceError):

@@ -20,7 +20,7 @@ import requests
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from service import create_app
-from service.auth import HEADER
+from service.interface import TOKEN_HEADER
 
 READY_TIMEOUT = 10
 
@@ -37,7 +37,7 @@ class ServiceSession(requests.Session):
     def __init__(self, base_url, token):
         super().__init__()
         self.base_url = base_url.rstrip("/")
-        self.headers[HEADER] = token
+        self.headers[TOKEN_HEADER] = token
 
     def request(self, method, url, *args, **kwargs):
         if url.startswith("/"):
@@ -64,7 +64,7 @@ class ThreadedServer:
     @property
     def headers(self):
         """The header that authenticates a request as `self.org`."""
-        return {HEADER: self.token}
+        return {TOKEN_HEADER: self.token}
 
     def session(self):
         """A new ServiceSession for this server: `server.session().get("/_test/objects")`."""

@@ -1,7 +1,8 @@
 """Upload rules without HTTP: format sniffing, the 413 message, media names."""
 import pytest
 
-from service.domain.uploads import MB, check_size, clean_stem, media_name, size_in_mb, sniff_format
+from service.domain.uploads import check_size, clean_stem, media_name, size_in_mb
+from service.interface import MB, sniff_format
 from service.errors import PayloadTooLarge
 
 

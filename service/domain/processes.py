@@ -4,7 +4,7 @@ import re
 from service.domain.derivations import derive, quantity_of
 from service.domain.reads import PROCESSES
 from service.domain.validation import Problems
-from service.storage.media import parse_media_path
+from service.interface import media_path, parse_media_path
 
 DEFAULT_START_BEHAVIOR = "CONFIRM"
 DEFAULT_END_BEHAVIOR = "SUMMARY"
@@ -12,7 +12,6 @@ DEFAULT_ALERT_SEVERITY = "WARNING"
 # <quantity>-<unit>: non-empty on both sides of the first dash, no whitespace anywhere.
 UNITS_PATTERN = re.compile(r"[^\s-]+-\S+")
 COLOR_PATTERN = re.compile(r"#[0-9A-Fa-f]{6}")
-MEDIA_EXAMPLES = {"image": "/api/v1/images/<name>", "video": "/api/v1/videos/<name>"}
 
 
 def upsert_process(repo, org, data):
@@ -119,8 +118,8 @@ def _check_media(problems, repo, org, field, media, kind):
     field, path = f"{field}.path", media.get("path")
     parsed = parse_media_path(path)
     if parsed is None:
-        problems.add(field, f"must be a path returned by the upload interface, like {MEDIA_EXAMPLES[kind]}; got {path!r}")
+        problems.add(field, f"must be a path returned by the upload interface, like {media_path(kind, '<name>')}; got {path!r}")
     elif parsed[0] != kind:
-        problems.add(field, f"must name an uploaded {kind} ({MEDIA_EXAMPLES[kind]}); {path!r} is a path for {parsed[0]}s")
+        problems.add(field, f"must name an uploaded {kind} ({media_path(kind, '<name>')}); {path!r} is a path for {parsed[0]}s")
     elif not repo.media.exists(org, path):
         problems.add(field, f"no {kind} has been uploaded at {path!r} by your org; upload it first and use the returned path")

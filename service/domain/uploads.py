@@ -8,53 +8,18 @@ import re
 import secrets
 import time
 import unicodedata
-from collections import namedtuple
 from datetime import datetime, timezone
 
 from service.errors import BadRequest, NotFound, PayloadTooLarge, StorageFailed, StorageFull
+from service.interface import (
+    DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES, media_path, sniff_format,
+)
 from service.storage.streams import STREAM_NOT_FOUND
 
-MB = 1024 * 1024
-# One request (a single upload or one chunk) carries at most this much file data (SPEC 8, proxy buffer).
-REQUEST_FILE_LIMIT = 10 * MB
-# Chunk bookkeeping scans the stream's parts on every chunk, so a stream has a bounded number of them.
-MAX_TOTAL_CHUNKS = 10_000
 # A chunkIndex as clients send it; anything else is left to the form's validation.
 CHUNK_INDEX = re.compile(r"[0-9]{1,5}")
-# Enough leading bytes to tell every accepted format apart.
-SNIFF_BYTES = 12
-
-Format = namedtuple("Format", "label extension content_type")
-FORMATS = {
-    "jpeg": Format("JPEG", ".jpg", "image/jpeg"),
-    "png": Format("PNG", ".png", "image/png"),
-    "gif": Format("GIF", ".gif", "image/gif"),
-    "mp4": Format("MP4", ".mp4", "video/mp4"),
-}
 CONTENT_TYPES = {fmt.extension: fmt.content_type for fmt in FORMATS.values()}
-
-Destination = namedtuple("Destination", "limit formats kind")
-DESTINATIONS = {
-    "stepImage": Destination(8 * MB, ("jpeg", "png"), "image"),
-    "stepVideo": Destination(500 * MB, ("mp4",), "video"),
-    "stepVideoGif": Destination(150 * MB, ("gif",), "video"),
-}
-PATH_PREFIX = {"image": "/api/v1/images/", "video": "/api/v1/videos/"}
-
 NAME_STEM_LIMIT = 100
-
-
-def sniff_format(head):
-    """The format whose magic number starts `head` (CONTRACT 5), or None."""
-    if head.startswith(b"\xff\xd8\xff"):
-        return "jpeg"
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "png"
-    if head.startswith((b"GIF87a", b"GIF89a")):
-        return "gif"
-    if head[4:8] == b"ftyp":
-        return "mp4"
-    return None
 
 
 def size_in_mb(size):
@@ -131,10 +96,6 @@ def new_media_prefix():
     return secrets.token_hex(8)
 
 
-def media_path(destination_id, name):
-    return PATH_PREFIX[DESTINATIONS[destination_id].kind] + name
-
-
 def check_sha(expected, incoming, what):
     """400 unless the received file's SHA-256 is the one the client sent, if it sent one (a chunk received onto its
     stream computes its own SHA-256 only when asked)."""
@@ -152,7 +113,7 @@ def upload_single(repo, org, destination_id, file_name, incoming, sha=None):
     check_sha(sha, incoming, "file")
     incoming.finish()
     while True:
-        path = media_path(destination_id, media_name(file_name, fmt))
+        path = media_path(DESTINATIONS[destination_id].kind, media_name(file_name, fmt))
         if repo.media.publish(org, path, incoming.path):
             return path
 
@@ -246,7 +207,8 @@ def _complete(stream, meta, length):
     if problem:
         stream.discard()
         raise BadRequest(problem)
-    path = media_path(meta["destinationId"], media_name(meta["fileName"], meta["format"], meta["mediaPrefix"]))
+    name = media_name(meta["fileName"], meta["format"], meta["mediaPrefix"])
+    path = media_path(DESTINATIONS[meta["destinationId"]].kind, name)
     stream.publish(path)
     return path
 

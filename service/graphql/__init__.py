@@ -6,7 +6,8 @@ from ariadne import make_executable_schema
 from flask import Blueprint, Response, current_app, g, render_template, request
 from graphql import GraphQLError
 
-from service.auth import HEADER, require_org
+from service.auth import require_org
+from service.interface import TOKEN_HEADER as HEADER
 from service.graphql.endpoint import GraphQLEndpoint
 from service.graphql.resolvers import BINDABLES
 from service.storage import get_repository

@@ -1,26 +1,16 @@
-"""Uploaded media files: `<data>/orgs/<org>/media/<images|videos>/<name>`.
-
-A media path as clients see it is `/api/v1/images/<name>` or `/api/v1/videos/<name>`.
-"""
+"""Uploaded media files: `<data>/orgs/<org>/media/<images|videos>/<name>`, one per media path."""
 import contextlib
 import os
-import re
 
+from service.interface import media_path, parse_media_path
 from service.storage.files import disk_errors, fsync_directory
 from service.storage.incoming import IncomingFile
 
-MEDIA_PATH = re.compile(r"/api/v1/(images|videos)/([A-Za-z0-9._-]{1,255})")
-KIND_BY_SEGMENT = {"images": "image", "videos": "video"}
+# The folder of each kind of media. Part of the on-disk layout (backups rely on it), so it is spelled here and
+# does not follow the media paths of the API should those ever change.
+FOLDER_BY_KIND = {"image": "images", "video": "videos"}
 # Single uploads are received here, beside the media they become, so publishing is a link, not a copy.
 STAGING = ".incoming"
-
-
-def parse_media_path(path):
-    """Return (kind, name) for a well-formed media path, where kind is 'image' or 'video', else None."""
-    match = MEDIA_PATH.fullmatch(path or "")
-    if not match or match.group(2) in {".", ".."}:
-        return None
-    return KIND_BY_SEGMENT[match.group(1)], match.group(2)
 
 
 class MediaStore:
@@ -33,8 +23,8 @@ class MediaStore:
         parsed = parse_media_path(path)
         if parsed is None:
             return None
-        segment = "images" if parsed[0] == "image" else "videos"
-        return self._media_root(org) / segment / parsed[1]
+        kind, name = parsed
+        return self._media_root(org) / FOLDER_BY_KIND[kind] / name
 
     def exists(self, org, path):
         """True when `path` names a whole, verified media file uploaded by `org`."""
@@ -44,11 +34,11 @@ class MediaStore:
     def list_media(self, org):
         """(media path, last modification time) of every published media file of an org."""
         found = []
-        for segment in ("images", "videos"):
+        for kind, folder in FOLDER_BY_KIND.items():
             try:
-                with os.scandir(self._media_root(org) / segment) as entries:
+                with os.scandir(self._media_root(org) / folder) as entries:
                     for entry in entries:
-                        path = f"/api/v1/{segment}/{entry.name}"
+                        path = media_path(kind, entry.name)
                         if entry.name.startswith(".") or parse_media_path(path) is None:
                             continue
                         with contextlib.suppress(FileNotFoundError):

@@ -3,7 +3,7 @@
 Werkzeug's own `MultiPartParser` does not fit an upload of 10 MB per request:
 - it reads the body 64 KB at a time, and a larger read trips its form-memory limit, which it applies to every
   read rather than to the form fields. Here the body is read `READ_SIZE` at a time (gunicorn then receives it
-  from the socket in pieces that large) and only the fields count against `FIELD_LIMIT`;
+  from the socket in pieces that large) and only the fields count against `FORM_FIELD_LIMIT`;
 - it tells the stream factory nothing of the fields parsed so far. Here `open_file(fields)` gets the fields sent
   before the file part, so a chunk that continues a stream in order can be written straight onto the stream.
 """
@@ -12,10 +12,9 @@ from werkzeug.http import parse_options_header
 from werkzeug.sansio.multipart import Data, Epilogue, Field, File, MultipartDecoder, NeedData
 
 from service.errors import BadRequest, PayloadTooLarge
+from service.interface import FORM_FIELD_LIMIT
 
 READ_SIZE = 1024 * 1024
-# Every field of the upload forms is a short value (an index, an id, a SHA-256).
-FIELD_LIMIT = 64 * 1024
 MAX_PARTS = 100
 
 
@@ -49,8 +48,8 @@ def parse(stream, content_type, content_length, open_file):
                 elif isinstance(event, Data):
                     if isinstance(part, Field):
                         sink += event.data
-                        if len(sink) > FIELD_LIMIT:
-                            raise PayloadTooLarge(f"{part.name}: a form field is at most {FIELD_LIMIT // 1024} KB")
+                        if len(sink) > FORM_FIELD_LIMIT:
+                            raise PayloadTooLarge(f"{part.name}: a form field is at most {FORM_FIELD_LIMIT // 1024} KB")
                         if not event.more_data:
                             fields.setdefault(part.name, sink.decode("utf-8", "replace"))
                     else:

@@ -9,6 +9,9 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from service.auth import require_org
 from service.domain import uploads
 from service.errors import BadRequest, PayloadTooLarge
+from service.interface import (
+    FORM_FIELD_LIMIT, KIND_BY_SEGMENT, MB, MEDIA_PATH_ROOT, REQUEST_FILE_LIMIT, media_path,
+)
 from service.observability import get_metrics
 from service.storage import get_repository
 from service.uploads import multipart
@@ -20,7 +23,7 @@ SWEEP_INTERVAL_SECONDS = 300
 # A multipart upload body over MAX_CONTENT_LENGTH but not over this is read to nowhere, counting its file's bytes, so
 # the 413 gives the file's own size and the smallest limit it breaks (a 10.45 MB PNG breaks stepImage's 8 MB). A
 # larger body is refused before it is read: its size then stands in for the file's.
-OVERSIZED_BODY_READ_LIMIT = 32 * 1024 * 1024
+OVERSIZED_BODY_READ_LIMIT = 32 * MB
 
 bp = Blueprint("uploads", __name__)
 bp.before_request(require_org)
@@ -64,11 +67,11 @@ def _refuse_oversized_file(destination_limits):
         # Not a readable form: the body's own size is all there is to say.
         raise RequestEntityTooLarge() from None
     if "file" in files:
-        uploads.check_size(files["file"][1].size, uploads.REQUEST_FILE_LIMIT, *destination_limits(fields))
+        uploads.check_size(files["file"][1].size, REQUEST_FILE_LIMIT, *destination_limits(fields))
     # The file itself is within its limits; the form fields around it made the body too large.
     limit = current_app.config["MAX_CONTENT_LENGTH"]
-    raise PayloadTooLarge(f"request body is larger than the limit of {limit} bytes: at most 10 MB of file and "
-                          f"{(limit - uploads.REQUEST_FILE_LIMIT) // 1024} KB of form fields")
+    raise PayloadTooLarge(f"request body is larger than the limit of {limit} bytes: at most "
+                          f"{REQUEST_FILE_LIMIT // MB} MB of file and {FORM_FIELD_LIMIT // 1024} KB of form fields")
 
 
 @contextlib.contextmanager
@@ -147,9 +150,9 @@ def delete_stream(stream_id):
     return "", 204
 
 
-@bp.get("/api/v1/<any(images, videos):segment>/<path:name>")
+@bp.get(f"{MEDIA_PATH_ROOT}<any({', '.join(KIND_BY_SEGMENT)}):segment>/<path:name>")
 def media(segment, name):
-    file, content_type = uploads.media_file(_repo(), g.org, f"/api/v1/{segment}/{name}")
+    file, content_type = uploads.media_file(_repo(), g.org, media_path(KIND_BY_SEGMENT[segment], name))
     response = send_file(file, mimetype=content_type, conditional=True, etag=True)
     response.headers["X-Content-Type-Options"] = "nosniff"
     return response
@@ -159,7 +162,7 @@ def media(segment, name):
 def body_too_large(error):
     # A body over OVERSIZED_BODY_READ_LIMIT (or sent without a Content-Length) is refused before it is read, so the
     # file's own size is not known: the body's size stands in.
-    return jsonify(error=uploads.too_large_message(request.content_length, uploads.REQUEST_FILE_LIMIT)), 413
+    return jsonify(error=uploads.too_large_message(request.content_length, REQUEST_FILE_LIMIT)), 413
 
 
 @bp.after_request

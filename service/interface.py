@@ -1,0 +1,73 @@
+"""Facts of the service's interface that several layers (and the client) need: one home for each.
+
+The token header, the upload destinations with their formats and limits, the request limits, and the shape of a
+media path. Nothing here imports Flask or the rest of the service, so views, the domain, storage, the client and
+the command line all import it.
+"""
+import re
+from collections import namedtuple
+
+MB = 1024 * 1024
+
+# The header every request but a few public ones carries (SPEC 5).
+TOKEN_HEADER = "x-service-api-org"
+
+# One request (a single upload or one chunk) carries at most this much file data (SPEC 8, a proxy buffer).
+REQUEST_FILE_LIMIT = 10 * MB
+# Every form field of the upload forms is a short value (an index, an id, a SHA-256).
+FORM_FIELD_LIMIT = 64 * 1024
+# Largest request body accepted at all: one file of REQUEST_FILE_LIMIT and its form fields. Anything larger is
+# refused before it is read (upload routes first measure bodies somewhat larger, to name the file's size).
+MAX_REQUEST_BODY = REQUEST_FILE_LIMIT + FORM_FIELD_LIMIT
+# Chunk bookkeeping scans a stream's parts on every chunk, so a stream has a bounded number of them.
+MAX_TOTAL_CHUNKS = 10_000
+
+Format = namedtuple("Format", "label extension content_type")
+FORMATS = {
+    "jpeg": Format("JPEG", ".jpg", "image/jpeg"),
+    "png": Format("PNG", ".png", "image/png"),
+    "gif": Format("GIF", ".gif", "image/gif"),
+    "mp4": Format("MP4", ".mp4", "video/mp4"),
+}
+# Enough leading bytes to tell every accepted format apart.
+SNIFF_BYTES = 12
+
+Destination = namedtuple("Destination", "limit formats kind")
+DESTINATIONS = {
+    "stepImage": Destination(8 * MB, ("jpeg", "png"), "image"),
+    "stepVideo": Destination(500 * MB, ("mp4",), "video"),
+    "stepVideoGif": Destination(150 * MB, ("gif",), "video"),
+}
+
+# Media paths as clients see them: /api/v1/images/<name> and /api/v1/videos/<name>.
+MEDIA_PATH_ROOT = "/api/v1/"
+SEGMENT_BY_KIND = {"image": "images", "video": "videos"}
+KIND_BY_SEGMENT = {segment: kind for kind, segment in SEGMENT_BY_KIND.items()}
+MEDIA_NAME = re.compile(r"[A-Za-z0-9._-]{1,255}")
+_MEDIA_PATH = re.compile(re.escape(MEDIA_PATH_ROOT) + r"(images|videos)/(.*)", re.S)
+
+
+def sniff_format(head):
+    """The format whose magic number starts `head`, or None: JPEG, PNG, GIF, or MP4 (`ftyp` at bytes 4..8)."""
+    if head.startswith(b"\xff\xd8\xff"):
+        return "jpeg"
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "gif"
+    if head[4:8] == b"ftyp":
+        return "mp4"
+    return None
+
+
+def media_path(kind, name):
+    """The path of a media file of `kind` ('image' or 'video') named `name`."""
+    return f"{MEDIA_PATH_ROOT}{SEGMENT_BY_KIND[kind]}/{name}"
+
+
+def parse_media_path(path):
+    """(kind, name) of a well-formed media path, where kind is 'image' or 'video', else None."""
+    match = _MEDIA_PATH.fullmatch(path) if isinstance(path, str) else None
+    if not match or not MEDIA_NAME.fullmatch(match.group(2)) or match.group(2) in {".", ".."}:
+        return None
+    return KIND_BY_SEGMENT[match.group(1)], match.group(2)
