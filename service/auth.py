@@ -12,7 +12,7 @@ from pathlib import Path
 
 from flask import current_app, g, request
 
-from service.errors import Unauthorized
+from service.errors import ConfigurationError, Unauthorized
 from service.interface import TOKEN_HEADER
 
 DEFAULT_ORG = "default"
@@ -30,9 +30,9 @@ def parse_tokens(raw):
         org, sep, token = entry.rpartition(":")
         org = org if sep else DEFAULT_ORG
         if not ORG_PATTERN.fullmatch(org):
-            raise SystemExit(f"WIS_API_TOKENS: org name {org!r} must be 1-64 letters, digits, '_' or '-'")
+            raise ConfigurationError(f"WIS_API_TOKENS: org name {org!r} must be 1-64 letters, digits, '_' or '-'")
         if len(token) < 8:
-            raise SystemExit(f"WIS_API_TOKENS: the token of org {org!r} is shorter than 8 characters")
+            raise ConfigurationError(f"WIS_API_TOKENS: the token of org {org!r} is shorter than 8 characters")
         tokens[token] = org
     return tokens
 
@@ -43,8 +43,11 @@ def ensure_default_token(data_dir):
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         candidate = path.with_name(f".{DEFAULT_TOKEN_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
-        candidate.write_text(secrets.token_urlsafe(24) + "\n")
-        os.chmod(candidate, 0o600)
+        # Created readable by the owner only: a file written first and chmod-ed after is world-readable meanwhile.
+        with os.fdopen(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+            handle.write(secrets.token_urlsafe(24) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
         try:
             # link() fails if another worker won the race; its token then stands for everyone.
             os.link(candidate, path)

@@ -1,6 +1,7 @@
 """Configuration: defaults, then the environment, then explicit overrides (tests, embedding)."""
 import os
 
+from service.errors import ConfigurationError
 from service.interface import MAX_REQUEST_BODY
 
 DEFAULTS = {
@@ -39,7 +40,7 @@ def load_config(overrides=None, environ=None):
             try:
                 config[key] = parse(environ[variable])
             except ValueError as exc:
-                raise SystemExit(f"invalid value for {variable}: {environ[variable]!r} ({exc})") from None
+                raise ConfigurationError(f"invalid value for {variable}: {environ[variable]!r} ({exc})") from None
     config.update(overrides or {})
     # Made absolute once, against the working directory at start-up: libraries resolve a relative path
     # against bases of their own (Flask's send_file against the package folder), so every store gets this.

@@ -7,6 +7,11 @@ domain and storage layers raise these freely.
 from service.interface import TOKEN_HEADER
 
 
+class ConfigurationError(Exception):
+    """A setting, the schema or a packaged file is unusable: the service cannot start. Only entry points (`wis`, the
+    gunicorn config) turn it into a message and an exit code; an embedding test harness gets the exception."""
+
+
 class ServiceError(Exception):
     status = 500
     message = "internal server error"

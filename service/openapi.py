@@ -4,6 +4,8 @@ from pathlib import Path
 
 from flask import Response
 
+from service.errors import ConfigurationError
+
 DOCUMENT = Path(__file__).with_name("openapi.json")
 
 
@@ -13,7 +15,7 @@ def load_document(path=DOCUMENT):
         text = path.read_text(encoding="utf-8")
         json.loads(text)
     except (OSError, ValueError) as exc:
-        raise SystemExit(f"cannot load the OpenAPI document {path}: {exc}") from None
+        raise ConfigurationError(f"cannot load the OpenAPI document {path}: {exc}") from None
     return text
 
 

@@ -1,7 +1,13 @@
 import requests
 from conftest import GunicornServer
 
+import stat
+
+import pytest
+
+from service import create_app
 from service.auth import parse_tokens
+from service.errors import ConfigurationError
 
 
 def test_healthz_needs_no_token(client):
@@ -18,6 +24,29 @@ def test_unknown_route_is_json_404(client, auth):
 
 def test_parse_tokens_assigns_bare_token_to_default_org():
     assert parse_tokens("acme:secret-acme, bare-token-1") == {"secret-acme": "acme", "bare-token-1": "default"}
+
+
+@pytest.mark.parametrize("setting, named", [
+    ({"WIS_API_TOKENS": "acme:short"}, "WIS_API_TOKENS"),
+    ({"WIS_API_TOKENS": "bad org!:a-long-enough-token"}, "WIS_API_TOKENS"),
+    ({"WIS_STREAM_TTL_HOURS": "a day"}, "WIS_STREAM_TTL_HOURS"),
+])
+def test_a_malformed_setting_is_an_exception_naming_it_for_an_embedding_caller(monkeypatch, tmp_path, setting,
+                                                                              named):
+    for variable, value in setting.items():
+        monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigurationError, match=named):
+        create_app({"DATA_DIR": str(tmp_path)})
+
+
+def test_the_default_token_file_is_readable_by_its_owner_only(monkeypatch, tmp_path):
+    monkeypatch.delenv("WIS_API_TOKENS", raising=False)
+    monkeypatch.setenv("WIS_DEFAULT_TOKEN_ANNOUNCED", "1")
+    create_app({"DATA_DIR": str(tmp_path)})
+    token_file = tmp_path / "default-token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert len(token_file.read_text().strip()) >= 24
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []
 
 
 def test_embedded_default_token_is_created_once_and_printed_once(tmp_path):

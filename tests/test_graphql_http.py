@@ -4,6 +4,7 @@ import json
 import pytest
 
 from service.domain.reads import PROCESSES, STATIONS
+from service.errors import ConfigurationError
 from service.graphql import load_schema
 from service.storage import get_repository
 
@@ -443,7 +444,7 @@ def test_each_distinct_query_text_is_parsed_once(app, client, auth):
 
 def test_schema_load_failure_names_the_file(monkeypatch):
     monkeypatch.setattr("service.graphql.SCHEMA_FILE", "missing-schema.graphql")
-    with pytest.raises(SystemExit) as excinfo:
+    with pytest.raises(ConfigurationError) as excinfo:
         load_schema()
     assert "missing-schema.graphql" in str(excinfo.value)
 

@@ -7,6 +7,7 @@ from flask import Blueprint, Response, current_app, g, render_template, request
 from graphql import GraphQLError
 
 from service.auth import require_org
+from service.errors import ConfigurationError
 from service.interface import TOKEN_HEADER as HEADER
 from service.graphql.endpoint import GraphQLEndpoint
 from service.graphql.resolvers import BINDABLES
@@ -30,7 +31,7 @@ def load_schema():
     try:
         return make_executable_schema(path.read_text(encoding="utf-8"), *BINDABLES)
     except (OSError, UnicodeDecodeError, GraphQLError, TypeError, ValueError) as error:
-        raise SystemExit(f"cannot load the GraphQL schema from {path}: {error}") from error
+        raise ConfigurationError(f"cannot load the GraphQL schema from {path}: {error}") from error
 
 
 def init_app(app):
