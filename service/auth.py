@@ -12,7 +12,7 @@ from pathlib import Path
 
 from flask import current_app, g, request
 
-from service.errors import ConfigurationError, Unauthorized
+from service.errors import ConfigurationError, Unauthenticated
 from service.interface import TOKEN_HEADER
 
 DEFAULT_ORG = "default"
@@ -98,5 +98,5 @@ def require_org():
     token = request.headers.get(TOKEN_HEADER, "")
     org = org_for_token(token) if token else None
     if org is None:
-        raise Unauthorized()
+        raise Unauthenticated()
     g.org = org

@@ -4,7 +4,7 @@ import logging
 from flask import jsonify
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from service.errors import ServiceError
+from service.errors import ServiceError, http_status
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +18,7 @@ def _json_error(status, message):
 def init_app(app):
     @app.errorhandler(ServiceError)
     def service_error(error):
-        return _json_error(error.status, error.message)
+        return _json_error(http_status(error), error.message)
 
     @app.errorhandler(RequestEntityTooLarge)
     def too_large(error):

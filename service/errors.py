@@ -1,10 +1,40 @@
-"""The one exception family of the service.
+"""The one exception family of the service: each error is named after its condition and has a stable `code`.
 
-Each error carries the HTTP status and a message a person can act on; one handler
-(service.error_handlers) turns them into JSON `{"error": message}`. Nothing here imports Flask, so the
-domain and storage layers raise these freely.
+One table (RESPONSES) maps each code to its HTTP status and to its GraphQL error code; the upload error handler
+(service.error_handlers) and the GraphQL error formatter (service.graphql.errors) both read it. Nothing here imports
+Flask, so the domain and storage layers raise these freely.
 """
 from service.interface import TOKEN_HEADER
+
+# code: (HTTP status, GraphQL extensions.code)
+RESPONSES = {
+    "invalid_request": (400, "BAD_REQUEST"),
+    "malformed_body": (400, "BAD_REQUEST"),
+    "invalid_input": (400, "BAD_USER_INPUT"),
+    "unknown_destination": (400, "BAD_REQUEST"),
+    "wrong_format": (400, "BAD_REQUEST"),
+    "checksum_mismatch": (400, "BAD_REQUEST"),
+    "size_mismatch": (400, "BAD_REQUEST"),
+    "invalid_chunk": (400, "BAD_REQUEST"),
+    "unauthenticated": (401, "UNAUTHENTICATED"),
+    "stream_not_found": (404, "NOT_FOUND"),
+    "media_not_found": (404, "NOT_FOUND"),
+    "file_too_large": (413, "PAYLOAD_TOO_LARGE"),
+    "body_too_large": (413, "PAYLOAD_TOO_LARGE"),
+    "storage_failed": (503, "SERVICE_UNAVAILABLE"),
+    "storage_full": (507, "INSUFFICIENT_STORAGE"),
+    "internal_error": (500, "INTERNAL_SERVER_ERROR"),
+}
+
+
+def http_status(error):
+    """The HTTP status that answers a ServiceError."""
+    return RESPONSES[error.code][0]
+
+
+def graphql_code(error):
+    """The `extensions.code` of a ServiceError raised inside a GraphQL operation."""
+    return RESPONSES[error.code][1]
 
 
 class ConfigurationError(Exception):
@@ -13,7 +43,7 @@ class ConfigurationError(Exception):
 
 
 class ServiceError(Exception):
-    status = 500
+    code = "internal_error"
     message = "internal server error"
 
     def __init__(self, message=None):
@@ -22,32 +52,81 @@ class ServiceError(Exception):
             self.message = message
 
 
-class BadRequest(ServiceError):
-    status = 400
+class InvalidRequest(ServiceError):
+    """A field of the request is missing, unknown or malformed, or the body has the wrong content type."""
+    code = "invalid_request"
     message = "bad request"
 
 
-class Unauthorized(ServiceError):
-    status = 401
+class MalformedBody(ServiceError):
+    """The multipart body cannot be decoded: no boundary, not framed by it, cut short, too many parts."""
+    code = "malformed_body"
+    message = "the request body is malformed"
+
+
+class UnknownDestination(ServiceError):
+    code = "unknown_destination"
+    message = "destinationId: unknown destination"
+
+
+class WrongFormat(ServiceError):
+    """The file's sniffed format is not one its destination accepts."""
+    code = "wrong_format"
+    message = "file: not a format this destination accepts"
+
+
+class ChecksumMismatch(ServiceError):
+    """A file's or chunk's SHA-256 is not the one the client declared."""
+    code = "checksum_mismatch"
+    message = "sha: the SHA-256 does not match"
+
+
+class SizeMismatch(ServiceError):
+    """A stream's chunks do not add up to its declared fileSize."""
+    code = "size_mismatch"
+    message = "fileSize: the chunks do not add up to the declared size"
+
+
+class InvalidChunk(ServiceError):
+    """A chunk that does not fit its stream: index out of range, totalChunks changed, more bytes than fileSize."""
+    code = "invalid_chunk"
+    message = "the chunk does not fit its stream"
+
+
+class Unauthenticated(ServiceError):
+    code = "unauthenticated"
     message = f"missing or unknown API token: send it in the {TOKEN_HEADER} header"
 
 
-class NotFound(ServiceError):
-    status = 404
-    message = "not found"
+class StreamNotFound(ServiceError):
+    """No such stream in the org: unknown, expired, deleted, or another org's."""
+    code = "stream_not_found"
+    message = "stream not found"
 
 
-class PayloadTooLarge(ServiceError):
-    status = 413
+class MediaNotFound(ServiceError):
+    code = "media_not_found"
+    message = "media not found"
+
+
+class FileTooLarge(ServiceError):
+    """A file or chunk over its destination's or the per-request limit."""
+    code = "file_too_large"
+    message = "file is too large"
+
+
+class BodyTooLarge(ServiceError):
+    """A request body or form field over its limit, whatever the file in it."""
+    code = "body_too_large"
     message = "request body is too large"
 
 
 class StorageFull(ServiceError):
-    status = 507
+    code = "storage_full"
     message = "the server has no space left to store this request; nothing was stored"
 
 
 class StorageFailed(ServiceError):
-    status = 503
+    code = "storage_failed"
     message = ("the server's storage failed (I/O error) while handling this request; "
                "it did not take effect, try again later")

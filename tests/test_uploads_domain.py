@@ -3,7 +3,7 @@ import pytest
 
 from service.domain.uploads import check_size, clean_stem, media_name, size_in_mb
 from service.interface import MB, sniff_format
-from service.errors import PayloadTooLarge
+from service.errors import FileTooLarge
 
 
 @pytest.mark.parametrize("head, expected", [
@@ -42,19 +42,19 @@ def test_limits_are_inclusive():
 
 
 def test_one_byte_over_names_the_limit():
-    with pytest.raises(PayloadTooLarge) as raised:
+    with pytest.raises(FileTooLarge) as raised:
         check_size(8 * MB + 1, 8 * MB, 10 * MB)
     assert raised.value.message == "file of size 8.1MB is larger than 8MB"
 
 
 def test_two_limits_broken_names_the_smaller():
-    with pytest.raises(PayloadTooLarge) as raised:
+    with pytest.raises(FileTooLarge) as raised:
         check_size(10 * MB + 1, 8 * MB, 10 * MB)
     assert raised.value.message == "file of size 10.1MB is larger than 8MB"
 
 
 def test_request_limit_named_when_only_it_is_broken():
-    with pytest.raises(PayloadTooLarge) as raised:
+    with pytest.raises(FileTooLarge) as raised:
         check_size(10 * MB + 1, 500 * MB, 10 * MB)
     assert raised.value.message == "file of size 10.1MB is larger than 10MB"
 

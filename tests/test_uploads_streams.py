@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from service.errors import NotFound
+from service.errors import StreamNotFound
 from service.storage import Repository
 from service.storage.incoming import IncomingFile
 from service.storage.streams import LockedStream, PrefixAppend
@@ -166,7 +166,7 @@ def test_publish_never_replaces_an_existing_media_file(repo, tmp_path):
 def test_stream_of_another_org_is_not_found(repo):
     stream_id = new_stream(repo, CHUNKS)
     assert repo.streams.read("other", stream_id, TTL, time.time()) is None
-    with pytest.raises(NotFound):
+    with pytest.raises(StreamNotFound):
         with repo.streams.open("other", stream_id, TTL, time.time()):
             pass
 
@@ -174,9 +174,9 @@ def test_stream_of_another_org_is_not_found(repo):
 @pytest.mark.parametrize("stream_id", ["../x", "..", "", "0" * 31, "A" * 32, "0" * 32 + "/..", "0" * 33,
                                        "0" * 32 + "\n"])
 def test_malformed_stream_ids_are_not_found(repo, stream_id):
-    with pytest.raises(NotFound):
+    with pytest.raises(StreamNotFound):
         repo.streams.new_incoming(ORG, stream_id, 12)
-    with pytest.raises(NotFound):
+    with pytest.raises(StreamNotFound):
         repo.streams.delete(ORG, stream_id)
     assert not (repo.orgs_root / ORG / "streams").exists()
 
@@ -198,7 +198,7 @@ def test_an_expired_stream_is_gone_even_before_the_sweep(repo):
     stream_id = new_stream(repo, CHUNKS)
     later = time.time() + TTL + 1
     assert repo.streams.read(ORG, stream_id, TTL, later) is None
-    with pytest.raises(NotFound):
+    with pytest.raises(StreamNotFound):
         with repo.streams.open(ORG, stream_id, TTL, later):
             pass
     assert not (repo.orgs_root / ORG / "streams" / stream_id).exists()

@@ -10,11 +10,13 @@ import time
 import unicodedata
 from datetime import datetime, timezone
 
-from service.errors import BadRequest, NotFound, PayloadTooLarge, StorageFailed, StorageFull
+from service.errors import (
+    ChecksumMismatch, FileTooLarge, InvalidChunk, InvalidRequest, MediaNotFound, SizeMismatch, StorageFailed, StorageFull,
+    StreamNotFound, UnknownDestination, WrongFormat,
+)
 from service.interface import (
     DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES, media_path, sniff_format,
 )
-from service.storage.streams import STREAM_NOT_FOUND
 
 # A chunkIndex as clients send it; anything else is left to the form's validation.
 CHUNK_INDEX = re.compile(r"[0-9]{1,5}")
@@ -40,7 +42,7 @@ def check_size(size, *limits):
     """Raise the 413 of CONTRACT 5 when `size` breaks any limit; it names the smallest limit broken."""
     broken = [limit for limit in limits if size > limit]
     if broken:
-        raise PayloadTooLarge(too_large_message(size, min(broken)))
+        raise FileTooLarge(too_large_message(size, min(broken)))
 
 
 def destination_for(destination_id):
@@ -48,7 +50,7 @@ def destination_for(destination_id):
     try:
         return DESTINATIONS[destination_id]
     except KeyError:
-        raise BadRequest(f"destinationId: unknown destination {destination_id!r}; "
+        raise UnknownDestination(f"destinationId: unknown destination {destination_id!r}; "
                          f"use one of {', '.join(DESTINATIONS)}") from None
 
 
@@ -65,7 +67,7 @@ def check_format(destination_id, head):
     if found not in destination.formats:
         accepted = " or ".join(FORMATS[name].label for name in destination.formats)
         what = f"{_article(FORMATS[found].label)} {FORMATS[found].label} file" if found else "not a recognised image or video file"
-        raise BadRequest(f"file: {destination_id} accepts {accepted} only; this is {what}")
+        raise WrongFormat(f"file: {destination_id} accepts {accepted} only; this is {what}")
     return found
 
 
@@ -100,7 +102,7 @@ def check_sha(expected, incoming, what):
     """400 unless the received file's SHA-256 is the one the client sent, if it sent one (a chunk received onto its
     stream computes its own SHA-256 only when asked)."""
     if expected is not None and expected.lower() != (actual := incoming.sha256):
-        raise BadRequest(f"sha: the SHA-256 of the {what} is {actual}, not {expected.lower()}")
+        raise ChecksumMismatch(f"sha: the SHA-256 of the {what} is {actual}, not {expected.lower()}")
 
 
 # -- single-request upload ------------------------------------------------------------------------
@@ -124,7 +126,7 @@ def create_stream(repo, org, destination_id, file_name, file_size, sha):
     """Open a chunked upload stream; refuse at once a file over the destination limit."""
     destination = destination_for(destination_id)
     if file_size < 1:
-        raise BadRequest("fileSize: must be at least 1 byte")
+        raise InvalidRequest("fileSize: must be at least 1 byte")
     check_size(file_size, destination.limit)
     return repo.streams.create(org, {
         "destinationId": destination_id, "fileName": file_name, "fileSize": file_size, "sha": sha.lower(),
@@ -135,7 +137,7 @@ def create_stream(repo, org, destination_id, file_name, file_size, sha):
 def require_stream(repo, org, stream_id, ttl_seconds):
     """404 unless the org has this stream and it has not expired."""
     if repo.streams.read(org, stream_id, ttl_seconds, time.time()) is None:
-        raise NotFound(STREAM_NOT_FOUND)
+        raise StreamNotFound()
 
 
 def new_chunk_file(repo, org, stream_id, chunk_index=None):
@@ -184,16 +186,16 @@ def receive_chunk(repo, org, stream_id, ttl_seconds, index, total, incoming, sha
 def _check_chunk(meta, index, total, incoming, sizes):
     file_size = meta["fileSize"]
     if meta["totalChunks"] is not None and total != meta["totalChunks"]:
-        raise BadRequest(f"totalChunks: this stream has {meta['totalChunks']} chunks, not {total}")
+        raise InvalidChunk(f"totalChunks: this stream has {meta['totalChunks']} chunks, not {total}")
     fewest = -(-file_size // REQUEST_FILE_LIMIT)
     most = min(file_size, MAX_TOTAL_CHUNKS)
     if not fewest <= total <= most:
-        raise BadRequest(f"totalChunks: a file of {file_size} bytes is sent in {fewest} to {most} chunks, not {total}")
+        raise InvalidChunk(f"totalChunks: a file of {file_size} bytes is sent in {fewest} to {most} chunks, not {total}")
     if not 0 <= index < total:
-        raise BadRequest(f"chunkIndex: must be between 0 and {total - 1}, not {index}")
+        raise InvalidChunk(f"chunkIndex: must be between 0 and {total - 1}, not {index}")
     received = sum(size for i, size in sizes.items() if i != index) + incoming.size
     if received > file_size:
-        raise BadRequest(f"file: the chunks received add up to {received} bytes, more than fileSize {file_size}")
+        raise InvalidChunk(f"file: the chunks received add up to {received} bytes, more than fileSize {file_size}")
 
 
 def _complete(stream, meta, length):
@@ -201,12 +203,14 @@ def _complete(stream, meta, length):
     digest = stream.merged_sha256()
     problem = None
     if length != meta["fileSize"]:
-        problem = f"fileSize: the chunks add up to {length} bytes, not {meta['fileSize']}; the stream is discarded"
+        problem = SizeMismatch(f"fileSize: the chunks add up to {length} bytes, not {meta['fileSize']}; "
+                               "the stream is discarded")
     elif digest != meta["sha"]:
-        problem = f"sha: the SHA-256 of the file is {digest}, not {meta['sha']}; the stream is discarded"
+        problem = ChecksumMismatch(f"sha: the SHA-256 of the file is {digest}, not {meta['sha']}; "
+                                   "the stream is discarded")
     if problem:
         stream.discard()
-        raise BadRequest(problem)
+        raise problem
     name = media_name(meta["fileName"], meta["format"], meta["mediaPrefix"])
     path = media_path(DESTINATIONS[meta["destinationId"]].kind, name)
     stream.publish(path)
@@ -237,7 +241,7 @@ def stream_status(repo, org, stream_id, ttl_seconds):
 def delete_stream(repo, org, stream_id):
     """Abort a stream and remove its parts (a published media file stays)."""
     if not repo.streams.delete(org, stream_id):
-        raise NotFound(STREAM_NOT_FOUND)
+        raise StreamNotFound()
 
 
 def sweep_expired_streams(repo, ttl_seconds, now=None):
@@ -255,5 +259,5 @@ def media_file(repo, org, path):
     file = repo.media.file_for(org, path)
     content_type = CONTENT_TYPES.get(file.suffix) if file is not None else None
     if content_type is None or not file.is_file():
-        raise NotFound("media not found")
+        raise MediaNotFound()
     return file, content_type

@@ -1,10 +1,11 @@
 """Collecting every input problem of a request before refusing it as a whole."""
 from service.domain.ids import ID_RULE, is_valid_id
-from service.errors import BadRequest
+from service.errors import ServiceError
 
 
-class InvalidInput(BadRequest):
+class InvalidInput(ServiceError):
     """The input breaks one or more rules; `errors` is a list of (field_path, message) pairs."""
+    code = "invalid_input"
 
     def __init__(self, errors):
         self.errors = list(errors)

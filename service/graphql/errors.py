@@ -21,13 +21,11 @@ from graphql import (
 from graphql.pyutils import inspect
 
 from service.domain.validation import InvalidInput
-from service.errors import ServiceError
+from service.errors import ServiceError, graphql_code
 
 log = logging.getLogger(__name__)
 
 BAD_USER_INPUT = "BAD_USER_INPUT"
-CODES_BY_STATUS = {400: "BAD_REQUEST", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 413: "PAYLOAD_TOO_LARGE",
-                   503: "SERVICE_UNAVAILABLE", 507: "INSUFFICIENT_STORAGE"}
 
 
 def request_error(message, code="BAD_REQUEST"):
@@ -56,7 +54,7 @@ def format_execution_errors(errors):
             formatted.extend(field_error(field, message, error) for field, message in original.errors)
         elif isinstance(original, ServiceError):
             formatted.append({**error.formatted, "message": original.message,
-                              "extensions": {"code": CODES_BY_STATUS.get(original.status, "INTERNAL_SERVER_ERROR")}})
+                              "extensions": {"code": graphql_code(original)}})
         elif original is not None and not isinstance(original, GraphQLError):
             # Logged in full here; the client learns only that it was not its fault.
             log.error("unexpected error in a resolver", exc_info=original)

@@ -31,13 +31,12 @@ import struct
 from filelock import Timeout
 from rehashes import PySha256
 
-from service.errors import NotFound
+from service.errors import StreamNotFound
 from service.storage.files import atomic_write_bytes, disk_errors, fsync_directory, lock
 from service.checksums import file_sha256
 from service.storage.incoming import BUFFER_SIZE, IncomingFile, Receiving
 from service.storage.names import id_to_name
 
-STREAM_NOT_FOUND = "stream not found"
 STREAM_ID = re.compile(r"[0-9a-f]{32}")
 META, MERGED, PREFIX, BOUNDARIES = "meta.json", "merged", "prefix", "boundaries"
 PART = re.compile(r"part-(\d+)")
@@ -106,7 +105,7 @@ class StreamStore:
 
     def _directory(self, org, stream_id):
         if not STREAM_ID.fullmatch(stream_id or ""):
-            raise NotFound(STREAM_NOT_FOUND)
+            raise StreamNotFound()
         return self.orgs_root / id_to_name(org) / "streams" / stream_id
 
     def create(self, org, meta):
@@ -152,19 +151,19 @@ class StreamStore:
                 return appending
             return IncomingFile(directory, head_size)
         except (FileNotFoundError, NotADirectoryError):
-            raise NotFound(STREAM_NOT_FOUND) from None
+            raise StreamNotFound() from None
 
     @contextlib.contextmanager
     def open(self, org, stream_id, ttl_seconds, now):
         """Hold the stream's lock and yield a LockedStream; 404 when it does not exist or has expired."""
         directory = self._directory(org, stream_id)
         if _read_json(directory / META) is None:
-            raise NotFound(STREAM_NOT_FOUND)
+            raise StreamNotFound()
         with lock(directory, timeout=LOCK_TIMEOUT):
             meta = _read_json(directory / META)
             if meta is None or self._expired(directory, ttl_seconds, now):
                 self._remove(directory)
-                raise NotFound(STREAM_NOT_FOUND)
+                raise StreamNotFound()
             yield LockedStream(directory, meta, self.media, org)
 
     def status(self, org, stream_id, ttl_seconds, now):
@@ -172,7 +171,7 @@ class StreamStore:
         directory = self._directory(org, stream_id)
         meta = self.read(org, stream_id, ttl_seconds, now)
         if meta is None:
-            raise NotFound(STREAM_NOT_FOUND)
+            raise StreamNotFound()
         if meta["state"] != "open":
             return meta, {}, directory.stat().st_mtime
         with self.open(org, stream_id, ttl_seconds, now) as stream:

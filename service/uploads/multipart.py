@@ -11,7 +11,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.http import parse_options_header
 from werkzeug.sansio.multipart import Data, Epilogue, Field, File, MultipartDecoder, NeedData
 
-from service.errors import BadRequest, PayloadTooLarge
+from service.errors import BodyTooLarge, MalformedBody
 from service.interface import FORM_FIELD_LIMIT
 
 READ_SIZE = 1024 * 1024
@@ -27,7 +27,7 @@ def parse(stream, content_type, content_length, open_file):
     """
     boundary = parse_options_header(content_type)[1].get("boundary")
     if not boundary:
-        raise BadRequest("the multipart/form-data body has no boundary in its Content-Type")
+        raise MalformedBody("the multipart/form-data body has no boundary in its Content-Type")
     decoder = MultipartDecoder(boundary.encode("latin-1"), max_parts=MAX_PARTS)
     fields, files = {}, {}
     remaining = content_length
@@ -49,19 +49,19 @@ def parse(stream, content_type, content_length, open_file):
                     if isinstance(part, Field):
                         sink += event.data
                         if len(sink) > FORM_FIELD_LIMIT:
-                            raise PayloadTooLarge(f"{part.name}: a form field is at most {FORM_FIELD_LIMIT // 1024} KB")
+                            raise BodyTooLarge(f"{part.name}: a form field is at most {FORM_FIELD_LIMIT // 1024} KB")
                         if not event.more_data:
                             fields.setdefault(part.name, sink.decode("utf-8", "replace"))
                     else:
                         sink.write(event.data)
                 event = decoder.next_event()
         except RequestEntityTooLarge:
-            raise BadRequest(f"the multipart/form-data body has more than {MAX_PARTS} parts") from None
+            raise MalformedBody(f"the multipart/form-data body has more than {MAX_PARTS} parts") from None
         except ValueError:
             # The decoder found the body cut short, or not framed by the boundary its Content-Type names.
             message = ("the multipart/form-data body is malformed or cut short: each part must start with --<boundary> "
                        "as its Content-Type names it, and the body end with --<boundary>--")
-            raise BadRequest(message) from None
+            raise MalformedBody(message) from None
         if isinstance(event, Epilogue) or not data:
             return fields, files
 

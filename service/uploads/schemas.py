@@ -1,7 +1,7 @@
 """Request validation at the edge: marshmallow schemas whose messages name the offending field."""
 from marshmallow import Schema, ValidationError, fields, validate
 
-from service.errors import BadRequest
+from service.errors import InvalidRequest
 
 SHA256 = validate.Regexp(r"^[0-9a-fA-F]{64}$", error="must be 64 hexadecimal digits (a SHA-256)")
 REQUIRED = {"required": "is required", "null": "is required"}
@@ -42,7 +42,7 @@ def load(schema, data):
     try:
         return schema.load(data)
     except ValidationError as error:
-        raise BadRequest("; ".join(_describe(error.messages))) from None
+        raise InvalidRequest("; ".join(_describe(error.messages))) from None
 
 
 def _describe(messages, prefix=""):

@@ -8,7 +8,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from service.auth import require_org
 from service.domain import uploads
-from service.errors import BadRequest, PayloadTooLarge
+from service.errors import BodyTooLarge, InvalidRequest, MalformedBody
 from service.interface import (
     FORM_FIELD_LIMIT, KIND_BY_SEGMENT, MB, MEDIA_PATH_ROOT, REQUEST_FILE_LIMIT, media_path,
 )
@@ -63,14 +63,14 @@ def _refuse_oversized_file(destination_limits):
 
     try:
         fields, files = multipart.parse(_body(), request.content_type, request.content_length, open_file)
-    except (BadRequest, PayloadTooLarge):
+    except (MalformedBody, BodyTooLarge):
         # Not a readable form: the body's own size is all there is to say.
         raise RequestEntityTooLarge() from None
     if "file" in files:
         uploads.check_size(files["file"][1].size, REQUEST_FILE_LIMIT, *destination_limits(fields))
     # The file itself is within its limits; the form fields around it made the body too large.
     limit = current_app.config["MAX_CONTENT_LENGTH"]
-    raise PayloadTooLarge(f"request body is larger than the limit of {limit} bytes: at most "
+    raise BodyTooLarge(f"request body is larger than the limit of {limit} bytes: at most "
                           f"{REQUEST_FILE_LIMIT // MB} MB of file and {FORM_FIELD_LIMIT // 1024} KB of form fields")
 
 
@@ -80,7 +80,7 @@ def _multipart(new_file):
     through `new_file(fields sent before the file)` and are removed afterwards unless a domain function moved them
     into place."""
     if request.mimetype != "multipart/form-data":
-        raise BadRequest("send the file as multipart/form-data")
+        raise InvalidRequest("send the file as multipart/form-data")
     created = []
 
     def open_file(fields):
@@ -90,7 +90,7 @@ def _multipart(new_file):
     try:
         form, files = multipart.parse(_body(), request.content_type, request.content_length, open_file)
         if "file" not in files:
-            raise BadRequest("file: is required, as a multipart file part with a filename")
+            raise InvalidRequest("file: is required, as a multipart file part with a filename")
         yield form, files["file"]
     finally:
         for incoming in created:
@@ -108,7 +108,7 @@ def create_upload():
                                           data["sha"])
         return jsonify(streamId=stream_id), 201
     if request.mimetype != "multipart/form-data":
-        raise BadRequest("send multipart/form-data to upload a file, or application/json to create a chunked stream")
+        raise InvalidRequest("send multipart/form-data to upload a file, or application/json to create a chunked stream")
     if request.content_length is not None and request.content_length > current_app.config["MAX_CONTENT_LENGTH"]:
         _refuse_oversized_file(lambda fields: uploads.destination_limits(fields.get("destinationId")))
     with _multipart(lambda fields: uploads.new_upload_file(repo, org)) as (form, (file_name, incoming)):
