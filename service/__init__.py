@@ -1,8 +1,8 @@
 """The work-instruction service: `create_app()` is the WSGI entry (gunicorn "service:create_app()")."""
-from flask import Flask, current_app, jsonify, request
+from flask import Flask, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from service import auth, error_handlers, storage
+from service import auth, error_handlers, health, storage
 from service.config import load_config
 
 
@@ -28,15 +28,11 @@ def create_app(config_overrides=None):
     graphql.init_app(app)
     uploads.init_app(app)
     openapi.init_app(app)
+    health.init_app(app)
     if app.config["TEST_MODE"]:
         from service import testing_api
 
         testing_api.init_app(app)
-
-    @app.get("/healthz")
-    def healthz():
-        return jsonify(status="ok")
-
     return app
 
 

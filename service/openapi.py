@@ -2,11 +2,13 @@
 import json
 from pathlib import Path
 
-from flask import Response
+from flask import Blueprint, Response, current_app
 
 from service.errors import ConfigurationError
 
 DOCUMENT = Path(__file__).with_name("openapi.json")
+
+bp = Blueprint("openapi", __name__)
 
 
 def load_document(path=DOCUMENT):
@@ -19,9 +21,11 @@ def load_document(path=DOCUMENT):
     return text
 
 
-def init_app(app):
-    document = load_document()
+@bp.get("/openapi.json")
+def openapi_document():
+    return Response(current_app.extensions["openapi"], content_type="application/json")
 
-    @app.get("/openapi.json")
-    def openapi_document():
-        return Response(document, content_type="application/json")
+
+def init_app(app):
+    app.extensions["openapi"] = load_document()
+    app.register_blueprint(bp)
