@@ -1,7 +1,7 @@
 """The machine-readable contract of the upload and media endpoints: `GET /openapi.json`, no token needed."""
-import json
 from pathlib import Path
 
+import orjson
 from flask import Blueprint, Response, current_app
 
 from service.errors import ConfigurationError
@@ -15,7 +15,7 @@ def load_document(path=DOCUMENT):
     """The OpenAPI document as text, checked to be JSON; a broken file stops start-up, naming it."""
     try:
         text = path.read_text(encoding="utf-8")
-        json.loads(text)
+        orjson.loads(text)
     except (OSError, ValueError) as exc:
         raise ConfigurationError(f"cannot load the OpenAPI document {path}: {exc}") from None
     return text

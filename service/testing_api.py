@@ -3,12 +3,13 @@
 Registered only when TEST_MODE is on (absent, so 404, otherwise), and they need the API token. Faults
 live in the data directory under a lock, so they hold across gunicorn workers as well as threads.
 """
-import json
 import re
 import shutil
 import socket
 import time
 import uuid
+
+import orjson
 
 from flask import Blueprint, current_app, g, jsonify, request
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
@@ -61,13 +62,13 @@ def _faults_path():
 
 def _read_faults(path):
     try:
-        return json.loads(path.read_bytes())
+        return orjson.loads(path.read_bytes())
     except FileNotFoundError:
         return []
 
 
 def _write_faults(path, faults):
-    atomic_write_bytes(path, json.dumps(faults).encode())
+    atomic_write_bytes(path, orjson.dumps(faults))
 
 
 def _take_fault(method, path):
