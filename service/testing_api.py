@@ -10,7 +10,6 @@ import time
 import uuid
 
 import orjson
-
 from flask import Blueprint, current_app, g, jsonify, request
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
