@@ -63,11 +63,50 @@ def _append_lock_path(directory):
     return f"{directory}.append"
 
 
-def _read_boundary(directory, index):
-    """(prefix length, SHA-256 state) after chunks 0..index-1."""
-    with open(directory / BOUNDARIES, "rb") as handle:
-        handle.seek(index * BOUNDARY.size)
-        return BOUNDARY.unpack(handle.read(BOUNDARY.size))
+class BoundaryRecords:
+    """A stream's `boundaries` file: record i holds (prefix length, SHA-256 state) after chunks 0..i-1. The file is never
+    cut: records past `merged` are left over from before a rewind or a crash, and appending overwrites them."""
+
+    def __init__(self, directory):
+        self._path = directory / BOUNDARIES
+        self._file = None
+
+    def create(self):
+        """Write the file with record 0, the empty prefix, and fsync it."""
+        with self.writing("wb"):
+            self.write(0, 0, PySha256().serialize())
+            self.sync()
+
+    def read(self, index):
+        """(prefix length, SHA-256 state) after chunks 0..index-1."""
+        with open(self._path, "rb") as handle:
+            handle.seek(index * BOUNDARY.size)
+            return BOUNDARY.unpack(handle.read(BOUNDARY.size))
+
+    def lengths(self, start, stop):
+        """The prefix lengths of records start..stop-1."""
+        with open(self._path, "rb") as handle:
+            handle.seek(start * BOUNDARY.size)
+            records = handle.read((stop - start) * BOUNDARY.size)
+        return [length for length, _ in BOUNDARY.iter_unpack(records)]
+
+    @contextlib.contextmanager
+    def writing(self, mode="r+b"):
+        """Hold the file open for `write` and `sync`."""
+        with open(self._path, mode) as self._file:
+            try:
+                yield self
+            finally:
+                self._file = None
+
+    def write(self, index, length, state):
+        """Set record `index` (inside `writing()`); not durable before `sync()`."""
+        self._file.seek(index * BOUNDARY.size)
+        self._file.write(BOUNDARY.pack(length, state))
+
+    def sync(self):
+        self._file.flush()
+        os.fsync(self._file.fileno())
 
 
 def _take_append_lock(directory):
@@ -116,10 +155,8 @@ class StreamStore:
         with disk_errors():
             directory.mkdir(parents=True)
             try:
-                with open(directory / PREFIX, "wb"), open(directory / BOUNDARIES, "wb") as boundaries:
-                    boundaries.write(BOUNDARY.pack(0, PySha256().serialize()))
-                    boundaries.flush()
-                    os.fsync(boundaries.fileno())
+                open(directory / PREFIX, "wb").close()
+                BoundaryRecords(directory).create()
                 _write_json(directory / MERGED, {"next": 0})
                 # meta.json last: a stream exists for readers only once its bookkeeping is complete.
                 _write_json(directory / META, meta)
@@ -243,6 +280,7 @@ class LockedStream:
         self._org = org
         # Set once this request's chunk was received onto the prefix: it holds the append lock until it ends.
         self._appending = None
+        self._boundaries = BoundaryRecords(directory)
 
     def save_meta(self, meta):
         _write_json(self.directory / META, meta)
@@ -251,9 +289,7 @@ class LockedStream:
     def part_sizes(self):
         """{chunk index: size} of every chunk received so far, merged or not."""
         merged = self._next()
-        with open(self.directory / BOUNDARIES, "rb") as handle:
-            records = handle.read((merged + 1) * BOUNDARY.size)
-        lengths = [length for length, _ in BOUNDARY.iter_unpack(records)]
+        lengths = self._boundaries.lengths(0, merged + 1)
         sizes = {index: lengths[index + 1] - lengths[index] for index in range(merged)}
         # Parts below `merged` are leftovers of a crash after their merge; the prefix holds them.
         sizes.update((index, size) for index, size in _part_sizes(self.directory).items() if index >= merged)
@@ -264,10 +300,6 @@ class LockedStream:
 
     def _next(self):
         return _read_json(self.directory / MERGED)["next"]
-
-    def _boundary(self, index):
-        """(prefix length, SHA-256 state) after chunks 0..index-1."""
-        return _read_boundary(self.directory, index)
 
     def _set_next(self, index):
         _write_json(self.directory / MERGED, {"next": index})
@@ -283,7 +315,7 @@ class LockedStream:
             incoming = incoming.spill()
         merged = self._next()
         if index < merged:
-            start, end = self._boundary(index)[0], self._boundary(index + 1)[0]
+            start, end = self._boundaries.lengths(index, index + 2)
             if file_sha256(self.directory / PREFIX, start, end - start) == incoming.sha256:
                 incoming.discard()
                 self._touch()
@@ -299,15 +331,14 @@ class LockedStream:
         """Make a chunk received onto the prefix part of it, if the prefix still ends where the chunk began, together
         with the parts that follow it: `merged` moves once, past all of them, or not at all."""
         merged = self._next()
-        length = self._boundary(merged)[0]
+        length = self._boundaries.read(merged)[0]
         if (merged, length) != (index, appending.start) or appending.index != index:
             return False
         appending.flush()
         length += appending.size
         state = appending.stream_state()
-        with disk_errors(), open(self.directory / BOUNDARIES, "r+b") as boundaries:
-            boundaries.seek((index + 1) * BOUNDARY.size)
-            boundaries.write(BOUNDARY.pack(length, state))
+        with disk_errors(), self._boundaries.writing():
+            self._boundaries.write(index + 1, length, state)
         # The merge fsyncs the prefix and the boundary record written above with its own, then moves `merged`.
         self._merge_parts(index + 1, length, state, self.meta["totalChunks"])
         # A copy of this chunk that arrived as a part meanwhile is superseded by this later one.
@@ -338,7 +369,7 @@ class LockedStream:
         """
         with disk_errors(), open(self.directory / PREFIX, "rb") as prefix:
             for chunk in range(index, merged):
-                start, end = self._boundary(chunk)[0], self._boundary(chunk + 1)[0]
+                start, end = self._boundaries.lengths(chunk, chunk + 2)
                 part = IncomingFile(self.directory, 0)
                 try:
                     _copy_range(prefix, start, end - start, part)
@@ -357,7 +388,7 @@ class LockedStream:
         """Append every part that continues the in-order prefix; return (chunks merged, prefix length)."""
         total = self.meta["totalChunks"]
         merged = self._next()
-        length, state = self._boundary(merged)
+        length, state = self._boundaries.read(merged)
         if merged >= total or not self._part(merged).exists():
             return merged, length
         with self._prefix_writable() as writable:
@@ -370,8 +401,7 @@ class LockedStream:
         past them; the caller may write to the prefix."""
         hasher = PySha256.deserialize(state)
         first = merged
-        with disk_errors(), open(self.directory / PREFIX, "r+b") as prefix, \
-                open(self.directory / BOUNDARIES, "r+b") as boundaries:
+        with disk_errors(), open(self.directory / PREFIX, "r+b") as prefix, self._boundaries.writing():
             # Bytes past the recorded length are from an append whose bookkeeping never got saved.
             prefix.truncate(length)
             prefix.seek(length)
@@ -382,12 +412,10 @@ class LockedStream:
                         hasher.update(block)
                         length += len(block)
                 merged += 1
-                boundaries.seek(merged * BOUNDARY.size)
-                boundaries.write(BOUNDARY.pack(length, hasher.serialize()))
+                self._boundaries.write(merged, length, hasher.serialize())
             prefix.flush()
             os.fsync(prefix.fileno())
-            boundaries.flush()
-            os.fsync(boundaries.fileno())
+            self._boundaries.sync()
             self._set_next(merged)
         # Only now are the merged parts redundant; a crash before this (or a failing unlink) leaves them to publish
         # or expiry.
@@ -407,11 +435,11 @@ class LockedStream:
             with self._prefix_writable() as writable:
                 if writable:
                     with open(self.directory / PREFIX, "r+b") as prefix:
-                        prefix.truncate(self._boundary(merged)[0])
+                        prefix.truncate(self._boundaries.read(merged)[0])
 
     def merged_sha256(self):
         """Hex SHA-256 of the prefix as merged so far."""
-        return PySha256.deserialize(self._boundary(self._next())[1]).finalize()
+        return PySha256.deserialize(self._boundaries.read(self._next())[1]).finalize()
 
     def publish(self, path):
         """Make the verified prefix the media file at `path`, mark the stream complete, drop its parts."""
@@ -466,7 +494,7 @@ class PrefixAppend(Receiving):
                     (total is not None and index >= total):
                 append_lock.release()
                 return None
-            return cls(directory, index, *_read_boundary(directory, index), head_size, append_lock)
+            return cls(directory, index, *BoundaryRecords(directory).read(index), head_size, append_lock)
         except BaseException:
             append_lock.release()
             raise
@@ -517,7 +545,7 @@ class PrefixAppend(Receiving):
             with contextlib.suppress(OSError):
                 merged = _read_json(self._directory / MERGED)
                 if merged is not None:
-                    self._file.truncate(_read_boundary(self._directory, merged["next"])[0])
+                    self._file.truncate(BoundaryRecords(self._directory).read(merged["next"])[0])
                 self._file.close()
             if self._spilled is not None:
                 self._spilled.discard()
