@@ -109,6 +109,15 @@ class BoundaryRecords:
         os.fsync(self._file.fileno())
 
 
+def _remove(directory):
+    """Remove a stream directory and its lock files; call with the stream's lock held."""
+    shutil.rmtree(directory, ignore_errors=True)
+    # Waiters on the unlinked lock files notice (filelock checks st_nlink) and find no meta.
+    for lock_file in (f"{directory}.lock", f"{_append_lock_path(directory)}.lock"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock_file)
+
+
 def _take_append_lock(directory):
     """The stream's append lock, acquired, or None at once when another request holds it."""
     append_lock = lock(_append_lock_path(directory), timeout=0)
@@ -200,7 +209,7 @@ class StreamStore:
         with lock(directory, timeout=LOCK_TIMEOUT):
             meta = _read_json(directory / META)
             if meta is None or self._expired(directory, ttl_seconds, now):
-                self._remove(directory)
+                _remove(directory)
                 raise NotFound(STREAM_NOT_FOUND)
             yield LockedStream(directory, meta, self.media, org)
 
@@ -222,17 +231,8 @@ class StreamStore:
             return False
         with lock(directory, timeout=LOCK_TIMEOUT):
             found = (directory / META).exists()
-            self._remove(directory)
+            _remove(directory)
         return found
-
-    @staticmethod
-    def _remove(directory):
-        """Remove a stream directory and its lock file; call with the lock held."""
-        shutil.rmtree(directory, ignore_errors=True)
-        # Waiters on the unlinked lock files notice (filelock checks st_nlink) and find no meta.
-        for lock_file in (f"{directory}.lock", f"{_append_lock_path(directory)}.lock"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(lock_file)
 
     def sweep(self, ttl_seconds, now):
         """Remove streams idle for longer than `ttl_seconds` and stale staging files; return how many streams."""
@@ -264,7 +264,7 @@ class StreamStore:
             with lock(directory, timeout=0):
                 if directory.stat().st_mtime >= cutoff:
                     return False
-                self._remove(directory)
+                _remove(directory)
                 return True
         except (FileNotFoundError, Timeout):
             return False
@@ -470,7 +470,7 @@ class LockedStream:
 
     def discard(self):
         """Remove the whole stream (its upload failed verification)."""
-        StreamStore._remove(self.directory)
+        _remove(self.directory)
 
 
 class PrefixAppend(Receiving):
