@@ -13,7 +13,8 @@ from collections import Counter
 
 import pytest
 
-from service.storage import files, get_repository, incoming, media, streams
+from service.storage import files, get_repository, incoming, media
+from service.storage.streams import append, boundaries, layout, store, stream
 
 MB = 1024 * 1024
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -39,8 +40,8 @@ class FaultyDisk:
             return real_open(path, flags, *args, **kwargs)
 
         monkeypatch.setattr(os, "open", os_open)
-        for module in (files, incoming, streams, media):
-            monkeypatch.setattr(module, "os", _FaultyOs(self))
+        for module in (files, incoming, layout, boundaries, append, stream, store, media):
+            monkeypatch.setattr(module, "os", _FaultyOs(self), raising=False)
             monkeypatch.setattr(module, "open", self.open, raising=False)
             if hasattr(module, "tempfile"):
                 monkeypatch.setattr(module, "tempfile", _FaultyTempfile(self))

@@ -8,7 +8,8 @@ import pytest
 from service.errors import StreamNotFound
 from service.storage import Repository
 from service.storage.incoming import IncomingFile
-from service.storage.streams import LockedStream, PrefixAppend
+from service.storage.streams.append import PrefixAppend
+from service.storage.streams.stream import LockedStream
 
 TTL = 3600
 ORG = "default"

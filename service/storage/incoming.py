@@ -58,9 +58,6 @@ class IncomingFile(Receiving):
                 os.fsync(self._file.fileno())
             self._file.close()
 
-    def close(self):
-        self._file.close()
-
     def discard(self):
         """Remove the file unless it was moved into place."""
         with contextlib.suppress(OSError):

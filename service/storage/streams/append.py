@@ -1,0 +1,90 @@
+"""The chunk that continues a stream's prefix in order, received straight onto its end."""
+import contextlib
+
+from rehashes import PySha256
+
+from service.checksums import file_sha256
+from service.storage.files import disk_errors
+from service.storage.incoming import IncomingFile, Receiving
+from service.storage.streams.boundaries import BoundaryRecords
+from service.storage.streams.layout import MERGED, META, PREFIX, copy_range, read_json, take_append_lock
+
+
+class PrefixAppend(Receiving):
+    """A chunk received straight onto the end of its stream's prefix and hashed into the stream's running SHA-256
+    as it arrives, so it is written and hashed once. It holds the stream's append lock until `discard()`; its bytes
+    lie past the recorded prefix length until `LockedStream.put_part` commits them."""
+
+    @classmethod
+    def start(cls, directory, index, head_size):
+        """Begin receiving chunk `index` onto the prefix; None when it is not the next chunk in order or another
+        request is appending."""
+        if not (directory / META).exists():
+            return None
+        append_lock = take_append_lock(directory)
+        if append_lock is None:
+            return None
+        try:
+            meta, merged = read_json(directory / META), read_json(directory / MERGED)
+            total = meta and meta["totalChunks"]
+            if meta is None or merged is None or meta["state"] != "open" or merged["next"] != index or \
+                    (total is not None and index >= total):
+                append_lock.release()
+                return None
+            return cls(directory, index, *BoundaryRecords(directory).read(index), head_size, append_lock)
+        except BaseException:
+            append_lock.release()
+            raise
+
+    def __init__(self, directory, index, start, state, head_size, append_lock):
+        with disk_errors():
+            prefix = open(directory / PREFIX, "r+b")
+            # Bytes past the recorded length are from an append that was never committed.
+            prefix.truncate(start)
+            prefix.seek(start)
+        super().__init__(prefix, PySha256.deserialize(state), head_size)
+        self.index, self.start = index, start
+        self._directory = directory
+        self._lock = append_lock
+        self._chunk_sha = self._spilled = None
+
+    @property
+    def sha256(self):
+        """Hex SHA-256 of this chunk alone, read back from the prefix when first asked for (only a chunk sent with its
+        own `sha` needs it)."""
+        if self._chunk_sha is None:
+            self.flush()
+            with disk_errors():
+                self._chunk_sha = file_sha256(self._directory / PREFIX, self.start, self.size)
+        return self._chunk_sha
+
+    def stream_state(self):
+        """The serialized SHA-256 state of the stream's file up to the end of this chunk."""
+        return self._hasher.serialize()
+
+    def flush(self):
+        with disk_errors():
+            self._file.flush()
+
+    def spill(self):
+        """Copy the chunk into a part file of its own, for when the prefix no longer ends where the chunk began."""
+        self._spilled = IncomingFile(self._directory, 0)
+        self.flush()
+        with disk_errors(), open(self._directory / PREFIX, "rb") as prefix:
+            copy_range(prefix, self.start, self.size, self._spilled)
+        return self._spilled
+
+    def discard(self):
+        """Cut what was not committed off the prefix, then release the append lock. Cutting back to the recorded length
+        is always safe for the holder of the append lock, committed or not; it is best effort, since the next append
+        truncates the prefix anyway."""
+        try:
+            with contextlib.suppress(OSError):
+                merged = read_json(self._directory / MERGED)
+                if merged is not None:
+                    self._file.truncate(BoundaryRecords(self._directory).read(merged["next"])[0])
+                self._file.close()
+            if self._spilled is not None:
+                self._spilled.discard()
+        finally:
+            self._lock.release()

@@ -1,0 +1,73 @@
+"""The files of a stream directory and the lock files beside it; reading and writing the small ones."""
+import contextlib
+import os
+import re
+import shutil
+
+import orjson
+from filelock import Timeout
+
+from service.storage.files import atomic_write_bytes, lock
+from service.storage.incoming import BUFFER_SIZE
+
+STREAM_ID = re.compile(r"[0-9a-f]{32}")
+META, MERGED, PREFIX, BOUNDARIES = "meta.json", "merged", "prefix", "boundaries"
+PART = re.compile(r"part-(\d+)")
+
+
+def write_json(path, value):
+    atomic_write_bytes(path, orjson.dumps(value))
+
+
+def read_json(path):
+    try:
+        with open(path, "rb") as handle:
+            return orjson.loads(handle.read())
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def part_path(directory, index):
+    return directory / f"part-{index}"
+
+
+def part_sizes(directory):
+    sizes = {}
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            match = PART.fullmatch(entry.name)
+            if match:
+                sizes[int(match.group(1))] = entry.stat().st_size
+    return sizes
+
+
+def copy_range(prefix, start, length, part):
+    """Write `length` bytes of the open `prefix` file, from `start`, into `part` (a file being received)."""
+    prefix.seek(start)
+    while length:
+        block = prefix.read(min(BUFFER_SIZE, length))
+        part.write(block)
+        length -= len(block)
+
+
+def _append_lock_path(directory):
+    return f"{directory}.append"
+
+
+def take_append_lock(directory):
+    """The stream's append lock, acquired, or None at once when another request holds it."""
+    append_lock = lock(_append_lock_path(directory), timeout=0)
+    try:
+        append_lock.acquire()
+    except Timeout:
+        return None
+    return append_lock
+
+
+def remove_stream(directory):
+    """Remove a stream directory and its lock files; call with the stream's lock held."""
+    shutil.rmtree(directory, ignore_errors=True)
+    # Waiters on the unlinked lock files notice (filelock checks st_nlink) and find no meta.
+    for lock_file in (f"{directory}.lock", f"{_append_lock_path(directory)}.lock"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock_file)

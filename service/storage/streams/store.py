@@ -1,0 +1,142 @@
+"""The streams of every org: creating, finding, locking, deleting and sweeping stream directories."""
+import contextlib
+import os
+import secrets
+import shutil
+
+from filelock import Timeout
+
+from service.errors import StreamNotFound
+from service.storage.files import disk_errors, lock
+from service.storage.incoming import IncomingFile
+from service.storage.names import id_to_name
+from service.storage.streams.append import PrefixAppend
+from service.storage.streams.boundaries import BoundaryRecords
+from service.storage.streams.layout import META, MERGED, PREFIX, STREAM_ID, read_json, remove_stream, write_json
+from service.storage.streams.stream import LockedStream
+
+# Long enough for one request to merge a whole stream's parts while others wait for the lock.
+LOCK_TIMEOUT = 60
+
+
+class StreamStore:
+    def __init__(self, orgs_root, media):
+        self.orgs_root = orgs_root
+        self.media = media
+
+    def _directory(self, org, stream_id):
+        if not STREAM_ID.fullmatch(stream_id or ""):
+            raise StreamNotFound()
+        return self.orgs_root / id_to_name(org) / "streams" / stream_id
+
+    def create(self, org, meta):
+        """Make a new stream directory with its bookkeeping; return the server-made stream id."""
+        stream_id = secrets.token_hex(16)
+        directory = self._directory(org, stream_id)
+        with disk_errors():
+            directory.mkdir(parents=True)
+            try:
+                open(directory / PREFIX, "wb").close()
+                BoundaryRecords(directory).create()
+                write_json(directory / MERGED, {"next": 0})
+                # meta.json last: a stream exists for readers only once its bookkeeping is complete.
+                write_json(directory / META, meta)
+            except BaseException:
+                shutil.rmtree(directory, ignore_errors=True)
+                raise
+        return stream_id
+
+    def read(self, org, stream_id, ttl_seconds, now):
+        """The meta of a live stream, or None (unknown, malformed id, or idle past its expiry)."""
+        directory = self._directory(org, stream_id)
+        meta = read_json(directory / META)
+        if meta is None or self._expired(directory, ttl_seconds, now):
+            return None
+        return meta
+
+    @staticmethod
+    def _expired(directory, ttl_seconds, now):
+        try:
+            return directory.stat().st_mtime + ttl_seconds < now
+        except FileNotFoundError:
+            return True
+
+    def new_incoming(self, org, stream_id, head_size, index=None):
+        """Where chunk `index` (None: not known yet) is received: onto the end of the prefix when it is the next
+        chunk in order and no other request is appending, else a temporary file inside the stream directory."""
+        directory = self._directory(org, stream_id)
+        try:
+            if index is not None and (appending := PrefixAppend.start(directory, index, head_size)):
+                return appending
+            return IncomingFile(directory, head_size)
+        except (FileNotFoundError, NotADirectoryError):
+            raise StreamNotFound() from None
+
+    @contextlib.contextmanager
+    def open(self, org, stream_id, ttl_seconds, now):
+        """Hold the stream's lock and yield a LockedStream; 404 when it does not exist or has expired."""
+        directory = self._directory(org, stream_id)
+        if read_json(directory / META) is None:
+            raise StreamNotFound()
+        with lock(directory, timeout=LOCK_TIMEOUT):
+            meta = read_json(directory / META)
+            if meta is None or self._expired(directory, ttl_seconds, now):
+                remove_stream(directory)
+                raise StreamNotFound()
+            yield LockedStream(directory, meta, self.media, org)
+
+    def status(self, org, stream_id, ttl_seconds, now):
+        """(meta, {chunk index: size}, time of last activity) of a live stream, else 404."""
+        directory = self._directory(org, stream_id)
+        meta = self.read(org, stream_id, ttl_seconds, now)
+        if meta is None:
+            raise StreamNotFound()
+        if meta["state"] != "open":
+            return meta, {}, directory.stat().st_mtime
+        with self.open(org, stream_id, ttl_seconds, now) as stream:
+            return stream.meta, stream.part_sizes(), directory.stat().st_mtime
+
+    def delete(self, org, stream_id):
+        """Remove a stream and its parts; False when there is no such stream."""
+        directory = self._directory(org, stream_id)
+        if read_json(directory / META) is None:
+            return False
+        with lock(directory, timeout=LOCK_TIMEOUT):
+            found = (directory / META).exists()
+            remove_stream(directory)
+        return found
+
+    def sweep(self, ttl_seconds, now):
+        """Remove streams idle for longer than `ttl_seconds` and stale staging files; return how many streams."""
+        removed = 0
+        cutoff = now - ttl_seconds
+        for org_directory in self._org_directories():
+            self.media.sweep_staging(org_directory, cutoff)
+            try:
+                entries = list(os.scandir(org_directory / "streams"))
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                if STREAM_ID.fullmatch(entry.name) and self._sweep_one(org_directory / "streams" / entry.name, cutoff):
+                    removed += 1
+        return removed
+
+    def _org_directories(self):
+        try:
+            with os.scandir(self.orgs_root) as entries:
+                return [self.orgs_root / entry.name for entry in entries if entry.is_dir()]
+        except FileNotFoundError:
+            return []
+
+    def _sweep_one(self, directory, cutoff):
+        try:
+            if directory.stat().st_mtime >= cutoff:
+                return False
+            # A stream busy in another request is not idle; the next sweep looks again.
+            with lock(directory, timeout=0):
+                if directory.stat().st_mtime >= cutoff:
+                    return False
+                remove_stream(directory)
+                return True
+        except (FileNotFoundError, Timeout):
+            return False

@@ -1,0 +1,216 @@
+"""One stream while its lock is held: acknowledging chunks, merging them onto the prefix, publishing the result."""
+import contextlib
+import os
+
+from rehashes import PySha256
+
+from service.checksums import file_sha256
+from service.storage.files import disk_errors, fsync_directory
+from service.storage.incoming import BUFFER_SIZE, IncomingFile
+from service.storage.streams.append import PrefixAppend
+from service.storage.streams.boundaries import BoundaryRecords
+from service.storage.streams.layout import (MERGED, META, PREFIX, copy_range, part_path, part_sizes, read_json,
+                                             remove_stream, take_append_lock, write_json)
+
+
+class LockedStream:
+    """One stream while its lock is held: chunk bookkeeping, merging, completion."""
+
+    def __init__(self, directory, meta, media, org):
+        self.directory = directory
+        self.meta = meta
+        self._media = media
+        self._org = org
+        # Set once this request's chunk was received onto the prefix: it holds the append lock until it ends.
+        self._appending = None
+        self._boundaries = BoundaryRecords(directory)
+
+    def save_meta(self, meta):
+        write_json(self.directory / META, meta)
+        self.meta = meta
+
+    def part_sizes(self):
+        """{chunk index: size} of every chunk received so far, merged or not."""
+        merged = self._next()
+        lengths = self._boundaries.lengths(0, merged + 1)
+        sizes = {index: lengths[index + 1] - lengths[index] for index in range(merged)}
+        # Parts below `merged` are leftovers of a crash after their merge; the prefix holds them.
+        sizes.update((index, size) for index, size in part_sizes(self.directory).items() if index >= merged)
+        return sizes
+
+    def _part(self, index):
+        return part_path(self.directory, index)
+
+    def _next(self):
+        return read_json(self.directory / MERGED)["next"]
+
+    def _set_next(self, index):
+        write_json(self.directory / MERGED, {"next": index})
+
+    def put_part(self, index, incoming):
+        """Acknowledge a chunk: it is in the prefix, or its part is fsynced and renamed into place, when this
+        returns."""
+        if isinstance(incoming, PrefixAppend):
+            self._appending = incoming
+            if self._commit_append(index, incoming):
+                return
+            # The prefix was rewound while the chunk arrived (an earlier chunk was replaced): it becomes a part.
+            incoming = incoming.spill()
+        merged = self._next()
+        if index < merged:
+            start, end = self._boundaries.lengths(index, index + 2)
+            if file_sha256(self.directory / PREFIX, start, end - start) == incoming.sha256:
+                incoming.discard()
+                self._touch()
+                return
+            self._unmerge(index, merged)
+        incoming.finish()
+        with disk_errors():
+            os.replace(incoming.path, self._part(index))
+            fsync_directory(self.directory)
+        self._touch()
+
+    def _commit_append(self, index, appending):
+        """Make a chunk received onto the prefix part of it, if the prefix still ends where the chunk began, together
+        with the parts that follow it: `merged` moves once, past all of them, or not at all."""
+        merged = self._next()
+        length = self._boundaries.read(merged)[0]
+        if (merged, length) != (index, appending.start) or appending.index != index:
+            return False
+        appending.flush()
+        length += appending.size
+        state = appending.stream_state()
+        with disk_errors(), self._boundaries.writing():
+            self._boundaries.write(index + 1, length, state)
+        # The merge fsyncs the prefix and the boundary record written above with its own, then moves `merged`.
+        self._merge_parts(index + 1, length, state, self.meta["totalChunks"])
+        # A copy of this chunk that arrived as a part meanwhile is superseded by this later one.
+        with contextlib.suppress(OSError):
+            os.unlink(self._part(index))
+        self._touch()
+        return True
+
+    @contextlib.contextmanager
+    def _prefix_writable(self):
+        """Yield True while this request may write to the prefix (it holds the append lock, or takes it now), or
+        False when another request is receiving a chunk onto it: that one merges what follows when it commits."""
+        if self._appending is not None:
+            yield True
+            return
+        append_lock = take_append_lock(self.directory)
+        try:
+            yield append_lock is not None
+        finally:
+            if append_lock is not None:
+                append_lock.release()
+
+    def _unmerge(self, index, merged):
+        """Cut chunks index..merged-1 out of the prefix back into parts, then rewind `merged` to `index`.
+
+        Parts first, pointer last: whenever a crash strikes, every acknowledged chunk is in the prefix
+        below `merged` or in its part.
+        """
+        with disk_errors(), open(self.directory / PREFIX, "rb") as prefix:
+            for chunk in range(index, merged):
+                start, end = self._boundaries.lengths(chunk, chunk + 2)
+                part = IncomingFile(self.directory, 0)
+                try:
+                    copy_range(prefix, start, end - start, part)
+                    part.finish()
+                    os.replace(part.path, self._part(chunk))
+                finally:
+                    part.discard()
+            fsync_directory(self.directory)
+        self._set_next(index)
+
+    def _touch(self):
+        # The directory's mtime is the stream's last activity, which its expiry counts from.
+        os.utime(self.directory)
+
+    def merge_available(self):
+        """Append every part that continues the in-order prefix; return (chunks merged, prefix length)."""
+        total = self.meta["totalChunks"]
+        merged = self._next()
+        length, state = self._boundaries.read(merged)
+        if merged >= total or not self._part(merged).exists():
+            return merged, length
+        with self._prefix_writable() as writable:
+            if not writable:
+                return merged, length
+            return self._merge_parts(merged, length, state, total)
+
+    def _merge_parts(self, merged, length, state, total):
+        """Append parts `merged`, `merged + 1`, ... onto the prefix, fsync it and the boundaries, then move `merged`
+        past them; the caller may write to the prefix."""
+        hasher = PySha256.deserialize(state)
+        first = merged
+        with disk_errors(), open(self.directory / PREFIX, "r+b") as prefix, self._boundaries.writing():
+            # Bytes past the recorded length are from an append whose bookkeeping never got saved.
+            prefix.truncate(length)
+            prefix.seek(length)
+            while merged < total and self._part(merged).exists():
+                with open(self._part(merged), "rb") as part:
+                    while block := part.read(BUFFER_SIZE):
+                        prefix.write(block)
+                        hasher.update(block)
+                        length += len(block)
+                merged += 1
+                self._boundaries.write(merged, length, hasher.serialize())
+            prefix.flush()
+            os.fsync(prefix.fileno())
+            self._boundaries.sync()
+            self._set_next(merged)
+        # Only now are the merged parts redundant; a crash before this (or a failing unlink) leaves them to publish
+        # or expiry.
+        for index in range(first, merged):
+            with contextlib.suppress(OSError):
+                os.unlink(self._part(index))
+        return merged, length
+
+    def drop_unmerged(self, index):
+        """Forget chunk `index` unless it is merged, and bytes appended past the merged prefix, after a failed
+        request; best effort, since the disk may be failing (the next merge truncates the prefix anyway)."""
+        with contextlib.suppress(OSError):
+            merged = self._next()
+            if index >= merged:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._part(index))
+            with self._prefix_writable() as writable:
+                if writable:
+                    with open(self.directory / PREFIX, "r+b") as prefix:
+                        prefix.truncate(self._boundaries.read(merged)[0])
+
+    def merged_sha256(self):
+        """Hex SHA-256 of the prefix as merged so far."""
+        return PySha256.deserialize(self._boundaries.read(self._next())[1]).finalize()
+
+    def publish(self, path):
+        """Make the verified prefix the media file at `path`, mark the stream complete, drop its parts."""
+        # The media name is fixed by the stream's meta, so a retry after a crash here finds it already linked.
+        self._media.publish(self._org, path, self.directory / PREFIX)
+        try:
+            self.save_meta(dict(self.meta, state="complete", path=path))
+        except BaseException:
+            if (read_json(self.directory / META) or {}).get("state") != "complete":
+                # Not complete, so not acknowledged: the path must not be visible until a retry completes the stream.
+                self._media.unpublish(self._org, path)
+                raise
+            # Only the fsync after the meta's replacement failed: the stream is complete and its path stays; the
+            # error is still reported, and a retry of any chunk answers with the path.
+            self._tidy()
+            raise
+        self._tidy()
+
+    def _tidy(self):
+        """Remove all but the meta of a complete stream; best effort, the expiry sweep finishes what fails here."""
+        with contextlib.suppress(OSError):
+            with os.scandir(self.directory) as entries:
+                leftovers = [entry.path for entry in entries if entry.name != META]
+            for leftover in leftovers:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)
+            self._touch()
+
+    def discard(self):
+        """Remove the whole stream (its upload failed verification)."""
+        remove_stream(self.directory)
