@@ -307,9 +307,19 @@ def test_media_of_another_org_cannot_be_referenced(app, client, auth):
 
 @pytest.mark.parametrize("headers", [{}, {"x-service-api-org": "wrong-token-123"}, {"x-service-api-org": ""}])
 def test_post_needs_a_known_token(client, headers):
+    """The house `error` key, and beside it a GraphQL `errors` list that GraphQL tools can show."""
     response = client.post("/graph/v2", json={"query": "{ stations { id } }"}, headers=headers)
+    assert response.status_code == 401 and response.is_json
+    message = "missing or unknown API token: send it in the x-service-api-org header"
+    assert response.get_json() == {"error": message,
+                                   "errors": [{"message": message, "extensions": {"code": "UNAUTHENTICATED"}}]}
+
+
+def test_introspection_without_a_token_is_a_graphql_shaped_401(client):
+    from graphql import get_introspection_query
+    response = client.post("/graph/v2", json={"query": get_introspection_query()})
     assert response.status_code == 401
-    assert response.is_json and set(response.get_json()) == {"error"}
+    assert [error["extensions"]["code"] for error in response.get_json()["errors"]] == ["UNAUTHENTICATED"]
 
 
 def test_explorer_page_needs_no_token(client):

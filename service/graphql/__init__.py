@@ -3,11 +3,13 @@ import json
 from importlib import resources
 
 from ariadne import make_executable_schema
-from flask import Blueprint, Response, current_app, g, render_template, request
+from flask import Blueprint, Response, current_app, g, jsonify, render_template, request
 from graphql import GraphQLError
 
 from service.auth import HEADER, require_org
+from service.errors import Unauthorized
 from service.graphql.endpoint import GraphQLEndpoint
+from service.graphql.errors import CODES_BY_STATUS, request_error
 from service.graphql.resolvers import BINDABLES
 from service.storage import get_repository
 
@@ -41,6 +43,13 @@ def init_app(app):
     explorer = Blueprint("graphql_explorer", __name__)
     api = Blueprint("graphql", __name__)
     api.before_request(require_org)
+
+    @api.errorhandler(Unauthorized)
+    def unauthenticated(error):
+        # GraphQL tools (get-graphql-schema, codegen, gql) read `errors`; the house clients read `error`.
+        response = jsonify(error=error.message, errors=[request_error(error.message, CODES_BY_STATUS[error.status])])
+        response.status_code = error.status
+        return response
 
     @explorer.get("/graph/v2")
     def explorer_page():
