@@ -14,15 +14,26 @@ from service.graphql.resolvers import BINDABLES
 from service.storage import get_repository
 
 SCHEMA_FILE = "schema.graphql"
-EXPLORER_QUERY = f"""# Add your token in the Headers tab below:  {{"{HEADER}": "<your token>"}}
-mutation CreateStation($input: StationCreateInput!) {{
-  stationCreate(input: $input)
-}}
-
-query Stations {{
+# Runs as is once the token is in: a read query, no variables, nothing written.
+EXPLORER_QUERY = f"""# The work-instruction service's GraphQL explorer.
+#
+# 1. Put your API token in the Headers tab below:
+#      {{"{HEADER}": "<your token>"}}
+#    The schema (Docs, autocompletion) loads as soon as the
+#    service accepts it.
+# 2. Run this query with the run button (or Ctrl-Enter): your
+#    org's first stations and processes (empty lists at first).
+# 3. Then try a mutation. Mutations answer CREATED or UPDATED
+#    and take no selection set:
+#      mutation {{
+#        stationCreate(input: {{station: {{id: "st_1", name: "Station 1"}}}})
+#      }}
+query FirstLook {{
   stations(first: 10) {{ id name revision updatedAt }}
+  processes(first: 10) {{ id name revision updatedAt }}
 }}
 """
+PLACEHOLDER_TOKEN = "paste your API token here"
 
 
 def load_schema():
@@ -54,7 +65,10 @@ def init_app(app):
     @explorer.get("/graph/v2")
     def explorer_page():
         # GraphiQL is served from the package (service/static/graphiql), so the explorer works offline.
-        return render_template("explorer.html", endpoint=request.path, default_query=EXPLORER_QUERY)
+        settings = {"endpoint": request.path, "header": HEADER, "placeholder": PLACEHOLDER_TOKEN,
+                    "defaultQuery": EXPLORER_QUERY,
+                    "persistHeaders": bool(current_app.config["EXPLORER_PERSIST_HEADERS"])}
+        return render_template("explorer.html", settings=settings)
 
     @api.post("/graph/v2")
     def run():
