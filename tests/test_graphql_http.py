@@ -330,6 +330,21 @@ def test_explorer_page_needs_no_token(client):
     assert "x-service-api-org" in response.get_data(as_text=True)
 
 
+@pytest.mark.parametrize("environ, persist", [({}, False), ({"WIS_EXPLORER_PERSIST_HEADERS": "1"}, True),
+                                              ({"WIS_EXPLORER_PERSIST_HEADERS": "0"}, False)])
+def test_explorer_keeps_headers_out_of_the_browser_unless_the_operator_allows_it(tmp_path, environ, persist):
+    import re
+
+    from conftest import TOKENS
+    from service import create_app
+    from service.config import load_config
+
+    config = load_config({"DATA_DIR": str(tmp_path), "API_TOKENS": TOKENS}, environ=environ)
+    page = create_app(config).test_client().get("/graph/v2").get_data(as_text=True)
+    settings = json.loads(re.search(r"const settings = (\{.*\});", page).group(1))
+    assert settings["persistHeaders"] is persist and settings["header"] == "x-service-api-org"
+
+
 def test_explorer_loads_its_scripts_from_the_service_itself(client):
     """A box on the factory floor has no internet: every script and stylesheet must come from us."""
     import re
