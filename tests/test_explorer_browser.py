@@ -179,5 +179,13 @@ def test_the_operator_can_let_the_browser_keep_the_headers(tmp_path, new_page):
         assert TOKEN in editor_text(page, HEADERS_EDITOR)
         page.get_by_label("Show Documentation Explorer").click()
         expect(page.locator(DOCS)).to_contain_text("query: Query", timeout=WAIT_MS)
+
+        # A user of this browser can still turn it off: what was saved (history included) goes at once.
+        page.get_by_label("Open settings dialog").click()
+        page.locator("#disable-persist-headers").click()
+        expect(page.locator(STATUS)).to_contain_text("Headers are not saved in this browser")
+        assert not [key for key, value in stored(page).items() if TOKEN in value]
+        page.reload()
+        expect(page.locator(STATUS)).to_have_attribute("data-state", "missing", timeout=WAIT_MS)
     finally:
         server.stop()
