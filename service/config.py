@@ -16,6 +16,9 @@ DEFAULTS = {
     "TEST_MODE": False,
     # Operators usually scrape /metrics from a private network without a token; this makes it ask for one.
     "METRICS_REQUIRE_TOKEN": False,
+    # The explorer keeps headers (so the token) only in the page unless the operator allows saving them
+    # in the browser's local storage: explorer PCs on a factory floor are often shared.
+    "EXPLORER_PERSIST_HEADERS": False,
 }
 
 def _flag(value):
@@ -28,6 +31,7 @@ ENVIRONMENT = {
     "WIS_STREAM_TTL_HOURS": ("STREAM_TTL_HOURS", float),
     "WIS_TEST_MODE": ("TEST_MODE", _flag),
     "WIS_METRICS_REQUIRE_TOKEN": ("METRICS_REQUIRE_TOKEN", _flag),
+    "WIS_EXPLORER_PERSIST_HEADERS": ("EXPLORER_PERSIST_HEADERS", _flag),
 }
 
 

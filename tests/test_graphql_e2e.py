@@ -43,7 +43,20 @@ def test_three_mutations_and_read_back(gunicorn_server, gql):
                     "steps": [{"torqueGroups": [{"actions": [{"id": "act_1"}]}]}]},
         "products": [{"id": "prod_e2e", "dependencies": [{"upstreamProcessId": "proc_e2e", "quantity": 1}]}],
         "stations": [{"id": "st_e2e", "name": "S"}]}}
-    assert requests.post(gunicorn_server.url + "/graph/v2", json={"query": "{ stations { id } }"}, timeout=10).status_code == 401
+
+
+def test_a_missing_or_unknown_token_is_a_401_graphql_tools_can_read(gunicorn_server):
+    for headers in ({}, {"x-service-api-org": "not-a-known-token"}):
+        response = requests.post(gunicorn_server.url + "/graph/v2", json={"query": "{ stations { id } }"},
+                                 headers=headers, timeout=10)
+        assert response.status_code == 401
+        assert response.headers["Content-Type"] == "application/json"
+        body = response.json()
+        assert body["error"].startswith("missing or unknown API token")
+        assert body["errors"] == [{"message": body["error"], "extensions": {"code": "UNAUTHENTICATED"}}]
+        # Upload and media endpoints keep the house shape alone.
+        upload = requests.post(gunicorn_server.url + "/uploads", headers=headers, timeout=10)
+        assert upload.status_code == 401 and set(upload.json()) == {"error"}
 
 
 def test_concurrent_upserts_of_one_id_count_every_acknowledged_write(gql):

@@ -308,9 +308,19 @@ def test_media_of_another_org_cannot_be_referenced(app, client, auth):
 
 @pytest.mark.parametrize("headers", [{}, {"x-service-api-org": "wrong-token-123"}, {"x-service-api-org": ""}])
 def test_post_needs_a_known_token(client, headers):
+    """The house `error` key, and beside it a GraphQL `errors` list that GraphQL tools can show."""
     response = client.post("/graph/v2", json={"query": "{ stations { id } }"}, headers=headers)
+    assert response.status_code == 401 and response.is_json
+    message = "missing or unknown API token: send it in the x-service-api-org header"
+    assert response.get_json() == {"error": message,
+                                   "errors": [{"message": message, "extensions": {"code": "UNAUTHENTICATED"}}]}
+
+
+def test_introspection_without_a_token_is_a_graphql_shaped_401(client):
+    from graphql import get_introspection_query
+    response = client.post("/graph/v2", json={"query": get_introspection_query()})
     assert response.status_code == 401
-    assert response.is_json and set(response.get_json()) == {"error"}
+    assert [error["extensions"]["code"] for error in response.get_json()["errors"]] == ["UNAUTHENTICATED"]
 
 
 def test_explorer_page_needs_no_token(client):
@@ -319,6 +329,21 @@ def test_explorer_page_needs_no_token(client):
     assert response.mimetype == "text/html"
     assert "graphiql" in response.get_data(as_text=True).lower()
     assert "x-service-api-org" in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("environ, persist", [({}, False), ({"WIS_EXPLORER_PERSIST_HEADERS": "1"}, True),
+                                              ({"WIS_EXPLORER_PERSIST_HEADERS": "0"}, False)])
+def test_explorer_keeps_headers_out_of_the_browser_unless_the_operator_allows_it(tmp_path, environ, persist):
+    import re
+
+    from conftest import TOKENS
+    from service import create_app
+    from service.config import load_config
+
+    config = load_config({"DATA_DIR": str(tmp_path), "API_TOKENS": TOKENS}, environ=environ)
+    page = create_app(config).test_client().get("/graph/v2").get_data(as_text=True)
+    settings = json.loads(re.search(r"const settings = (\{.*\});", page).group(1))
+    assert settings["persistHeaders"] is persist and settings["header"] == "x-service-api-org"
 
 
 def test_explorer_loads_its_scripts_from_the_service_itself(client):
