@@ -6,7 +6,6 @@ none configured, one token for org `default` is created once under the data dire
 import hmac
 import os
 import re
-import secrets
 import sys
 from pathlib import Path
 
@@ -14,10 +13,10 @@ from flask import current_app, g, request
 
 from service.errors import ConfigurationError, Unauthenticated
 from service.interface import TOKEN_HEADER
+from service.storage.tokens import DEFAULT_TOKEN_FILE, ensure_default_token
 
 DEFAULT_ORG = "default"
 ORG_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
-DEFAULT_TOKEN_FILE = "default-token"
 ANNOUNCED_ENV = "WIS_DEFAULT_TOKEN_ANNOUNCED"
 
 
@@ -35,27 +34,6 @@ def parse_tokens(raw):
             raise ConfigurationError(f"WIS_API_TOKENS: the token of org {org!r} is shorter than 8 characters")
         tokens[token] = org
     return tokens
-
-
-def ensure_default_token(data_dir):
-    """Return the embedded default token, creating it exactly once even when workers race."""
-    path = Path(data_dir) / DEFAULT_TOKEN_FILE
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        candidate = path.with_name(f".{DEFAULT_TOKEN_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
-        # Created readable by the owner only: a file written first and chmod-ed after is world-readable meanwhile.
-        with os.fdopen(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
-            handle.write(secrets.token_urlsafe(24) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            # link() fails if another worker won the race; its token then stands for everyone.
-            os.link(candidate, path)
-        except FileExistsError:
-            pass
-        finally:
-            candidate.unlink()
-    return path.read_text().strip()
 
 
 def announce_default_token(config):

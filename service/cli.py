@@ -14,7 +14,6 @@ from tqdm import tqdm
 from service.client import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, DESTINATIONS, MB, Client, ClientError, ServerUnreachable
 from service.config import load_config
 from service.domain.media_gc import delete_media, media_references, unreferenced_media
-from service.domain.uploads import sweep_expired_streams
 from service.storage import Repository
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -273,8 +272,8 @@ def gc_command(args):
     config = load_config(overrides)
     if not Path(config["DATA_DIR"]).is_dir():
         raise UsageError(f"data directory {config['DATA_DIR']} does not exist")
-    repo = Repository(config["DATA_DIR"])
-    removed = sweep_expired_streams(repo, config["STREAM_TTL_HOURS"] * 3600)
+    repo = Repository(config["DATA_DIR"], config["STREAM_TTL_HOURS"] * 3600)
+    removed = repo.sweep()
     print(f"removed {removed} expired upload stream(s)", file=sys.stderr)
     garbage = unreferenced_media(repo, older_than=time.time() - args.min_age_hours * 3600)
     for org, path in garbage:

@@ -4,14 +4,12 @@ Metrics work in one process (test client, threaded server) and across gunicorn w
 PROMETHEUS_MULTIPROC_DIR is set (service.gunicorn_config does it), every worker writes its values to
 files there and a scrape adds them up, whichever worker answers it.
 """
-import json
 import logging
 import os
 import re
 import sys
 import time
 import uuid
-from pathlib import Path
 
 from flask import Response, g, has_request_context, request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -20,7 +18,6 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from pythonjsonlogger.json import JsonFormatter
 
 from service import auth, storage
-from service.storage.streams import META, STREAM_ID
 
 REQUEST_ID_HEADER = "X-Request-Id"
 # A client's id is kept when it is short visible ASCII (no spaces, no control characters), so it can
@@ -74,49 +71,24 @@ def configure_logging():
         logger.addHandler(json_handler())
 
 
-def open_stream_ids(org_dir):
-    """Ids of an org's upload streams that are still open (not complete, not yet swept)."""
-    streams = Path(org_dir) / "streams"
-    try:
-        entries = list(os.scandir(streams))
-    except FileNotFoundError:
-        return []
-    found = []
-    for entry in entries:
-        if not STREAM_ID.fullmatch(entry.name):
-            continue
-        try:
-            meta = json.loads((streams / entry.name / META).read_bytes())
-        except (FileNotFoundError, NotADirectoryError, ValueError):
-            continue  # being created, removed, or not a stream
-        if meta.get("state") == "open":
-            found.append(entry.name)
-    return found
-
-
-def count_open_streams(orgs_root):
-    """Number of open upload streams of every org under `<data>/orgs/`."""
-    return sum(len(open_stream_ids(org_dir)) for org_dir in Path(orgs_root).iterdir() if org_dir.is_dir())
-
-
 class OpenStreamsCollector:
-    """A gauge computed at scrape time from the data directory, so it is right whatever worker scrapes."""
+    """A gauge the stream store counts at scrape time, so it is right whatever worker scrapes."""
 
-    def __init__(self, orgs_root):
-        self.orgs_root = orgs_root
+    def __init__(self, streams):
+        self.streams = streams
 
     def collect(self):
         gauge = GaugeMetricFamily("wis_upload_streams_open", "Chunked upload streams currently open")
-        gauge.add_metric([], count_open_streams(self.orgs_root))
+        gauge.add_metric([], self.streams.count_open())
         yield gauge
 
 
 class Metrics:
     """The service's metrics, one set per app (kept in app.extensions["metrics"])."""
 
-    def __init__(self, orgs_root, multiprocess):
+    def __init__(self, streams, multiprocess):
         self.multiprocess = multiprocess
-        self.open_streams = OpenStreamsCollector(orgs_root)
+        self.open_streams = OpenStreamsCollector(streams)
         self.registry = CollectorRegistry()
         self.registry.register(self.open_streams)
         self.requests = Counter(
@@ -171,8 +143,8 @@ def _finish_request(response, metrics):
 def init_app(app):
     """Request ids, JSON logs and metrics for every request; `GET /metrics` (token only if configured)."""
     configure_logging()
-    orgs_root = storage.get_repository(app).orgs_root
-    metrics = Metrics(orgs_root, multiprocess=bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR")))
+    streams = storage.get_repository(app).streams
+    metrics = Metrics(streams, multiprocess=bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR")))
     app.extensions["metrics"] = metrics
 
     app.before_request(_start_request)

@@ -4,25 +4,18 @@ Registered only when TEST_MODE is on (absent, so 404, otherwise), and they need 
 live in the data directory under a lock, so they hold across gunicorn workers as well as threads.
 """
 import re
-import shutil
 import socket
 import time
 import uuid
 
-import orjson
 from flask import Blueprint, current_app, g, jsonify, request
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from service.auth import require_org
-from service.observability import open_stream_ids
-from service.storage import get_repository, names
-from service.storage.files import atomic_write_bytes, lock
+from service.storage import get_repository
 from service.uploads.schemas import load
 
 PREFIX = "/_test"
-FAULTS_FILE = "test-mode/faults.json"
-# Directories of an org that are not document kinds.
-NOT_DOCUMENTS = {"media", "streams"}
 FAULT_KINDS = ("status", "delay", "drop")
 DEFAULT_FAULT_ERROR = "fault injected by the test-mode API"
 
@@ -55,41 +48,11 @@ class FaultSchema(Schema):
             raise ValidationError("only a status fault has an error message", "error")
 
 
-def _faults_path():
-    return get_repository(current_app).data_dir / FAULTS_FILE
-
-
-def _read_faults(path):
-    try:
-        return orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        return []
-
-
-def _write_faults(path, faults):
-    atomic_write_bytes(path, orjson.dumps(faults))
-
-
-def _take_fault(method, path):
-    """The first fault matching this request, with one use taken from it, or None."""
-    faults_path = _faults_path()
-    if not faults_path.exists():
-        return None
-    with lock(faults_path):
-        faults = _read_faults(faults_path)
-        for fault in faults:
-            if fault["method"] in (None, method) and re.search(fault["path"], path):
-                fault["times"] -= 1
-                _write_faults(faults_path, [f for f in faults if f["times"] > 0])
-                return fault
-    return None
-
-
 def _inject_fault():
     """before_request: answer, delay or mark for dropping the next requests that match a fault."""
     if request.path.startswith(PREFIX + "/"):
         return None
-    fault = _take_fault(request.method, request.path)
+    fault = get_repository(current_app).faults.take(request.method, request.path)
     if fault is None:
         return None
     if "status" in fault:
@@ -115,24 +78,17 @@ def _drop_if_marked(response):
 
 
 def _org_objects(repo, org):
-    org_dir = repo.orgs_root / names.id_to_name(org)
-    kinds = sorted(entry.name for entry in org_dir.iterdir()
-                   if entry.is_dir() and not entry.name.startswith(".") and entry.name not in NOT_DOCUMENTS)
     return {
-        "documents": {kind: repo.documents.ids(org, kind) for kind in kinds},
+        "documents": {kind: repo.documents.ids(org, kind) for kind in repo.documents.kinds(org)},
         "media": sorted(path for path, _ in repo.media.list_media(org)),
-        "streams": sorted(open_stream_ids(org_dir)),
+        "streams": sorted(repo.streams.open_ids(org)),
     }
 
 
 @bp.post("/reset")
 def reset():
     """Remove every org's documents, media and streams, and every pending fault."""
-    repo = get_repository(current_app)
-    for org_dir in list(repo.orgs_root.iterdir()):
-        shutil.rmtree(org_dir, ignore_errors=True)
-    with lock(_faults_path()):
-        _faults_path().unlink(missing_ok=True)
+    get_repository(current_app).reset()
     return jsonify(status="reset")
 
 
@@ -150,20 +106,18 @@ def add_fault():
     fault["method"] = fault["method"].upper() if fault["method"] else None
     if "status" in fault:
         fault.setdefault("error", DEFAULT_FAULT_ERROR)
-    with lock(_faults_path()):
-        _write_faults(_faults_path(), _read_faults(_faults_path()) + [fault])
+    get_repository(current_app).faults.add(fault)
     return jsonify(fault), 201
 
 
 @bp.get("/faults")
 def list_faults():
-    return jsonify(faults=_read_faults(_faults_path()))
+    return jsonify(faults=get_repository(current_app).faults.list())
 
 
 @bp.delete("/faults")
 def clear_faults():
-    with lock(_faults_path()):
-        _faults_path().unlink(missing_ok=True)
+    get_repository(current_app).faults.clear()
     return "", 204
 
 

@@ -157,10 +157,12 @@ def test_completed_and_expired_streams_are_counted(tmp_path, auth):
     assert metric_value(text, "wis_upload_streams_completed_total") == 1
     assert metric_value(text, "wis_upload_streams_open") == 1
 
-    # The abandoned stream idles past its expiry; the sweep at start-up of the next app removes it.
+    # The abandoned stream idles past its expiry; the first request the next app serves sweeps it.
     [directory] = (tmp_path / "data" / "orgs").glob(f"*/streams/{abandoned}")
     old = time.time() - 25 * 3600
     os.utime(directory, (old, old))
-    text = create_app(config).test_client().get("/metrics").get_data(as_text=True)
+    restarted = create_app(config).test_client()
+    restarted.get("/healthz").close()
+    text = restarted.get("/metrics").get_data(as_text=True)
     assert metric_value(text, "wis_upload_streams_expired_total") == 1
     assert metric_value(text, "wis_upload_streams_open") == 0

@@ -11,7 +11,7 @@ import pytest
 from conftest import TOKENS
 from service import create_app
 from service.domain import uploads
-from service.storage import get_repository
+from service.storage import SWEEP_INTERVAL_SECONDS, get_repository
 from service.storage.files import disk_errors
 from service.storage.incoming import IncomingFile
 
@@ -464,9 +464,11 @@ def test_expired_streams_are_swept_and_then_not_found(app, client, auth):
     stream_id = create(client, auth, data)
     send(client, auth, stream_id, 0, 2, data[:1000])
     repo = get_repository(app)
+    assert repo.sweep() == 0
     ttl = app.config["STREAM_TTL_HOURS"] * 3600
-    assert uploads.sweep_expired_streams(repo, ttl) == 0
-    assert uploads.sweep_expired_streams(repo, ttl, now=time.time() + ttl + 1) == 1
+    directory = repo.orgs_root / "default" / "streams" / stream_id
+    os.utime(directory, (time.time() - ttl - 1, time.time() - ttl - 1))
+    assert repo.sweep() == 1
     assert client.get(f"/uploads/{stream_id}", headers=auth).get_json() == {"error": "stream not found"}
     assert files_under(app, "default", "streams") == []
 
@@ -480,12 +482,14 @@ def test_idle_stream_is_not_found_once_past_its_expiry(tmp_path, auth):
     assert client.get(f"/uploads/{stream_id}", headers=auth).status_code == 404
 
 
-def test_start_up_sweeps_expired_streams(tmp_path, auth):
+def test_the_first_request_after_start_up_sweeps_expired_streams(tmp_path, auth):
     config = {"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS, "STREAM_TTL_HOURS": 1.0}
     stream_id = create(create_app(config).test_client(), auth, blob(MP4, 100))
     directory = tmp_path / "data" / "orgs" / "default" / "streams" / stream_id
     os.utime(directory, (time.time() - 3601, time.time() - 3601))
-    create_app(config)
+    restarted = create_app(config)
+    assert directory.exists()  # building the app does no storage work
+    restarted.test_client().get("/healthz").close()  # swept once the answer has gone out
     assert not directory.exists()
 
 
@@ -526,15 +530,16 @@ def test_unexpected_failure_is_500_without_traceback(client, auth, monkeypatch):
     assert response.get_json() == {"error": "internal server error"}
 
 
-def test_requests_sweep_expired_streams_once_the_interval_has_passed(tmp_path, auth):
+def test_requests_sweep_expired_streams_once_the_interval_has_passed(tmp_path, auth, monkeypatch):
     app = create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS, "STREAM_TTL_HOURS": 1.0})
     client = app.test_client()
-    stream_id = create(client, auth, blob(MP4, 100))
+    stream_id = create(client, auth, blob(MP4, 100))  # the first request: its sweep found nothing
     directory = get_repository(app).orgs_root / "default" / "streams" / stream_id
     os.utime(directory, (time.time() - 3601, time.time() - 3601))
     client.get("/uploads/" + "0" * 32, headers=auth).close()
-    assert directory.exists()  # the interval since start-up has not passed yet
-    app.extensions["uploads"]["next_sweep"] = 0
+    assert directory.exists()  # the interval since the last sweep has not passed yet
+    later = time.time() + SWEEP_INTERVAL_SECONDS
+    monkeypatch.setattr(get_repository(app), "clock", lambda: later)
     client.get("/uploads/" + "0" * 32, headers=auth).close()
     assert not directory.exists()
 

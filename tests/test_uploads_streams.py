@@ -15,9 +15,24 @@ TTL = 3600
 ORG = "default"
 
 
+class Clock:
+    """The store's clock, set by the test."""
+
+    def __init__(self):
+        self.now = time.time()
+
+    def __call__(self):
+        return self.now
+
+
 @pytest.fixture
-def repo(tmp_path):
-    return Repository(tmp_path / "data")
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def repo(tmp_path, clock):
+    return Repository(tmp_path / "data", TTL, clock)
 
 
 def new_stream(repo, chunks):
@@ -38,7 +53,7 @@ def put(repo, stream_id, index, data):
 def commit(repo, stream_id, index, incoming):
     """End a request: store what was received, merge, then tidy up as the view does."""
     try:
-        with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+        with repo.streams.open(ORG, stream_id) as stream:
             stream.put_part(index, incoming)
             return stream.merge_available()
     finally:
@@ -46,12 +61,12 @@ def commit(repo, stream_id, index, incoming):
 
 
 def digest(repo, stream_id):
-    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+    with repo.streams.open(ORG, stream_id) as stream:
         return stream.merged_sha256()
 
 
 def prefix_bytes(repo, stream_id):
-    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+    with repo.streams.open(ORG, stream_id) as stream:
         return (stream.directory / "prefix").read_bytes()
 
 
@@ -79,7 +94,7 @@ def test_part_sizes_report_every_acknowledged_chunk(repo):
     stream_id = new_stream(repo, CHUNKS)
     put(repo, stream_id, 3, CHUNKS[3])
     put(repo, stream_id, 0, CHUNKS[0])
-    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+    with repo.streams.open(ORG, stream_id) as stream:
         assert stream.part_sizes() == {0: 1000, 3: 10}
 
 
@@ -136,7 +151,7 @@ def test_crash_between_append_and_state_save_is_repaired_by_the_next_merge(repo,
 def test_garbage_after_the_recorded_prefix_is_truncated(repo):
     stream_id = new_stream(repo, CHUNKS)
     put(repo, stream_id, 0, CHUNKS[0])
-    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+    with repo.streams.open(ORG, stream_id) as stream:
         with open(stream.directory / "prefix", "ab") as prefix:
             prefix.write(b"half-appended chunk")
     assert put(repo, stream_id, 1, CHUNKS[1]) == (2, 2000)
@@ -147,11 +162,11 @@ def test_publish_links_the_prefix_and_keeps_only_the_meta(repo):
     stream_id = new_stream(repo, CHUNKS[:1])
     put(repo, stream_id, 0, CHUNKS[0])
     path = "/api/v1/videos/0123456789abcdef-f.mp4"
-    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+    with repo.streams.open(ORG, stream_id) as stream:
         stream.publish(path)
         assert sorted(os.listdir(stream.directory)) == ["meta.json"]
     assert repo.media.file_for(ORG, path).read_bytes() == CHUNKS[0]
-    assert repo.streams.read(ORG, stream_id, TTL, time.time())["state"] == "complete"
+    assert repo.streams.read(ORG, stream_id)["state"] == "complete"
 
 
 def test_publish_never_replaces_an_existing_media_file(repo, tmp_path):
@@ -166,9 +181,9 @@ def test_publish_never_replaces_an_existing_media_file(repo, tmp_path):
 
 def test_stream_of_another_org_is_not_found(repo):
     stream_id = new_stream(repo, CHUNKS)
-    assert repo.streams.read("other", stream_id, TTL, time.time()) is None
+    assert repo.streams.read("other", stream_id) is None
     with pytest.raises(StreamNotFound):
-        with repo.streams.open("other", stream_id, TTL, time.time()):
+        with repo.streams.open("other", stream_id):
             pass
 
 
@@ -182,37 +197,45 @@ def test_malformed_stream_ids_are_not_found(repo, stream_id):
     assert not (repo.orgs_root / ORG / "streams").exists()
 
 
-def test_sweep_removes_idle_streams_and_their_lock_files(repo):
+def test_sweep_removes_idle_streams_and_their_lock_files(repo, clock):
     idle = new_stream(repo, CHUNKS)
     busy = new_stream(repo, CHUNKS)
     put(repo, idle, 0, CHUNKS[0])
-    now = time.time()
     directory = repo.orgs_root / ORG / "streams" / idle
-    os.utime(directory, (now - 7200, now - 7200))
-    assert repo.streams.sweep(3600, now) == 1
+    os.utime(directory, (clock.now - 2 * TTL, clock.now - 2 * TTL))
+    assert repo.streams.sweep() == 1
     assert not directory.exists()
     assert not (repo.orgs_root / ORG / "streams" / f"{idle}.lock").exists()
-    assert repo.streams.read(ORG, busy, TTL, now) is not None
+    assert repo.streams.read(ORG, busy) is not None
 
 
-def test_an_expired_stream_is_gone_even_before_the_sweep(repo):
+def test_open_streams_are_counted_and_listed_by_the_store(repo):
+    first, second, done = new_stream(repo, CHUNKS), new_stream(repo, CHUNKS), new_stream(repo, [b"x" * 10])
+    put(repo, done, 0, b"x" * 10)
+    with repo.streams.open(ORG, done) as stream:
+        stream.publish("/api/v1/videos/0123456789abcdef-f.mp4")
+    assert sorted(repo.streams.open_ids(ORG)) == sorted([first, second])
+    assert repo.streams.open_ids("other") == []
+    assert repo.streams.count_open() == 2
+
+
+def test_an_expired_stream_is_gone_even_before_the_sweep(repo, clock):
     stream_id = new_stream(repo, CHUNKS)
-    later = time.time() + TTL + 1
-    assert repo.streams.read(ORG, stream_id, TTL, later) is None
+    clock.now += TTL + 1
+    assert repo.streams.read(ORG, stream_id) is None
     with pytest.raises(StreamNotFound):
-        with repo.streams.open(ORG, stream_id, TTL, later):
+        with repo.streams.open(ORG, stream_id):
             pass
     assert not (repo.orgs_root / ORG / "streams" / stream_id).exists()
 
 
-def test_sweep_removes_stale_single_upload_staging_files(repo):
+def test_sweep_removes_stale_single_upload_staging_files(repo, clock):
     incoming = repo.media.new_incoming(ORG, 12)
     incoming.write(b"abandoned by a killed worker")
     incoming.finish()
     fresh = repo.media.new_incoming(ORG, 12)
-    now = time.time()
-    os.utime(incoming.path, (now - 7200, now - 7200))
-    repo.streams.sweep(3600, now)
+    os.utime(incoming.path, (clock.now - 2 * TTL, clock.now - 2 * TTL))
+    repo.streams.sweep()
     assert not incoming.path.exists()
     assert fresh.path.exists()
 
@@ -230,7 +253,7 @@ def test_merged_parts_are_removed_so_each_byte_is_stored_once(repo):
     put(repo, stream_id, 0, CHUNKS[0])
     put(repo, stream_id, 2, CHUNKS[2])
     assert part_files(repo, stream_id) == ["part-2"]
-    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+    with repo.streams.open(ORG, stream_id) as stream:
         assert stream.part_sizes() == {0: 1000, 2: 1000}
 
 
@@ -245,7 +268,7 @@ def test_crash_after_replacing_a_merged_chunk_loses_no_acknowledged_chunk(repo):
         raise OSError("worker killed before the new part was renamed into place")
 
     incoming.finish = killed
-    with repo.streams.open(ORG, stream_id, TTL, time.time()) as stream:
+    with repo.streams.open(ORG, stream_id) as stream:
         with pytest.raises(OSError):
             stream.put_part(1, incoming)
     # The rewind put the merged chunks from 1 on back into parts; the old chunk 1 stands.

@@ -6,7 +6,6 @@ Views hand these functions the repository, the org and already-validated fields;
 import math
 import re
 import secrets
-import time
 import unicodedata
 from datetime import datetime, timezone
 
@@ -134,9 +133,9 @@ def create_stream(repo, org, destination_id, file_name, file_size, sha):
     })
 
 
-def require_stream(repo, org, stream_id, ttl_seconds):
+def require_stream(repo, org, stream_id):
     """404 unless the org has this stream and it has not expired."""
-    if repo.streams.read(org, stream_id, ttl_seconds, time.time()) is None:
+    if repo.streams.read(org, stream_id) is None:
         raise StreamNotFound()
 
 
@@ -155,12 +154,12 @@ def new_upload_file(repo, org):
 CHUNK_STORED, STREAM_COMPLETED, ALREADY_COMPLETE = "chunk stored", "stream completed", "already complete"
 
 
-def receive_chunk(repo, org, stream_id, ttl_seconds, index, total, incoming, sha=None):
+def receive_chunk(repo, org, stream_id, index, total, incoming, sha=None):
     """Store one chunk; return (body, outcome): outcome is CHUNK_STORED ({"streamId", "chunkIndex"}),
     STREAM_COMPLETED (this request completed the stream, {"path"}) or ALREADY_COMPLETE (a retry, {"path"})."""
     check_size(incoming.size, REQUEST_FILE_LIMIT)
     check_sha(sha, incoming, f"chunk {index}")
-    with repo.streams.open(org, stream_id, ttl_seconds, time.time()) as stream:
+    with repo.streams.open(org, stream_id) as stream:
         meta = stream.meta
         if meta["state"] == "complete":
             return {"path": meta["path"]}, ALREADY_COMPLETE
@@ -217,9 +216,9 @@ def _complete(stream, meta, length):
     return path
 
 
-def stream_status(repo, org, stream_id, ttl_seconds):
+def stream_status(repo, org, stream_id):
     """What the server holds of a stream, so a client knows what to resend."""
-    meta, sizes, touched = repo.streams.status(org, stream_id, ttl_seconds, time.time())
+    meta, sizes, expires_at = repo.streams.status(org, stream_id)
     complete = meta["state"] == "complete"
     if not complete and sizes and len(sizes) == meta["totalChunks"]:
         # Every chunk is held, yet no request completed the stream (it failed, or the server died, while completing):
@@ -233,7 +232,7 @@ def stream_status(repo, org, stream_id, ttl_seconds):
     }
     if complete:
         status["path"] = meta["path"]
-    expires = datetime.fromtimestamp(touched + ttl_seconds, timezone.utc)
+    expires = datetime.fromtimestamp(expires_at, timezone.utc)
     status["expiresAt"] = expires.isoformat(timespec="seconds").replace("+00:00", "Z")
     return status
 
@@ -242,14 +241,6 @@ def delete_stream(repo, org, stream_id):
     """Abort a stream and remove its parts (a published media file stays)."""
     if not repo.streams.delete(org, stream_id):
         raise StreamNotFound()
-
-
-def sweep_expired_streams(repo, ttl_seconds, now=None):
-    """Remove streams idle for longer than `ttl_seconds`, and temporaries of uploads and document writes older
-    than that (left by killed workers); return how many streams."""
-    now = time.time() if now is None else now
-    repo.documents.sweep_temporaries(now - ttl_seconds)
-    return repo.streams.sweep(ttl_seconds, now)
 
 
 # -- serving --------------------------------------------------------------------------------------

@@ -23,6 +23,9 @@ META_FIELDS = ("createdAt", "updatedAt", "revision")
 META_TAIL = re.compile(rb',"createdAt":"([0-9T:.Z-]+)","updatedAt":"[0-9T:.Z-]+","revision":(\d+)\}\Z')
 TAIL_SIZE = 128
 
+# Folders of an org that the other stores own.
+NOT_DOCUMENTS = {"media", "streams"}
+
 
 def utc_now():
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -78,6 +81,15 @@ class DocumentStore:
             document["revision"] = previous[1] + 1 if previous else 1
             atomic_write_bytes(path, orjson.dumps(document))
         return document, previous is None
+
+    def kinds(self, org):
+        """The kinds of document an org has stored (processes, products, stations), sorted."""
+        try:
+            with os.scandir(self.orgs_root / id_to_name(org)) as entries:
+                return sorted(entry.name for entry in entries
+                              if entry.is_dir() and not entry.name.startswith(".") and entry.name not in NOT_DOCUMENTS)
+        except FileNotFoundError:
+            return []
 
     def ids(self, org, kind):
         """All stored ids of a kind, sorted; reads directory entries only, no document."""

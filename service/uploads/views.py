@@ -1,7 +1,6 @@
 """Upload endpoints and media serving: parse and validate, call one domain function, shape the response."""
 import contextlib
 import logging
-import time
 
 from flask import Blueprint, current_app, g, jsonify, request, send_file
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -18,8 +17,6 @@ from service.uploads import multipart
 from service.uploads.schemas import ChunkSchema, SingleUploadSchema, StreamCreateSchema, load
 
 log = logging.getLogger(__name__)
-# Idle streams are swept by each worker at most this often (besides start-up and the CLI command).
-SWEEP_INTERVAL_SECONDS = 300
 # A multipart upload body over MAX_CONTENT_LENGTH but not over this is read to nowhere, counting its file's bytes, so
 # the 413 gives the file's own size and the smallest limit it breaks (a 10.45 MB PNG breaks stepImage's 8 MB). A
 # larger body is refused before it is read: its size then stands in for the file's.
@@ -31,10 +28,6 @@ bp.before_request(require_org)
 
 def _repo():
     return get_repository(current_app)
-
-
-def _ttl_seconds():
-    return current_app.config["STREAM_TTL_HOURS"] * 3600
 
 
 def _body():
@@ -120,8 +113,8 @@ def create_upload():
 @bp.patch("/uploads/<stream_id>")
 @measures_oversized_files
 def send_chunk(stream_id):
-    repo, org, ttl = _repo(), g.org, _ttl_seconds()
-    uploads.require_stream(repo, org, stream_id, ttl)
+    repo, org = _repo(), g.org
+    uploads.require_stream(repo, org, stream_id)
 
     if (request.mimetype == "multipart/form-data" and request.content_length is not None
             and request.content_length > current_app.config["MAX_CONTENT_LENGTH"]):
@@ -132,7 +125,7 @@ def send_chunk(stream_id):
 
     with _multipart(new_file) as (form, (_, incoming)):
         data = load(ChunkSchema(), form)
-        body, outcome = uploads.receive_chunk(repo, org, stream_id, ttl, data["chunkIndex"], data["totalChunks"],
+        body, outcome = uploads.receive_chunk(repo, org, stream_id, data["chunkIndex"], data["totalChunks"],
                                                incoming, data["sha"])
     if outcome == uploads.STREAM_COMPLETED:
         get_metrics(current_app).streams_completed.inc()
@@ -141,7 +134,7 @@ def send_chunk(stream_id):
 
 @bp.get("/uploads/<stream_id>")
 def stream_status(stream_id):
-    return jsonify(uploads.stream_status(_repo(), g.org, stream_id, _ttl_seconds()))
+    return jsonify(uploads.stream_status(_repo(), g.org, stream_id))
 
 
 @bp.delete("/uploads/<stream_id>")
@@ -165,23 +158,22 @@ def body_too_large(error):
     return jsonify(error=uploads.too_large_message(request.content_length, REQUEST_FILE_LIMIT)), 413
 
 
-@bp.after_request
+@bp.after_app_request
 def sweep_when_due(response):
-    """Sweep expired streams after the response has gone out, at most every SWEEP_INTERVAL_SECONDS per worker."""
-    state = current_app.extensions["uploads"]
-    now = time.monotonic()
-    if now >= state["next_sweep"]:
-        state["next_sweep"] = now + SWEEP_INTERVAL_SECONDS
-        response.call_on_close(_sweeper(_repo(), _ttl_seconds()))
+    """After the first response a worker sends, and then at most every few minutes (the repository keeps the time),
+    sweep expired streams once the response has gone out: no request waits for it."""
+    repo = _repo()
+    if repo.sweep_due():
+        response.call_on_close(_sweeper(repo))
     return response
 
 
-def _sweeper(repo, ttl_seconds):
+def _sweeper(repo):
     expired = get_metrics(current_app).streams_expired
 
     def sweep():
         try:
-            expired.inc(uploads.sweep_expired_streams(repo, ttl_seconds))
+            expired.inc(repo.sweep())
         except Exception:
             log.exception("sweeping expired upload streams failed")
     return sweep
@@ -189,6 +181,3 @@ def _sweeper(repo, ttl_seconds):
 
 def init_app(app):
     app.register_blueprint(bp)
-    app.extensions["uploads"] = {"next_sweep": time.monotonic() + SWEEP_INTERVAL_SECONDS}
-    expired = uploads.sweep_expired_streams(get_repository(app), app.config["STREAM_TTL_HOURS"] * 3600)
-    get_metrics(app).streams_expired.inc(expired)

@@ -24,7 +24,6 @@ The modules, each importing only those below it: `store` (StreamStore: create, f
 `stream` (LockedStream: acknowledge, merge, rewind, publish), `append` (PrefixAppend), `boundaries`
 (BoundaryRecords, the `boundaries` file) and `layout` (file names, JSON helpers, the append lock, removal).
 """
-from service.storage.streams.layout import META, STREAM_ID
 from service.storage.streams.store import StreamStore
 
-__all__ = ["META", "STREAM_ID", "StreamStore"]
+__all__ = ["StreamStore"]

@@ -3,6 +3,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import time
 
 from filelock import Timeout
 
@@ -20,9 +21,13 @@ LOCK_TIMEOUT = 60
 
 
 class StreamStore:
-    def __init__(self, orgs_root, media):
+    """Every org's streams; a stream idle for longer than `ttl_seconds` (by `clock`) is gone."""
+
+    def __init__(self, orgs_root, media, ttl_seconds, clock=time.time):
         self.orgs_root = orgs_root
         self.media = media
+        self.ttl_seconds = ttl_seconds
+        self.clock = clock
 
     def _directory(self, org, stream_id):
         if not STREAM_ID.fullmatch(stream_id or ""):
@@ -46,18 +51,17 @@ class StreamStore:
                 raise
         return stream_id
 
-    def read(self, org, stream_id, ttl_seconds, now):
+    def read(self, org, stream_id):
         """The meta of a live stream, or None (unknown, malformed id, or idle past its expiry)."""
         directory = self._directory(org, stream_id)
         meta = read_json(directory / META)
-        if meta is None or self._expired(directory, ttl_seconds, now):
+        if meta is None or self._expired(directory):
             return None
         return meta
 
-    @staticmethod
-    def _expired(directory, ttl_seconds, now):
+    def _expired(self, directory):
         try:
-            return directory.stat().st_mtime + ttl_seconds < now
+            return directory.stat().st_mtime + self.ttl_seconds < self.clock()
         except FileNotFoundError:
             return True
 
@@ -73,28 +77,54 @@ class StreamStore:
             raise StreamNotFound() from None
 
     @contextlib.contextmanager
-    def open(self, org, stream_id, ttl_seconds, now):
+    def open(self, org, stream_id):
         """Hold the stream's lock and yield a LockedStream; 404 when it does not exist or has expired."""
         directory = self._directory(org, stream_id)
         if read_json(directory / META) is None:
             raise StreamNotFound()
         with lock(directory, timeout=LOCK_TIMEOUT):
             meta = read_json(directory / META)
-            if meta is None or self._expired(directory, ttl_seconds, now):
+            if meta is None or self._expired(directory):
                 remove_stream(directory)
                 raise StreamNotFound()
             yield LockedStream(directory, meta, self.media, org)
 
-    def status(self, org, stream_id, ttl_seconds, now):
-        """(meta, {chunk index: size}, time of last activity) of a live stream, else 404."""
+    def status(self, org, stream_id):
+        """(meta, {chunk index: size}, time it expires if left idle) of a live stream, else 404."""
         directory = self._directory(org, stream_id)
-        meta = self.read(org, stream_id, ttl_seconds, now)
+        meta = self.read(org, stream_id)
         if meta is None:
             raise StreamNotFound()
         if meta["state"] != "open":
-            return meta, {}, directory.stat().st_mtime
-        with self.open(org, stream_id, ttl_seconds, now) as stream:
-            return stream.meta, stream.part_sizes(), directory.stat().st_mtime
+            return meta, {}, directory.stat().st_mtime + self.ttl_seconds
+        with self.open(org, stream_id) as stream:
+            return stream.meta, stream.part_sizes(), directory.stat().st_mtime + self.ttl_seconds
+
+    def open_ids(self, org):
+        """Ids of an org's streams that are still open (not complete, not yet swept), in no particular order."""
+        streams = self.orgs_root / id_to_name(org) / "streams"
+        return self._open_ids_in(streams)
+
+    def count_open(self):
+        """How many streams of every org are open."""
+        return sum(len(self._open_ids_in(org_directory / "streams")) for org_directory in self._org_directories())
+
+    @staticmethod
+    def _open_ids_in(streams):
+        try:
+            entries = list(os.scandir(streams))
+        except FileNotFoundError:
+            return []
+        found = []
+        for entry in entries:
+            if STREAM_ID.fullmatch(entry.name):
+                try:
+                    meta = read_json(streams / entry.name / META)  # None: being created or removed
+                except ValueError:
+                    continue  # not a stream of ours
+                if meta is not None and meta.get("state") == "open":
+                    found.append(entry.name)
+        return found
 
     def delete(self, org, stream_id):
         """Remove a stream and its parts; False when there is no such stream."""
@@ -106,10 +136,11 @@ class StreamStore:
             remove_stream(directory)
         return found
 
-    def sweep(self, ttl_seconds, now):
-        """Remove streams idle for longer than `ttl_seconds` and stale staging files; return how many streams."""
+    def sweep(self):
+        """Remove streams idle for longer than the time-to-live, and staging files of single uploads as old (their
+        worker died); return how many streams."""
         removed = 0
-        cutoff = now - ttl_seconds
+        cutoff = self.clock() - self.ttl_seconds
         for org_directory in self._org_directories():
             self.media.sweep_staging(org_directory, cutoff)
             try:
