@@ -123,8 +123,8 @@ def test_push_refuses_a_video_that_is_neither_mp4_nor_gif(server, capsys, tmp_pa
     code, lines = push(server, capsys, tmp_path / "p.yaml")
 
     assert code == 1
-    assert lines == ["process avi_video: error: process.steps[0].video.path: clip.avi: a video must be an .mp4 or a "
-                     ".gif file"]
+    assert lines == ["process avi_video: error: process.steps[0].video.path: clip.avi: a video file must be MP4 or GIF; "
+                     "this is not a recognised image or video file"]
 
 
 def test_push_stops_at_the_first_unreachable_server_error(capsys, instructions):
