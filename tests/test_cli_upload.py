@@ -16,9 +16,9 @@ from service.client import MB, Client
 WIS = Path(sys.executable).with_name("wis")
 
 
-def run_wis(*args, env=None):
-    return subprocess.run([str(WIS), *args], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, **(env or {})))
+def run_wis(*args, env=None, replace_env=False, cwd=None):
+    return subprocess.run([str(WIS), *args], capture_output=True, text=True, timeout=120, cwd=cwd,
+                          env=(env if replace_env else dict(os.environ, **(env or {}))))
 
 
 def test_upload_prints_the_path_of_the_uploaded_file(server, tmp_path):
