@@ -123,8 +123,8 @@ def test_push_refuses_a_video_that_is_neither_mp4_nor_gif(server, capsys, tmp_pa
     code, lines = push(server, capsys, tmp_path / "p.yaml")
 
     assert code == 1
-    assert lines == ["process avi_video: error: process.steps[0].video.path: clip.avi: a video file must be MP4 or GIF; "
-                     "this is not a recognised image or video file"]
+    assert lines == ["process avi_video: error: process.steps[0].video.path: clip.avi: a video file must be MP4 or "
+                     "GIF; this is not a recognised image or video file"]
 
 
 def test_push_stops_at_the_first_unreachable_server_error(capsys, instructions):
@@ -140,8 +140,10 @@ def test_push_goes_by_content_not_by_name(server, api, capsys, tmp_path):
     write_gif(tmp_path / "spin.video")
     write_png(tmp_path / "photo.mp4")
     (tmp_path / "p.yaml").write_text(yaml.safe_dump([
-        {"process": {"id": "gif_named_oddly", "name": "P", "steps": [{"id": "step_1", "video": {"path": "spin.video"}}]}},
-        {"process": {"id": "png_as_video", "name": "P", "steps": [{"id": "step_1", "video": {"path": "photo.mp4"}}]}},
+        {"process": {"id": "gif_named_oddly", "name": "P",
+                     "steps": [{"id": "step_1", "video": {"path": "spin.video"}}]}},
+        {"process": {"id": "png_as_video", "name": "P",
+                     "steps": [{"id": "step_1", "video": {"path": "photo.mp4"}}]}},
     ]))
 
     code, lines = push(server, capsys, tmp_path / "p.yaml")

@@ -2,7 +2,7 @@
 import os
 
 import pytest
-from conftest import TOKEN, GunicornServer
+from conftest import GunicornServer
 from test_cli_upload import run_wis
 from test_client_upload import write_mp4, write_png
 

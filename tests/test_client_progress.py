@@ -1,4 +1,4 @@
-"""Upload progress counts bytes as they are sent, takes back a failed attempt's, and a resume starts at what the server holds."""
+"""Upload progress: bytes counted as they are sent, a failed attempt's taken back, a resume starting at the server's."""
 import json
 import threading
 

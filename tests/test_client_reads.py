@@ -1,4 +1,4 @@
-"""Client readers of products and stations (and lists), with the shape of the process ones; ValueError for caller mistakes."""
+"""Readers of products and stations (and lists) shaped like the process ones; ValueError for caller mistakes."""
 import pytest
 from test_client_upload import write_mp4, write_png
 

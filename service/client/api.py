@@ -39,7 +39,8 @@ PROCESS_FRAGMENTS = """
 fragment PartFields on Part { id description serial { id name pattern } }
 fragment TextFields on StyledText { text bold italic underline color }
 """
-PRODUCT_FIELDS = "id name finalProcessId dependencies { processId upstreamProcessId quantity } createdAt updatedAt revision"
+PRODUCT_FIELDS = ("id name finalProcessId dependencies { processId upstreamProcessId quantity } "
+                  "createdAt updatedAt revision")
 STATION_FIELDS = "id name createdAt updatedAt revision"
 READS = {
     # kind: (one, page, fields, fragments)
@@ -55,7 +56,8 @@ class Client:
     `timeout` is per request (connect, then each wait for the answer); failed requests are retried up to
     `retries` times with waits of `backoff` * 1, 2, 4... seconds, as service.client.transport says
     (mutations only when they never reached the service). `session_factory` makes each
-    requests.Session (one for the calling thread, one per upload thread).
+    requests.Session (one for the calling thread, one per upload thread). Use a Client from one
+    thread; give other threads their own Client.
     """
 
     def __init__(self, base_url, token, timeout=60.0, retries=4, backoff=0.5, session_factory=None, state_dir=None):
@@ -134,7 +136,8 @@ class Client:
 
     def _list(self, kind, first, after):
         _, page, fields, fragments = READS[kind]
-        query = f"query($first: Int, $after: String) {{ {page}(first: $first, after: $after) {{ {fields} }} }} {fragments}"
+        query = (f"query($first: Int, $after: String) {{ {page}(first: $first, after: $after) {{ {fields} }} }} "
+                 f"{fragments}")
         return self.graphql(query, {"first": first, "after": after})[page]
 
     def get_process(self, process_id):

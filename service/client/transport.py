@@ -91,8 +91,8 @@ class Transport:
                     segment.take_back()
                 sent = not _never_sent(exc)
                 if sent and repeat is Repeat.UNSAFE:
-                    raise OutcomeUnknown(f"no answer from {self.base_url} ({_connection_reason(exc)}); the request "
-                                         "may or may not have been applied") from None
+                    raise OutcomeUnknown(f"no answer from {self.base_url} after the request was sent "
+                                         f"({_connection_reason(exc)}); it may or may not have been applied") from None
                 if attempt >= self.retries:
                     raise ServerUnreachable(f"cannot reach {self.base_url}: {_connection_reason(exc)}") from None
             else:
@@ -135,7 +135,10 @@ def _never_sent(exc):
 def _connection_reason(exc):
     if isinstance(exc, requests.Timeout):
         return "timed out"
-    match = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(exc))
+    text = str(exc)
+    # "[Errno 111] Connection refused", or "RemoteDisconnected('Remote end closed connection without response')"
+    match = (re.search(r"\[Errno -?\d+\] ([^'\")]+)", text)
+             or re.search(r"(?:Error|Disconnected)\((?:-?\d+, )?'([^']+)'", text))
     return match.group(1).strip() if match else type(exc).__name__
 
 
