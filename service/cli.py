@@ -12,8 +12,10 @@ from tqdm import tqdm
 from service.auth import DEFAULT_TOKEN_FILE
 from service.client import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, Client, ClientError, describe
 from service.config import load_config
+from service.errors import ConfigurationError
 from service.domain.media_gc import delete_media, unreferenced_media
-from service.domain.uploads import DESTINATIONS, MB, sweep_expired_streams
+from service.domain.uploads import sweep_expired_streams
+from service.interface import DESTINATIONS, MB
 from service.storage import Repository
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -110,7 +112,7 @@ def main(argv=None):
         return args.run(args) or 0
     except ClientError as error:
         print(f"error: {describe(error)}", file=sys.stderr)
-    except (UsageError, ValueError) as error:  # ValueError: the client refused what it was asked to do
+    except (UsageError, ConfigurationError, ValueError) as error:  # ValueError: a request the client refused
         print(f"error: {error}", file=sys.stderr)
     except OSError as error:
         # A local file or directory (input, upload state, data directory) that cannot be used.

@@ -14,7 +14,7 @@ import yaml
 from service.client.errors import ClientError, ServerUnreachable, describe
 from service.client.uploader import FORMAT_DESTINATIONS, file_format
 from service.domain.media_gc import media_references
-from service.domain.uploads import DESTINATIONS, FORMATS, PATH_PREFIX
+from service.interface import DESTINATIONS, FORMATS, MEDIA_PATH_ROOT
 
 KINDS = ("station", "process", "product")  # also the order objects are applied in
 SUFFIXES = (".json", ".yaml", ".yml")
@@ -115,7 +115,7 @@ def _collect(paths, record):
 def _upload_local_media(client, item, uploaded, upload_options, progress_for):
     """Upload the local files a process refers to and put their media paths in their place."""
     for key, holder, field in media_references(item.obj):
-        if holder["path"].startswith(tuple(PATH_PREFIX.values())):
+        if holder["path"].startswith(MEDIA_PATH_ROOT):
             continue
         file = (item.source.parent / Path(holder["path"]).expanduser()).resolve()
         if not file.is_file():

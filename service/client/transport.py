@@ -25,8 +25,8 @@ import time
 import requests
 from urllib3.exceptions import ConnectTimeoutError
 
-from service.auth import HEADER
 from service.client.errors import ClientError, ServerUnreachable
+from service.interface import TOKEN_HEADER
 
 # Answers worth retrying: the server or a proxy in front of it had a passing problem.
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
@@ -65,7 +65,7 @@ class Transport:
     def new_session(self):
         """A new requests.Session carrying the token; the caller closes it."""
         session = self.session_factory()
-        session.headers[HEADER] = self.token
+        session.headers[TOKEN_HEADER] = self.token
         return session
 
     def close(self):

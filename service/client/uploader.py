@@ -17,8 +17,8 @@ from pathlib import Path
 from service.checksums import file_sha256
 from service.client.errors import ClientError
 from service.client.transport import Repeat
-from service.domain.uploads import (DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES,
-                                    sniff_format)
+from service.interface import (DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES,
+                               sniff_format)
 
 DEFAULT_CHUNK_SIZE = 5 * MB
 DEFAULT_PARALLEL = 4
