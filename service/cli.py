@@ -66,7 +66,8 @@ def build_parser():
                                                 "is used when no token is given (default: $WIS_DATA_DIR or ./data)")
         command.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each answer")
         command.add_argument("--retries", type=int_at_least(0), default=4,
-                             help="retries of a request after a connection error, timeout or 5xx (default 4)")
+                             help="retries of a request after a connection error, timeout or 500/502/503/504; "
+                                  "a mutation only when the connection could not be made (default 4)")
         command.add_argument("--chunk-size", type=size_argument, default=DEFAULT_CHUNK_SIZE,
                              help="chunk size of files over 10 MB, e.g. 5M (default 5M, at most 10M)")
         command.add_argument("--parallel", type=int_at_least(1), default=DEFAULT_PARALLEL,
