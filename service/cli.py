@@ -1,25 +1,23 @@
 """`wis`: serve the service, upload media, push work instructions from files, collect garbage."""
 import argparse
-import json
 import os
 import re
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
 
-import yaml
 from tqdm import tqdm
 
-from service.client import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, DESTINATIONS, MB, Client, ClientError, ServerUnreachable
+from service.client import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, Client, ClientError, describe
 from service.config import load_config
-from service.domain.media_gc import delete_media, media_references, unreferenced_media
+from service.domain.media_gc import delete_media, unreferenced_media
+from service.errors import ConfigurationError
+from service.interface import DESTINATIONS, MB
 from service.storage import Repository
+from service.storage.tokens import DEFAULT_TOKEN_FILE
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-PUSH_KINDS = ("station", "process", "product")  # also the order objects are applied in
-PUSH_SUFFIXES = (".json", ".yaml", ".yml")
-VIDEO_DESTINATIONS = {".mp4": "stepVideo", ".gif": "stepVideoGif"}
 
 
 class UsageError(Exception):
@@ -61,11 +59,14 @@ def build_parser():
     def add_server_options(command):
         command.add_argument("--url", default=os.environ.get("WIS_URL", DEFAULT_URL),
                              help=f"service URL (default: $WIS_URL or {DEFAULT_URL})")
-        command.add_argument("--token", default=os.environ.get("WIS_TOKEN"),
-                             help="API token (default: $WIS_TOKEN)")
+        command.add_argument("--token", help="API token (default: $WIS_TOKEN, else the embedded default token "
+                                              "of a service on this machine, DATA_DIR/default-token)")
+        command.add_argument("--data-dir", help="data directory of a service on this machine, whose default token "
+                                                "is used when no token is given (default: $WIS_DATA_DIR or ./data)")
         command.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each answer")
         command.add_argument("--retries", type=int_at_least(0), default=4,
-                             help="retries of a request after a connection error, timeout or 5xx (default 4)")
+                             help="retries of a request after a connection error, timeout or 500/502/503/504; "
+                                  "a mutation only when the connection could not be made (default 4)")
         command.add_argument("--chunk-size", type=size_argument, default=DEFAULT_CHUNK_SIZE,
                              help="chunk size of files over 10 MB, e.g. 5M (default 5M, at most 10M)")
         command.add_argument("--parallel", type=int_at_least(1), default=DEFAULT_PARALLEL,
@@ -77,7 +78,9 @@ def build_parser():
 
     upload = commands.add_parser("upload", help="upload a media file and print its path")
     upload.add_argument("file")
-    upload.add_argument("--destination", required=True, choices=DESTINATIONS)
+    upload.add_argument("--destination", choices=list(DESTINATIONS),
+                        help="default: from the file's content: PNG or JPEG -> stepImage, MP4 -> stepVideo, "
+                             "GIF -> stepVideoGif")
     add_server_options(upload)
     upload.set_defaults(run=upload_command)
 
@@ -85,7 +88,8 @@ def build_parser():
         "push", help="create or update stations, processes and products described in JSON or YAML files",
         description="Each file holds one object or a list of objects, each of the form {\"station\": {...}}, "
                     "{\"process\": {...}} or {\"product\": {...}}. Directories are searched for "
-                    ".json, .yaml and .yml files. Local media paths are uploaded first.")
+                    ".json, .yaml and .yml files. Local media paths are uploaded first, to the destination "
+                    "their content says.")
     push.add_argument("files", nargs="+", metavar="FILE")
     add_server_options(push)
     push.set_defaults(run=push_command)
@@ -108,7 +112,7 @@ def main(argv=None):
         return args.run(args) or 0
     except ClientError as error:
         print(f"error: {describe(error)}", file=sys.stderr)
-    except UsageError as error:
+    except (UsageError, ConfigurationError, ValueError) as error:  # ValueError: a request the client refused
         print(f"error: {error}", file=sys.stderr)
     except OSError as error:
         # A local file or directory (input, upload state, data directory) that cannot be used.
@@ -117,16 +121,6 @@ def main(argv=None):
         print("interrupted; run the same command again to resume an upload", file=sys.stderr)
         return 130
     return 1
-
-
-def describe(error):
-    """One line for a ClientError: the message, the field when not already named, the HTTP status."""
-    message = error.message
-    if error.field and error.field not in message:
-        message = f"{error.field}: {message}"
-    if error.status is not None and error.status >= 400:
-        message += f" (HTTP {error.status})"
-    return message
 
 
 # -- serve ------------------------------------------------------------------------------------------
@@ -150,119 +144,66 @@ def serve_command(args):
 
 # -- upload and push --------------------------------------------------------------------------------
 
+def find_token(args):
+    """--token, else $WIS_TOKEN, else the default token a service on this machine keeps in its data directory."""
+    token = args.token or os.environ.get("WIS_TOKEN")
+    if token:
+        return token
+    data_dir = load_config({"DATA_DIR": args.data_dir} if args.data_dir else {})["DATA_DIR"]
+    file = Path(data_dir).absolute() / DEFAULT_TOKEN_FILE
+    try:
+        token = file.read_text().strip()
+    except FileNotFoundError:
+        token, reason = None, "does not exist"
+    except OSError as error:
+        token, reason = None, f"cannot be read ({error.strerror or error})"
+    else:
+        reason = "is empty"
+    if not token:
+        raise UsageError(f"no API token: no --token, WIS_TOKEN is not set, and {file} {reason} (a service started "
+                         f"without WIS_API_TOKENS keeps its token there; point --data-dir or WIS_DATA_DIR at its "
+                         f"data directory)")
+    return token
+
+
 def make_client(args):
-    if not args.token:
-        raise UsageError("no API token: pass --token or set WIS_TOKEN")
-    return Client(args.url, args.token, timeout=args.timeout, retries=args.retries)
+    return Client(args.url, find_token(args), timeout=args.timeout, retries=args.retries)
 
 
-def upload_file(client, args, path, destination):
-    """Upload one file with a progress bar on stderr; return its media path."""
+@contextmanager
+def progress_bar(args, path):
+    """A progress bar on stderr for the upload of one file; its value is the client's progress callbacks."""
     path = Path(path)
     size = path.stat().st_size if path.is_file() else 0
     with tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024, desc=path.name, file=sys.stderr,
               disable=True if args.no_progress else None, leave=False) as bar:
-        return client.upload(path, destination, chunk_size=args.chunk_size, parallel=args.parallel,
-                             progress=bar.update, state_dir=args.state_dir)
+        def resumed(held):
+            # What the server already holds is the bar's start, not bytes sent at some rate.
+            bar.initial = bar.n = bar.last_print_n = held
+            bar.refresh()
+
+        yield {"progress": bar.update, "resumed": resumed}
+
+
+def upload_options(args):
+    return {"chunk_size": args.chunk_size, "parallel": args.parallel, "state_dir": args.state_dir}
 
 
 def upload_command(args):
-    client = make_client(args)
-    print(upload_file(client, args, args.file, args.destination))
+    with make_client(args) as client, progress_bar(args, args.file) as hooks:
+        path = client.upload(args.file, args.destination, **upload_options(args), **hooks)
+    print(path)
 
 
 def push_command(args):
-    client = make_client(args)
-    items, failures = collect_objects(args.files)
-    uploaded = {}
-    # Stations and processes first: products reference processes.
-    for item in sorted(items, key=lambda item: PUSH_KINDS.index(item.kind)):
-        label = f"{item.kind} {item.obj.get('id', '?')}"
-        try:
-            if item.kind == "process":
-                upload_local_media(client, args, item, uploaded)
-            result = getattr(client, f"create_{item.kind}")(item.obj)
-        except ServerUnreachable:
-            raise  # every further object would wait through the same retries
-        except ClientError as error:
-            failures += 1
-            print(f"{label}: error: {describe(error)}", flush=True)
-        except UsageError as error:
-            failures += 1
-            print(f"{label}: error: {error}", flush=True)
-        else:
-            print(f"{label}: {result}", flush=True)
-    return 1 if failures else 0
+    def show(result):
+        print(f"{result.label}: {result.outcome}" if result.error is None else f"{result.label}: error: {result.error}",
+              flush=True)
 
-
-class PushItem(NamedTuple):
-    kind: str
-    obj: dict
-    source: Path
-
-
-def input_files(paths):
-    """The files named, and the .json/.yaml/.yml files under the directories named, in a stable order."""
-    for name in paths:
-        path = Path(name)
-        if path.is_dir():
-            yield from sorted(
-                found for found in path.rglob("*")
-                if found.suffix.lower() in PUSH_SUFFIXES and found.is_file()
-                and not any(part.startswith(".") for part in found.relative_to(path).parts)
-            )
-        else:
-            yield path
-
-
-def collect_objects(paths):
-    """Read every input file; return (items, number of failures), printing one line per unreadable entry."""
-    items, failures = [], 0
-    for path in input_files(paths):
-        try:
-            with open(path, encoding="utf-8") as handle:
-                content = json.load(handle) if path.suffix.lower() == ".json" else yaml.safe_load(handle)
-        except (OSError, ValueError, yaml.YAMLError) as error:
-            failures += 1
-            reason = error.strerror if isinstance(error, OSError) and error.strerror else " ".join(str(error).split())
-            print(f"{path}: error: cannot read: {reason}", flush=True)
-            continue
-        entries = content if isinstance(content, list) else [content]
-        for position, entry in enumerate(entries):
-            where = f"{path}[{position}]" if isinstance(content, list) else str(path)
-            if (not isinstance(entry, dict) or len(entry) != 1 or next(iter(entry)) not in PUSH_KINDS
-                    or not isinstance(next(iter(entry.values())), dict)):
-                failures += 1
-                print(f"{where}: error: expected one object of the form {{\"station\": {{...}}}}, "
-                      f"{{\"process\": {{...}}}} or {{\"product\": {{...}}}}", flush=True)
-                continue
-            kind, obj = next(iter(entry.items()))
-            items.append(PushItem(kind, obj, path))
-    return items, failures
-
-
-def upload_local_media(client, args, item, uploaded):
-    """Upload the local files a process refers to and put their media paths in their place."""
-    for key, holder, field in media_references(item.obj):
-        if holder["path"].startswith("/api/v1/"):
-            continue
-        file = (item.source.parent / Path(holder["path"]).expanduser()).resolve()
-        if key == "video":
-            destination = VIDEO_DESTINATIONS.get(file.suffix.lower())
-            if destination is None:
-                raise UsageError(f"{field}: {holder['path']}: a video must be an .mp4 or a .gif file")
-        else:
-            destination = "stepImage"
-        if not file.is_file():
-            raise UsageError(f"{field}: {holder['path']}: no such file (looked for {file})")
-        if (file, destination) not in uploaded:
-            try:
-                uploaded[file, destination] = upload_file(client, args, file, destination)
-            except ServerUnreachable:
-                raise
-            except ClientError as error:
-                raise UsageError(f"{field}: cannot upload {holder['path']}: {describe(error)}") from None
-        holder["path"] = uploaded[file, destination]
+    with make_client(args) as client:
+        results = client.push(args.files, on_result=show, progress_for=lambda file: progress_bar(args, file),
+                              **upload_options(args))
+    return 1 if any(result.error is not None for result in results) else 0
 
 
 # -- gc ---------------------------------------------------------------------------------------------

@@ -123,8 +123,8 @@ def test_push_refuses_a_video_that_is_neither_mp4_nor_gif(server, capsys, tmp_pa
     code, lines = push(server, capsys, tmp_path / "p.yaml")
 
     assert code == 1
-    assert lines == ["process avi_video: error: process.steps[0].video.path: clip.avi: a video must be an .mp4 or a "
-                     ".gif file"]
+    assert lines == ["process avi_video: error: process.steps[0].video.path: clip.avi: a video file must be MP4 or "
+                     "GIF; this is not a recognised image or video file"]
 
 
 def test_push_stops_at_the_first_unreachable_server_error(capsys, instructions):
@@ -134,3 +134,33 @@ def test_push_stops_at_the_first_unreachable_server_error(capsys, instructions):
 
     out, err = capsys.readouterr()
     assert (code, out, err.splitlines()) == (1, "", [f"error: cannot reach {url}: Connection refused"])
+
+
+def test_push_goes_by_content_not_by_name(server, api, capsys, tmp_path):
+    write_gif(tmp_path / "spin.video")
+    write_png(tmp_path / "photo.mp4")
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump([
+        {"process": {"id": "gif_named_oddly", "name": "P",
+                     "steps": [{"id": "step_1", "video": {"path": "spin.video"}}]}},
+        {"process": {"id": "png_as_video", "name": "P",
+                     "steps": [{"id": "step_1", "video": {"path": "photo.mp4"}}]}},
+    ]))
+
+    code, lines = push(server, capsys, tmp_path / "p.yaml")
+
+    assert code == 1
+    assert lines == ["process gif_named_oddly: CREATED",
+                     "process png_as_video: error: process.steps[0].video.path: photo.mp4: a video file must be MP4 or "
+                     "GIF; this is a PNG file"]
+    assert api.get_process("gif_named_oddly")["steps"][0]["video"]["path"].endswith(".gif")
+
+
+def test_client_push_returns_a_result_per_entry(server, api, instructions):
+    seen = []
+
+    results = api.push([instructions], on_result=seen.append, state_dir=instructions / ".state")
+
+    assert results == seen
+    assert [(r.label, r.outcome, r.error) for r in results] == [
+        ("station line_1", "CREATED", None), ("process frame_weld", "CREATED", None),
+        ("process assembly", "CREATED", None), ("product bike", "CREATED", None)]

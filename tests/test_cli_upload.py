@@ -16,9 +16,9 @@ from service.client import MB, Client
 WIS = Path(sys.executable).with_name("wis")
 
 
-def run_wis(*args, env=None):
-    return subprocess.run([str(WIS), *args], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, **(env or {})))
+def run_wis(*args, env=None, replace_env=False, cwd=None):
+    return subprocess.run([str(WIS), *args], capture_output=True, text=True, timeout=120, cwd=cwd,
+                          env=(env if replace_env else dict(os.environ, **(env or {}))))
 
 
 def test_upload_prints_the_path_of_the_uploaded_file(server, tmp_path):
@@ -68,6 +68,8 @@ def test_server_error_is_one_line_without_traceback(server, tmp_path):
                                   "unusable state dir"])
 def test_expected_failures_are_one_line(server, tmp_path, capsys, monkeypatch, case):
     monkeypatch.delenv("WIS_TOKEN", raising=False)
+    monkeypatch.delenv("WIS_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./data/default-token here
     file = write_png(tmp_path / "a.png")
     url, token, destination = server.url, TOKEN, "stepImage"
     if case == "bad token":
@@ -75,10 +77,12 @@ def test_expected_failures_are_one_line(server, tmp_path, capsys, monkeypatch, c
         expected = "error: missing or unknown API token: send it in the x-service-api-org header (HTTP 401)"
     elif case == "no token":
         token = None
-        expected = "error: no API token: pass --token or set WIS_TOKEN"
+        expected = (f"error: no API token: no --token, WIS_TOKEN is not set, and {tmp_path / 'data' / 'default-token'} "
+                    "does not exist (a service started without WIS_API_TOKENS keeps its token there; point "
+                    "--data-dir or WIS_DATA_DIR at its data directory)")
     elif case == "missing file":
         file = tmp_path / "missing.png"
-        expected = f"error: cannot read {file}: No such file or directory"
+        expected = f"error: No such file or directory: {file}"
     elif case == "refused":
         url = f"http://127.0.0.1:{free_port()}"
         expected = f"error: cannot reach {url}: Connection refused"

@@ -64,24 +64,62 @@ class Interrupted(Exception):
     """Raised from a progress callback to stop an upload part-way, as Ctrl-C would."""
 
 
-def interrupt_after(acknowledged_chunks):
-    """A progress callback that stops the upload once that many chunks were acknowledged."""
-    calls = []
+def interrupt_after(chunks, chunk_size=MB):
+    """A progress callback that stops the upload once that many chunks were sent whole.
 
-    def progress(sent):
-        if sent:
-            calls.append(sent)
-        if len(calls) >= acknowledged_chunks:
+    Chunks in flight when it stops are finished (and acknowledged); no new one is started.
+    """
+    sent = [0]
+
+    def progress(count):
+        sent[0] += count
+        if sent[0] >= chunks * chunk_size:
             raise Interrupted()
 
     return progress
 
 
+class Counted:
+    """The requests of one method that a client sends from now on, from any of its threads."""
+
+    def __init__(self, method):
+        self.method = method
+        self.sent = []
+        self.lock = threading.Lock()
+
+    def hook(self, response, *args, **kwargs):
+        if response.request.method == self.method:
+            with self.lock:
+                self.sent.append(response.request.url)
+
+    def __len__(self):
+        return len(self.sent)
+
+
 def count_requests(client, method):
-    """Count the requests of one method the client sends from now on."""
-    sent = []
-    client.session.hooks["response"].append(lambda r, *a, **k: sent.append(1) if r.request.method == method else None)
-    return sent
+    """Count the requests of one method the client sends from now on, in its session and its upload threads'."""
+    counted = Counted(method)
+    client.session.hooks["response"].append(counted.hook)
+    make = client.transport.session_factory
+
+    def session_factory():
+        session = make()
+        session.hooks["response"].append(counted.hook)
+        return session
+
+    client.transport.session_factory = session_factory
+    return counted
+
+
+def flaky_sessions(adapter):
+    """A session_factory whose sessions all go through `adapter`."""
+
+    def session_factory():
+        session = requests.Session()
+        session.mount("http://", adapter)
+        return session
+
+    return session_factory
 
 
 def test_small_file_is_one_request_and_round_trips(api, tmp_path):
@@ -215,10 +253,10 @@ class FlakyAdapter(HTTPAdapter):
         return super().send(request, *args, **kwargs)
 
 
-def test_connection_errors_are_retried(api, tmp_path):
+def test_connection_errors_are_retried(server, tmp_path):
     video = write_mp4(tmp_path / "clip.mp4", 11 * MB)
     flaky = FlakyAdapter()
-    api.session.mount("http://", flaky)
+    api = Client(server.url, TOKEN, backoff=0, session_factory=flaky_sessions(flaky))
 
     path = api.upload(video, "stepVideo", chunk_size=2 * MB, parallel=1, state_dir=tmp_path / "state")
 
@@ -227,9 +265,8 @@ def test_connection_errors_are_retried(api, tmp_path):
 
 
 def test_retries_are_bounded(server, tmp_path):
-    client = Client(server.url, TOKEN, retries=2, backoff=0)
     flaky = FlakyAdapter(always=True)
-    client.session.mount("http://", flaky)
+    client = Client(server.url, TOKEN, retries=2, backoff=0, session_factory=flaky_sessions(flaky))
 
     with pytest.raises(ClientError) as caught:
         client.upload(write_png(tmp_path / "a.png"), "stepImage", state_dir=tmp_path / "state")
@@ -273,8 +310,8 @@ def test_missing_stream_is_404(api):
     assert caught.value.status == 404
 
 
-def test_unreadable_file_is_a_client_error(api, tmp_path):
-    with pytest.raises(ClientError) as caught:
+def test_unreadable_file_is_an_os_error(api, tmp_path):
+    # Nothing reached the service: not a ClientError.
+    with pytest.raises(FileNotFoundError) as caught:
         api.upload(tmp_path / "missing.png", "stepImage", state_dir=tmp_path / "state")
-    assert caught.value.status is None
-    assert "missing.png" in caught.value.message
+    assert caught.value.filename == str(tmp_path / "missing.png")

@@ -1,0 +1,35 @@
+"""What the client raises when the service says no, or does not answer."""
+
+
+class ClientError(Exception):
+    """An error answered by the service (or no answer at all: `status` is None then).
+
+    `status` is the HTTP status; GraphQL errors come with HTTP 200 and carry `code`
+    (e.g. BAD_USER_INPUT) and `field`, the path of the offending input field, when the server names one.
+    Mistakes of the caller (an unknown destination, a chunk size over the limit, a file of no accepted
+    format) are ValueError, and local files that cannot be read are OSError: neither reached the service.
+    """
+
+    def __init__(self, status, message, field=None, code=None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+        self.code = code
+
+
+class ServerUnreachable(ClientError):
+    """No answer from the service after every retry allowed: connection refused or reset, or timed out."""
+
+    def __init__(self, message):
+        super().__init__(None, message)
+
+
+def describe(error):
+    """One line for a ClientError: the message, the field when not already named, the HTTP status."""
+    message = error.message
+    if error.field and error.field not in message:
+        message = f"{error.field}: {message}"
+    if error.status is not None and error.status >= 400:
+        message += f" (HTTP {error.status})"
+    return message

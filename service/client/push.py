@@ -1,0 +1,143 @@
+"""`push`: create or update stations, processes and products described in JSON or YAML files.
+
+Each file holds one object or a list of objects of the form {"station": {...}}, {"process": {...}} or
+{"product": {...}} (the mutation's input). Local media files a process refers to are uploaded first,
+to the destination their content says, and replaced by their media paths.
+"""
+import json
+from contextlib import nullcontext
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+import yaml
+
+from service.client.errors import ClientError, ServerUnreachable, describe
+from service.client.uploader import FORMAT_DESTINATIONS, file_format
+from service.domain.media_gc import media_references
+from service.interface import DESTINATIONS, FORMATS, MEDIA_PATH_ROOT
+
+KINDS = ("station", "process", "product")  # also the order objects are applied in
+SUFFIXES = (".json", ".yaml", ".yml")
+# A process's `video` holds a video; `image` and `primaryImage` an image.
+MEDIA_KIND = {"video": "video", "image": "image", "primaryImage": "image"}
+
+
+class PushResult(NamedTuple):
+    """The outcome of one entry: `label` ("process p1", or the file and position of an unreadable entry),
+    `outcome` ("CREATED" or "UPDATED") or `error` (one line)."""
+
+    label: str
+    outcome: Optional[str] = None
+    error: Optional[str] = None
+
+
+class _Item(NamedTuple):
+    kind: str
+    obj: dict
+    source: Path
+
+
+def push(client, paths, on_result=None, upload_options=None, progress_for=None):
+    """Apply every object found in `paths` (files or directories) and return a PushResult for each entry.
+
+    Unreadable files and malformed entries come first, then stations, processes and products in this
+    order (products refer to processes). `on_result(result)` is called as each one is known.
+    `upload_options` go to every upload of a local media file; `progress_for(file)`, if given, returns
+    a context manager around that upload whose value is a dict of more options (`progress`, `resumed`).
+    ServerUnreachable stops the push: every further object would wait through the same retries.
+    """
+    report = on_result or (lambda result: None)
+    results = []
+
+    def record(result):
+        results.append(result)
+        report(result)
+
+    items = _collect(paths, record)
+    uploaded = {}
+    for item in sorted(items, key=lambda item: KINDS.index(item.kind)):
+        label = f"{item.kind} {item.obj.get('id', '?')}"
+        try:
+            if item.kind == "process":
+                _upload_local_media(client, item, uploaded, upload_options or {}, progress_for)
+            outcome = getattr(client, f"create_{item.kind}")(item.obj)
+        except ServerUnreachable:
+            raise
+        except ClientError as error:
+            record(PushResult(label, error=describe(error)))
+        except ValueError as error:
+            record(PushResult(label, error=str(error)))
+        except OSError as error:  # a local media file that cannot be read
+            record(PushResult(label, error=f"{error.strerror or error}: {error.filename}"))
+        else:
+            record(PushResult(label, outcome=outcome))
+    return results
+
+
+def input_files(paths):
+    """The files named, and the .json/.yaml/.yml files under the directories named, in a stable order."""
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            yield from sorted(
+                found for found in path.rglob("*")
+                if found.suffix.lower() in SUFFIXES and found.is_file()
+                and not any(part.startswith(".") for part in found.relative_to(path).parts)
+            )
+        else:
+            yield path
+
+
+def _collect(paths, record):
+    """Read every input file; return the items, recording one failed PushResult per unreadable entry."""
+    items = []
+    for path in input_files(paths):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                content = json.load(handle) if path.suffix.lower() == ".json" else yaml.safe_load(handle)
+        except (OSError, ValueError, yaml.YAMLError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else " ".join(str(error).split())
+            record(PushResult(str(path), error=f"cannot read: {reason}"))
+            continue
+        entries = content if isinstance(content, list) else [content]
+        for position, entry in enumerate(entries):
+            where = f"{path}[{position}]" if isinstance(content, list) else str(path)
+            if (not isinstance(entry, dict) or len(entry) != 1 or next(iter(entry)) not in KINDS
+                    or not isinstance(next(iter(entry.values())), dict)):
+                record(PushResult(where, error="expected one object of the form {\"station\": {...}}, "
+                                               "{\"process\": {...}} or {\"product\": {...}}"))
+                continue
+            kind, obj = next(iter(entry.items()))
+            items.append(_Item(kind, obj, path))
+    return items
+
+
+def _upload_local_media(client, item, uploaded, upload_options, progress_for):
+    """Upload the local files a process refers to and put their media paths in their place."""
+    for key, holder, field in media_references(item.obj):
+        if holder["path"].startswith(MEDIA_PATH_ROOT):
+            continue
+        file = (item.source.parent / Path(holder["path"]).expanduser()).resolve()
+        if not file.is_file():
+            raise ValueError(f"{field}: {holder['path']}: no such file (looked for {file})")
+        destination = _destination(file, MEDIA_KIND[key], f"{field}: {holder['path']}")
+        if (file, destination) not in uploaded:
+            try:
+                with progress_for(file) if progress_for else nullcontext({}) as hooks:
+                    uploaded[file, destination] = client.upload(file, destination, **upload_options, **hooks)
+            except ServerUnreachable:
+                raise
+            except ClientError as error:
+                raise ValueError(f"{field}: cannot upload {holder['path']}: {describe(error)}") from None
+        holder["path"] = uploaded[file, destination]
+
+
+def _destination(file, kind, where):
+    """The destination of a local file from its content, if it is of the kind (image or video) the field holds."""
+    fmt = file_format(file)
+    destination = FORMAT_DESTINATIONS.get(fmt)
+    if destination is None or DESTINATIONS[destination].kind != kind:
+        accepted = " or ".join(FORMATS[f].label for d in DESTINATIONS.values() if d.kind == kind for f in d.formats)
+        what = f"a {FORMATS[fmt].label} file" if fmt else "not a recognised image or video file"
+        raise ValueError(f"{where}: {'an' if kind == 'image' else 'a'} {kind} file must be {accepted}; this is {what}")
+    return destination
