@@ -13,7 +13,18 @@ from typing import NamedTuple
 
 import orjson
 
-from graphql import DocumentNode, FieldNode, GraphQLError, execute_sync, get_operation_ast, is_non_null_type, parse, specified_rules, validate
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    GraphQLError,
+    OperationDefinitionNode,
+    execute_sync,
+    get_operation_ast,
+    is_non_null_type,
+    parse,
+    specified_rules,
+    validate,
+)
 
 from service.graphql.coercion import PrecoercedExecutor, VariableCoercer, without_variable_definitions
 from service.graphql.errors import format_execution_errors, request_error, variable_errors
@@ -88,10 +99,12 @@ def cycle_collector_paused():
 
 
 class Prepared(NamedTuple):
-    """A parsed and validated document, and its copy without variable definitions for pre-coerced variables."""
+    """A parsed and validated document, its copy without variable definitions for pre-coerced variables, and the
+    coercion plan of each operation by name (None where graphql-core's own coercion must run)."""
 
     document: DocumentNode
     without_variables: DocumentNode
+    plans: dict
 
 
 class GraphQLEndpoint:
@@ -113,7 +126,10 @@ class GraphQLEndpoint:
             return None, [request_error("the query is nested too deeply", "GRAPHQL_PARSE_FAILED")]
         if errors:
             return None, [{**error.formatted, "extensions": {"code": "GRAPHQL_VALIDATION_FAILED"}} for error in errors]
-        return Prepared(document, without_variable_definitions(document)), None
+        # Operation names are unique in a valid document, and an anonymous operation is its only one.
+        plans = {definition.name.value if definition.name else None: self.coercer.plan(definition)
+                 for definition in document.definitions if isinstance(definition, OperationDefinitionNode)}
+        return Prepared(document, without_variable_definitions(document), plans), None
 
     def respond(self, body, context):
         """(HTTP status, response object) for one POSTed request body."""
@@ -134,7 +150,8 @@ class GraphQLEndpoint:
             message = (f"no operation named {operation_name!r} in the document" if operation_name
                        else "the document holds several operations: say which one to run in `operationName`")
             return 400, {"errors": [request_error(message)]}
-        coerced = self.coercer.coerce(operation, variables)
+        plan = prepared.plans[operation.name.value if operation.name else None]
+        coerced = None if plan is None else self.coercer.coerce(plan, variables)
         if coerced is None:
             result = execute_sync(self.schema, document, variable_values=variables, operation_name=operation_name,
                                   context_value=context)
