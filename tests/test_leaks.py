@@ -17,6 +17,7 @@ import pytest
 
 from conftest import TOKENS
 from service import create_app
+from service.graphql.endpoint import CACHE_SIZE, CACHE_SIZE_CHARS, CACHED_QUERY_LENGTH, DocumentCache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from payload import MUTATION, process  # noqa: E402 (the benchmark's realistic process)
@@ -182,3 +183,34 @@ def test_requests_leave_nothing_behind(client, kind):
               f"traced bytes {memory} (+{memory_growth})")
     print(report)
     assert max(object_growth) <= OBJECT_BOUND and max(memory_growth) <= MEMORY_BOUND, report
+
+
+def test_distinct_query_texts_stay_within_the_caches_bounds(client):
+    endpoint = client.application.extensions["graphql"]
+    named = None
+    for n in range(CACHE_SIZE + 20):
+        # A new text each time, as a client writing its values into the query would send.
+        graphql(client, f'query Q{n}($id: String!) {{ station(id: $id) {{ id }} s: station(id: "s{n}") {{ id }} }}',
+                {"id": f"leak_s{n % IDS}"})
+        named = named or dict(endpoint.coercer._named)
+    info = endpoint.prepare.cache_info()
+    assert info.currsize == CACHE_SIZE and info.chars <= CACHE_SIZE_CHARS
+    assert endpoint.coercer._named == named  # the variables' types compiled once, whatever the text
+    long_text = "query { stations { id } }" + " " * CACHED_QUERY_LENGTH
+    for _ in range(2):
+        graphql(client, long_text)
+    assert endpoint.prepare.cache_info()[1:] == (info.misses + 2, *info[2:])  # parsed each time, not kept
+
+
+def test_the_document_cache_drops_the_least_recently_used_to_stay_within_its_length():
+    prepared = []
+    cache = DocumentCache(lambda text: prepared.append(text) or text.upper(), maxsize=10, max_chars=10, max_length=4)
+    assert [cache(text) for text in ("aaaa", "bbb", "aaaa", "cc", "d")] == ["AAAA", "BBB", "AAAA", "CC", "D"]
+    assert prepared == ["aaaa", "bbb", "cc", "d"] and cache.cache_info().chars == 10
+    cache("ee")  # 12 characters: "bbb", used least recently, goes
+    assert cache.cache_info() == (1, 5, 10, 4, 9)
+    prepared.clear()
+    for text in ("aaaa", "cc", "d", "ee", "bbb", "fffff"):  # "aaaa" goes for "bbb"; "fffff" is too long to keep
+        cache(text)
+    assert prepared == ["bbb", "fffff"]
+    assert cache.cache_info() == (5, 7, 10, 4, 8)

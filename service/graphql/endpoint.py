@@ -1,14 +1,18 @@
 """Running one GraphQL-over-HTTP request: body checks, cached parse and validation, execution, response.
 
 Parsing and validating a query text is done once per distinct text (an LRU cache): clients send the
-same few mutation texts over and over, with different variables. Variables are coerced by functions
+same few mutation texts over and over, with different variables. The cache is bounded by the length of
+the texts it holds, not only by their number: a parsed and validated document takes 100-200 bytes per
+character of its text (30 KB for the shortest), and 256 texts at the token limit would keep 800 MB
+alive, 256 read queries with an id written in each 25 MB. Variables are coerced by functions
 compiled once per input type (service.graphql.coercion), falling back to graphql-core's own coercion
 for values those refuse, so that errors keep their usual form.
 """
 import contextlib
-import functools
 import gc
 import json
+import threading
+from collections import OrderedDict
 from typing import NamedTuple
 
 import orjson
@@ -31,6 +35,11 @@ from service.graphql.errors import format_execution_errors, request_error, varia
 from service.graphql.limits import MAX_QUERY_LENGTH, MAX_TOKENS, QueryLimits, capped
 
 CACHE_SIZE = 256
+# At most this many characters of query text in the cache (13 MB of parsed documents at worst); a text longer
+# than CACHED_QUERY_LENGTH is parsed for each request instead (such texts inline their values, so they rarely
+# come twice, and each would push out dozens of the short texts that do).
+CACHE_SIZE_CHARS = 64 * 1024
+CACHED_QUERY_LENGTH = 8 * 1024
 
 
 class BadGraphQLRequest(Exception):
@@ -107,13 +116,55 @@ class Prepared(NamedTuple):
     plans: dict
 
 
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+    chars: int
+
+
+class DocumentCache:
+    """An LRU cache of prepare(query) bounded by the number of texts and their total length; thread-safe."""
+
+    def __init__(self, prepare, maxsize=CACHE_SIZE, max_chars=CACHE_SIZE_CHARS, max_length=CACHED_QUERY_LENGTH):
+        self._prepare = prepare
+        self.maxsize, self.max_chars, self.max_length = maxsize, max_chars, max_length
+        self._entries = OrderedDict()
+        self._chars = self._hits = self._misses = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, query):
+        with self._lock:
+            entry = self._entries.get(query)
+            if entry is not None:
+                self._entries.move_to_end(query)
+                self._hits += 1
+                return entry
+            self._misses += 1
+        entry = self._prepare(query)  # outside the lock: other threads keep being answered from the cache
+        if len(query) <= self.max_length:
+            with self._lock:
+                if query not in self._entries:
+                    self._entries[query] = entry
+                    self._chars += len(query)
+                    while len(self._entries) > self.maxsize or self._chars > self.max_chars:
+                        evicted, _ = self._entries.popitem(last=False)
+                        self._chars -= len(evicted)
+        return entry
+
+    def cache_info(self):
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, self.maxsize, len(self._entries), self._chars)
+
+
 class GraphQLEndpoint:
     """The schema plus a cache of prepared documents; one per app, in app.extensions["graphql"]."""
 
     def __init__(self, schema):
         self.schema = schema
         self.coercer = VariableCoercer(schema)
-        self.prepare = functools.lru_cache(maxsize=CACHE_SIZE)(self._prepare)
+        self.prepare = DocumentCache(self._prepare)
 
     def _prepare(self, query):
         """(Prepared, None) for a valid query text, else (None, errors) - both cached."""
