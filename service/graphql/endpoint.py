@@ -8,8 +8,6 @@ alive, 256 read queries with an id written in each 25 MB. Variables are coerced 
 compiled once per input type (service.graphql.coercion), falling back to graphql-core's own coercion
 for values those refuse, so that errors keep their usual form.
 """
-import contextlib
-import gc
 import json
 import threading
 from collections import OrderedDict
@@ -86,25 +84,6 @@ def read_payload(body):
     if operation_name is not None and not isinstance(operation_name, str):
         raise BadGraphQLRequest([request_error("`operationName` must be a string (or null)")])
     return query, variables or {}, operation_name
-
-
-@contextlib.contextmanager
-def cycle_collector_paused():
-    """No cyclic garbage collection while a request runs.
-
-    A request builds a large tree of dicts and lists (the input, its derivations, the stored document) that
-    lives until the response and holds no cycles. Collections that run meanwhile scan all of it again and
-    again, so their cost grew with the square of the input (1000 steps: a third of the time). Reference
-    counting still frees everything; cycles, if any, wait for the next collection after the request. Only
-    the request that turned collection off turns it back on, so concurrent requests cannot leave it off.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class Prepared(NamedTuple):
@@ -184,10 +163,6 @@ class GraphQLEndpoint:
 
     def respond(self, body, context):
         """(HTTP status, response object) for one POSTed request body."""
-        with cycle_collector_paused():
-            return self._respond(body, context)
-
-    def _respond(self, body, context):
         try:
             query, variables, operation_name = read_payload(body)
         except BadGraphQLRequest as refusal:
