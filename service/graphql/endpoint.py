@@ -3,7 +3,7 @@
 Parsing and validating a query text is done once per distinct text (an LRU cache): clients send the
 same few mutation texts over and over, with different variables. The cache is bounded by the length of
 the texts it holds, not only by their number: a parsed and validated document takes 100-200 bytes per
-character of its text (30 KB for the shortest), and 256 texts at the token limit would keep 800 MB
+character of its text (28 KB for the shortest), and 256 texts at the token limit would keep 800 MB
 alive, 256 read queries with an id written in each 25 MB. Variables are coerced by functions
 compiled once per input type (service.graphql.coercion), falling back to graphql-core's own coercion
 for values those refuse, so that errors keep their usual form.
@@ -33,9 +33,10 @@ from service.graphql.errors import format_execution_errors, request_error, varia
 from service.graphql.limits import MAX_QUERY_LENGTH, MAX_TOKENS, QueryLimits, capped
 
 CACHE_SIZE = 256
-# At most this many characters of query text in the cache (13 MB of parsed documents at worst); a text longer
-# than CACHED_QUERY_LENGTH is parsed for each request instead (such texts inline their values, so they rarely
-# come twice, and each would push out dozens of the short texts that do).
+# At most this many characters of query text in the cache (about 20 MB of parsed documents at worst: up to
+# 200 bytes per character, plus about 28 KB per text however short); a text longer than CACHED_QUERY_LENGTH
+# is parsed for each request instead (such texts inline their values, so they rarely come twice, and each
+# would push out dozens of the short texts that do).
 CACHE_SIZE_CHARS = 64 * 1024
 CACHED_QUERY_LENGTH = 8 * 1024
 
