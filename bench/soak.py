@@ -7,9 +7,11 @@ each) for `--minutes`. Each client goes round a fixed mix: processCreate (bench/
 so the stored data stops growing), productCreate, stationCreate, read queries, a refused input, a single upload,
 a chunked upload in order, one with `--parallel` chunks in flight, and media downloads (whole and with Range).
 Every minute prints, for each worker process (the gunicorn master's children), its RSS (VmRSS) and open file
-descriptors, then p50/p99 and the count of each kind of request in that minute. At the end: each worker's RSS
-growth after minute 1, descriptor min/max, and each kind's p99 in the first and last thirds of the run after
-minute 1 (a leak shows as a rising trend). Uploaded media older than a minute are deleted from the temporary
+descriptors and the machine's load average, then p50/p99 and the count of each kind of request in that minute.
+At the end: each worker's RSS growth after minute 1, descriptor min/max, and each kind's p99 in the first and
+last thirds of the run after minute 1 with its trend (Theil-Sen: the median of the slopes between every two
+minutes, so that a minute or two slowed by other work on a shared machine does not make a trend; a leak
+shows as a steady rise). Uploaded media older than a minute are deleted from the temporary
 data directory as the run goes, so the disk does not fill; the downloads use media kept for the whole run.
 
     .venv/bin/python bench/soak.py [--minutes 10] [--clients 4] [--parallel 4]
@@ -308,7 +310,8 @@ def main():
 
 def report_minute(minute, workers, recorder):
     print(f"minute {minute + 1}: " + ", ".join(f"worker {pid} RSS {rss:.1f} MB fds {fds}"
-                                               for pid, (rss, fds) in sorted(workers.items())), flush=True)
+                                               for pid, (rss, fds) in sorted(workers.items()))
+          + f"; load average {os.getloadavg()[0]:.1f}", flush=True)
     with recorder.lock:
         latencies = {kind: list(values) for kind, values in recorder.latencies[minute].items()}
         failures = dict(recorder.failures[minute])
@@ -345,14 +348,10 @@ def summary(samples, recorder, minutes):
 
 
 def trend(xs, ys):
-    """Least-squares slope of ys over xs (0 with fewer than 2 points)."""
+    """Theil-Sen slope of ys over xs: the median slope between every two points (0 with fewer than 2)."""
     points = [(x, y) for x, y in zip(xs, ys) if y == y]
-    if len(points) < 2:
-        return 0.0
-    mean_x = statistics.fmean(x for x, _ in points)
-    mean_y = statistics.fmean(y for _, y in points)
-    variance = sum((x - mean_x) ** 2 for x, _ in points)
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / variance if variance else 0.0
+    slopes = [(y2 - y1) / (x2 - x1) for (x1, y1), (x2, y2) in itertools.combinations(points, 2) if x2 != x1]
+    return statistics.median(slopes) if slopes else 0.0
 
 
 if __name__ == "__main__":
