@@ -6,7 +6,8 @@ and bench/noop_app.py (Ariadne's WSGI app over the same schema.graphql, resolver
 sends the same realistic processCreate (bench/payload.py: 20 steps x 5 actions, about 60 KB of JSON, 64
 process ids in turn) over a fixed number of keep-alive connections for a fixed time, alternating between
 the two servers, `--runs` times. Prints requests/s, p50 and p99 latency of each, and the ratio ours/noop,
-per run and as the median of the runs. Target (issue 5): ratio >= 0.6.
+per run and as the median of the runs, with the CPU milliseconds the server's workers spent per request (user +
+system time of the gunicorn master's children over the measurement, from /proc). Target (issue 5): ratio >= 0.6.
 
     sudo apt-get install -y wrk        # Debian/Ubuntu; wrk 4 with LuaJIT
     .venv/bin/python bench/graphql_bench.py [--runs 3] [--seconds 10] [--connections 8]
@@ -54,8 +55,17 @@ def check(url, body):
         raise SystemExit(f"{url}: {response.status_code} {response.text[:500]}")
 
 
+def workers_cpu_seconds(master):
+    """User + system CPU seconds used so far by the gunicorn master's children (its workers)."""
+    total = 0
+    for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split():
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def wrk(url, body_file, seconds, connections):
-    """(requests/s, p50 ms, p99 ms) of one wrk run."""
+    """(requests/s, p50 ms, p99 ms, requests) of one wrk run."""
     output = subprocess.run(
         ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s", "-s",
          str(ROOT / "bench" / "graphql_post.lua"), url, "--", str(body_file), TOKEN],
@@ -66,7 +76,7 @@ def wrk(url, body_file, seconds, connections):
     count, elapsed, p50, p99, failed = match.groups()
     if int(failed):
         raise SystemExit(f"{failed} requests failed:\n{output}")
-    return int(count) / float(elapsed), float(p50), float(p99)
+    return int(count) / float(elapsed), float(p50), float(p99), int(count)
 
 
 def main():
@@ -92,11 +102,13 @@ def main():
             runs = []
             for number in range(1, args.runs + 1):
                 run = {}
-                for name, url in (("noop", noop_url), ("ours", ours_url)):
+                for name, url, server in (("noop", noop_url, noop), ("ours", ours_url, ours)):
                     check(url, body)
                     wrk(url, body_file, WARM_UP_SECONDS, args.connections)
-                    run[f"{name}_rps"], run[f"{name}_p50_ms"], run[f"{name}_p99_ms"] = wrk(
+                    cpu = workers_cpu_seconds(server.pid)
+                    run[f"{name}_rps"], run[f"{name}_p50_ms"], run[f"{name}_p99_ms"], count = wrk(
                         url, body_file, args.seconds, args.connections)
+                    run[f"{name}_cpu_ms"] = (workers_cpu_seconds(server.pid) - cpu) * 1000 / count
                     time.sleep(1)
                 run["ratio"] = run["ours_rps"] / run["noop_rps"]
                 runs.append(run)

@@ -2,14 +2,17 @@
 
 Sends the benchmark's realistic processCreate (bench/payload.py, 20 steps by default) to an in-process app
 (Flask test client, real data directory, fsync included) under cProfile, cycling through 20 process ids, and
-prints the milliseconds per request without the profiler, then the functions taking the most time.
+prints the milliseconds per request without the profiler (and how many of them the cycle collector took, how many
+collections ran), then the functions taking the most time. The cycle collector is set as in a gunicorn worker
+(service.cycle_collector.tune) unless `--gc default` asks for Python's defaults.
 For a sampling profile of a real gunicorn worker: `pip install py-spy`, then
 `py-spy record -p <worker pid> -f raw -o profile.txt` while bench/graphql_bench.py runs.
 
-    .venv/bin/python bench/profile_graphql.py [--requests 200] [--steps 20] [--sort cumulative|tottime]
+    .venv/bin/python bench/profile_graphql.py [--requests 200] [--steps 20] [--sort cumulative|tottime] [--gc worker|default]
 """
 import argparse
 import cProfile
+import gc
 import pstats
 import sys
 import tempfile
@@ -19,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from payload import request_body  # noqa: E402 (bench/ is not a package)
 
-from service import create_app  # noqa: E402
+from service import create_app, cycle_collector  # noqa: E402
 
 TOKEN = "bench-token-0001"
 
@@ -30,6 +33,8 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--sort", default="cumulative", choices=["cumulative", "tottime"])
     parser.add_argument("--lines", type=int, default=40)
+    parser.add_argument("--gc", default="worker", choices=["worker", "default"],
+                        help="cycle collector as a gunicorn worker sets it, or Python's defaults")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="wis-profile-") as temp:
         client = create_app({"DATA_DIR": temp, "API_TOKENS": f"default:{TOKEN}"}).test_client()
@@ -42,11 +47,28 @@ def main():
 
         for number in range(len(bodies)):
             send(number)  # creates; what follows are updates, as in bench/graphql_bench.py
+        if args.gc == "worker":
+            cycle_collector.tune()
+        in_collector, started = [0.0], [0.0]
+
+        def timed(phase, _info):
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                in_collector[0] += time.perf_counter() - started[0]
+
+        gc.callbacks.append(timed)
+        collections = sum(generation["collections"] for generation in gc.get_stats())
         start = time.perf_counter()
         for number in range(args.requests):
             send(number)
-        print(f"{(time.perf_counter() - start) * 1000 / args.requests:.2f} ms per request without the profiler, "
-              f"{len(bodies[0])} bytes each")
+        elapsed = time.perf_counter() - start
+        gc.callbacks.remove(timed)
+        collections = sum(generation["collections"] for generation in gc.get_stats()) - collections
+        print(f"{elapsed * 1000 / args.requests:.2f} ms per request without the profiler, {len(bodies[0])} bytes each; "
+              f"cycle collector ({args.gc} settings, threshold {gc.get_threshold()}): "
+              f"{in_collector[0] * 1000 / args.requests:.2f} ms per request, "
+              f"{collections / args.requests:.2f} collections per request")
         profile = cProfile.Profile()
         profile.enable()
         for number in range(args.requests):

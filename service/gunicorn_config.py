@@ -26,7 +26,7 @@ os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_METRICS_DIR)
 
 from gunicorn.glogging import Logger  # noqa: E402 (after the environment is set)
 
-from service import auth, observability  # noqa: E402
+from service import auth, cycle_collector, observability  # noqa: E402
 from service.config import load_config  # noqa: E402
 
 
@@ -116,6 +116,11 @@ def on_starting(server):
     for stale in _METRICS_DIR.glob("*.db"):
         stale.unlink()
     auth.announce_default_token(load_config())
+
+
+def post_worker_init(worker):
+    # After the worker has loaded the app, so that what start-up built is frozen with it.
+    cycle_collector.tune()
 
 
 def child_exit(server, worker):

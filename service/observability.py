@@ -24,6 +24,11 @@ REQUEST_ID_HEADER = "X-Request-Id"
 # neither forge log lines nor bloat them; anything else is replaced by a generated id.
 VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 UNMATCHED_ROUTE = "<unmatched>"
+# Label values must come from a fixed set, or every new value a client sends is a new series kept for the
+# life of the worker (and in the multiprocess files): a route is the URL rule, never the raw path, and a
+# method outside these (HTTP allows any token) is counted as OTHER_METHOD.
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+OTHER_METHOD = "<other>"
 UPLOAD_ROUTE_PREFIX = "/uploads"
 # Upload requests take up to a 10 MB body over slow links, so the buckets reach into minutes.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -131,7 +136,8 @@ def _start_request():
 def _finish_request(response, metrics):
     response.headers[REQUEST_ID_HEADER] = g.get("request_id") or uuid.uuid4().hex
     route = request.url_rule.rule if request.url_rule is not None else UNMATCHED_ROUTE
-    labels = (request.method, route, str(response.status_code))
+    method = request.method if request.method in KNOWN_METHODS else OTHER_METHOD
+    labels = (method, route, str(response.status_code))
     metrics.requests.labels(*labels).inc()
     if "request_started" in g:
         metrics.latency.labels(*labels).observe(time.perf_counter() - g.request_started)

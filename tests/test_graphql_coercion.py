@@ -73,7 +73,7 @@ def endpoint():
 @pytest.mark.parametrize("type_name", ["ProcessCreateInput", "ProductCreateInput", "StationCreateInput"])
 def test_compiled_coercion_agrees_with_graphql_core(endpoint, type_name):
     type_ = endpoint.schema.get_type(type_name)
-    coerce = endpoint.coercer._coercer(type_)
+    coerce = endpoint.coercer.compile(type_)
 
     accepted = []
 
@@ -116,3 +116,26 @@ def test_refused_values_get_graphql_core_errors(client, auth):
     body = response.get_json()
     assert body["data"] == {"processCreate": None}
     assert [error["extensions"]["field"] for error in body["errors"]] == ["process.steps[0].actions[0].bogus"]
+
+
+def test_a_second_request_compiles_nothing_and_takes_the_compiled_path(app, client, auth, monkeypatch):
+    coercer = app.extensions["graphql"].coercer
+
+    def create(identifier, query=MUTATION):
+        response = client.post("/graph/v2", headers=auth, json={
+            "query": query, "variables": {"input": {"process": process(identifier, 2)}}})
+        assert "errors" not in response.get_json()
+
+    create("once")
+    compiled = dict(coercer._named)
+    compiles, results = [], []
+    compile_, coerce = coercer._compile, coercer.coerce
+    monkeypatch.setattr(coercer, "_compile", lambda *args: compiles.append(args) or compile_(*args))
+    monkeypatch.setattr(coercer, "coerce", lambda *args: results.append(coerce(*args)) or results[-1])
+    create("once")
+    assert compiles == []
+    assert len(results) == 1 and results[0] is not None  # coerced by the compiled functions, not graphql-core
+    # Another text declaring the same variable type: its plan reuses the functions of the named types.
+    create("other", "mutation Other($input: ProcessCreateInput!) { processCreate(input: $input) }")
+    assert coercer._named == compiled
+    assert [type(args[0]).__name__ for args in compiles] == ["GraphQLNonNull", "GraphQLInputObjectType"]

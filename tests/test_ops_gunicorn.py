@@ -137,6 +137,21 @@ def test_config_reads_the_environment(tmp_path):
     assert gunicorn_settings(tmp_path, PORT="5000", WIS_BIND="127.0.0.1:9000")[1]["bind"] == ["127.0.0.1:9000"]
 
 
+def test_workers_tune_the_cycle_collector_once_after_start_up(tmp_path):
+    # Not per request (that paused it for every thread of the worker), and not in create_app (an embedding
+    # process keeps its own settings).
+    script = ("import gc, json, service.gunicorn_config as c; from service import create_app; "
+              f"create_app({{'DATA_DIR': {str(tmp_path / 'data')!r}, 'API_TOKENS': 'default:abcdefgh12'}}); "
+              "untouched = gc.get_threshold(), gc.get_freeze_count(); c.post_worker_init(None); "
+              "print(json.dumps([untouched, [gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()]]))")
+    environment = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(tmp_path))
+    result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    (threshold, frozen), (tuned, frozen_after, enabled) = json.loads(result.stdout)
+    assert threshold == [700, 10, 10] and frozen == 0
+    assert tuned == [50_000, 10, 10] and frozen_after > 10_000 and enabled
+
+
 def test_config_refuses_a_malformed_setting_naming_it(tmp_path):
     status, stderr = gunicorn_settings(tmp_path, WIS_WORKERS="many")
     assert status != 0

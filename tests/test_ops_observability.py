@@ -99,6 +99,17 @@ def test_metrics_count_requests_by_url_rule_and_status(tmp_path):
     assert metric_value(text, "wis_http_request_duration_seconds_count", route="/things/<name>", status="200") == 3
 
 
+def test_metric_labels_come_from_a_fixed_set_whatever_the_client_sends(client):
+    # Each new label value would be a new series kept for the life of the worker.
+    for number in range(20):
+        client.open(f"/nothing/{number}", method=f"BREW{number}")
+        client.open(f"/uploads/{number:032x}", method=f"BREW{number}")
+    text = client.get("/metrics").get_data(as_text=True)
+    series = {line.split(" ")[0] for line in text.splitlines() if line.startswith("wis_http_requests_total")}
+    assert series == {'wis_http_requests_total{method="<other>",route="<unmatched>",status="404"}',
+                      'wis_http_requests_total{method="<other>",route="<unmatched>",status="405"}'}
+
+
 def test_metrics_need_no_token_by_default(client):
     response = client.get("/metrics")
     assert response.status_code == 200

@@ -1,25 +1,44 @@
 """Running one GraphQL-over-HTTP request: body checks, cached parse and validation, execution, response.
 
 Parsing and validating a query text is done once per distinct text (an LRU cache): clients send the
-same few mutation texts over and over, with different variables. Variables are coerced by functions
+same few mutation texts over and over, with different variables. The cache is bounded by the length of
+the texts it holds, not only by their number: a parsed and validated document takes 100-200 bytes per
+character of its text (28 KB for the shortest), and 256 texts at the token limit would keep 800 MB
+alive, 256 read queries with an id written in each 25 MB. Variables are coerced by functions
 compiled once per input type (service.graphql.coercion), falling back to graphql-core's own coercion
 for values those refuse, so that errors keep their usual form.
 """
-import contextlib
-import functools
-import gc
 import json
+import threading
+from collections import OrderedDict
 from typing import NamedTuple
 
 import orjson
 
-from graphql import DocumentNode, FieldNode, GraphQLError, execute_sync, get_operation_ast, is_non_null_type, parse, specified_rules, validate
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    GraphQLError,
+    OperationDefinitionNode,
+    execute_sync,
+    get_operation_ast,
+    is_non_null_type,
+    parse,
+    specified_rules,
+    validate,
+)
 
 from service.graphql.coercion import PrecoercedExecutor, VariableCoercer, without_variable_definitions
 from service.graphql.errors import format_execution_errors, request_error, variable_errors
 from service.graphql.limits import MAX_QUERY_LENGTH, MAX_TOKENS, QueryLimits, capped
 
 CACHE_SIZE = 256
+# At most this many characters of query text in the cache (about 20 MB of parsed documents at worst: up to
+# 200 bytes per character, plus about 28 KB per text however short); a text longer than CACHED_QUERY_LENGTH
+# is parsed for each request instead (such texts inline their values, so they rarely come twice, and each
+# would push out dozens of the short texts that do).
+CACHE_SIZE_CHARS = 64 * 1024
+CACHED_QUERY_LENGTH = 8 * 1024
 
 
 class BadGraphQLRequest(Exception):
@@ -68,30 +87,55 @@ def read_payload(body):
     return query, variables or {}, operation_name
 
 
-@contextlib.contextmanager
-def cycle_collector_paused():
-    """No cyclic garbage collection while a request runs.
-
-    A request builds a large tree of dicts and lists (the input, its derivations, the stored document) that
-    lives until the response and holds no cycles. Collections that run meanwhile scan all of it again and
-    again, so their cost grew with the square of the input (1000 steps: a third of the time). Reference
-    counting still frees everything; cycles, if any, wait for the next collection after the request. Only
-    the request that turned collection off turns it back on, so concurrent requests cannot leave it off.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 class Prepared(NamedTuple):
-    """A parsed and validated document, and its copy without variable definitions for pre-coerced variables."""
+    """A parsed and validated document, its copy without variable definitions for pre-coerced variables, and the
+    coercion plan of each operation by name (None where graphql-core's own coercion must run)."""
 
     document: DocumentNode
     without_variables: DocumentNode
+    plans: dict
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+    chars: int
+
+
+class DocumentCache:
+    """An LRU cache of prepare(query) bounded by the number of texts and their total length; thread-safe."""
+
+    def __init__(self, prepare, maxsize=CACHE_SIZE, max_chars=CACHE_SIZE_CHARS, max_length=CACHED_QUERY_LENGTH):
+        self._prepare = prepare
+        self.maxsize, self.max_chars, self.max_length = maxsize, max_chars, max_length
+        self._entries = OrderedDict()
+        self._chars = self._hits = self._misses = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, query):
+        with self._lock:
+            entry = self._entries.get(query)
+            if entry is not None:
+                self._entries.move_to_end(query)
+                self._hits += 1
+                return entry
+            self._misses += 1
+        entry = self._prepare(query)  # outside the lock: other threads keep being answered from the cache
+        if len(query) <= self.max_length:
+            with self._lock:
+                if query not in self._entries:
+                    self._entries[query] = entry
+                    self._chars += len(query)
+                    while len(self._entries) > self.maxsize or self._chars > self.max_chars:
+                        evicted, _ = self._entries.popitem(last=False)
+                        self._chars -= len(evicted)
+        return entry
+
+    def cache_info(self):
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, self.maxsize, len(self._entries), self._chars)
 
 
 class GraphQLEndpoint:
@@ -100,7 +144,7 @@ class GraphQLEndpoint:
     def __init__(self, schema):
         self.schema = schema
         self.coercer = VariableCoercer(schema)
-        self.prepare = functools.lru_cache(maxsize=CACHE_SIZE)(self._prepare)
+        self.prepare = DocumentCache(self._prepare)
 
     def _prepare(self, query):
         """(Prepared, None) for a valid query text, else (None, errors) - both cached."""
@@ -113,14 +157,13 @@ class GraphQLEndpoint:
             return None, [request_error("the query is nested too deeply", "GRAPHQL_PARSE_FAILED")]
         if errors:
             return None, [{**error.formatted, "extensions": {"code": "GRAPHQL_VALIDATION_FAILED"}} for error in errors]
-        return Prepared(document, without_variable_definitions(document)), None
+        # Operation names are unique in a valid document, and an anonymous operation is its only one.
+        plans = {definition.name.value if definition.name else None: self.coercer.plan(definition)
+                 for definition in document.definitions if isinstance(definition, OperationDefinitionNode)}
+        return Prepared(document, without_variable_definitions(document), plans), None
 
     def respond(self, body, context):
         """(HTTP status, response object) for one POSTed request body."""
-        with cycle_collector_paused():
-            return self._respond(body, context)
-
-    def _respond(self, body, context):
         try:
             query, variables, operation_name = read_payload(body)
         except BadGraphQLRequest as refusal:
@@ -134,7 +177,8 @@ class GraphQLEndpoint:
             message = (f"no operation named {operation_name!r} in the document" if operation_name
                        else "the document holds several operations: say which one to run in `operationName`")
             return 400, {"errors": [request_error(message)]}
-        coerced = self.coercer.coerce(operation, variables)
+        plan = prepared.plans[operation.name.value if operation.name else None]
+        coerced = None if plan is None else self.coercer.coerce(plan, variables)
         if coerced is None:
             result = execute_sync(self.schema, document, variable_values=variables, operation_name=operation_name,
                                   context_value=context)
