@@ -21,6 +21,7 @@ DEFAULTS = {
     "EXPLORER_PERSIST_HEADERS": False,
 }
 
+
 def _flag(value):
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
@@ -35,18 +36,76 @@ ENVIRONMENT = {
 }
 
 
+SERVER_ENVIRONMENT = {
+    "WIS_BIND": ("bind", str),
+    "WIS_WORKER_CLASS": ("worker_class", str),
+    "WIS_WORKERS": ("workers", int),
+    "WIS_THREADS": ("threads", int),
+    "WIS_TIMEOUT": ("timeout", int),
+    "WIS_GRACEFUL_TIMEOUT": ("graceful_timeout", int),
+    "WIS_KEEPALIVE": ("keepalive", int),
+    "WIS_LOG_LEVEL": ("loglevel", str),
+    "WIS_ACCESS_LOG": ("accesslog", lambda value: None if value.lower() == "off" else value),
+    "WIS_ERROR_LOG": ("errorlog", str),
+    "WIS_CONTROL_SOCKET": ("control_socket", str),
+}
+
+
+def read_environment(table, defaults, environ):
+    """`defaults` with every variable of `table` that is set (and not empty) parsed in; a value that does not
+    parse is a ConfigurationError naming the variable."""
+    config = dict(defaults)
+    for variable, (key, parse) in table.items():
+        raw = environ.get(variable, "").strip()
+        if raw:
+            try:
+                config[key] = parse(raw)
+            except ValueError as exc:
+                raise ConfigurationError(f"invalid value for {variable}: {raw!r} ({exc})") from None
+    return config
+
+
 def load_config(overrides=None, environ=None):
     """Return the effective configuration as a plain dict."""
-    environ = os.environ if environ is None else environ
-    config = dict(DEFAULTS)
-    for variable, (key, parse) in ENVIRONMENT.items():
-        if environ.get(variable, "") != "":
-            try:
-                config[key] = parse(environ[variable])
-            except ValueError as exc:
-                raise ConfigurationError(f"invalid value for {variable}: {environ[variable]!r} ({exc})") from None
+    config = read_environment(ENVIRONMENT, DEFAULTS, os.environ if environ is None else environ)
     config.update(overrides or {})
     # Made absolute once, against the working directory at start-up: libraries resolve a relative path
     # against bases of their own (Flask's send_file against the package folder), so every store gets this.
     config["DATA_DIR"] = os.path.abspath(os.path.expanduser(str(config["DATA_DIR"])))
     return config
+
+
+def load_server_config(environ=None):
+    """Gunicorn's settings (by gunicorn's names) from the WIS_* variables; command-line flags still win."""
+    environ = os.environ if environ is None else environ
+    defaults = {
+        # Gunicorn's own rule for PORT (Procfile hosting), else loopback: never exposed by accident.
+        "bind": f"0.0.0.0:{environ['PORT']}" if environ.get("PORT") else "127.0.0.1:8000",
+        "worker_class": "gthread",
+        "workers": _cpu_count() + 1,
+        # A client that sends its request slowly holds a thread until the request is whole (gthread has no
+        # deadline for request headers or bodies): 32 per worker keep the service answering while dozens of
+        # such clients trickle. Past workers x threads of them it stalls; on an untrusted network put a
+        # buffering reverse proxy in front.
+        "threads": 32,
+        # A 10 MB chunk at 1 Mbit/s takes about 80 s; with sync workers this is also the longest request.
+        "timeout": 120,
+        # On restart or SIGTERM, workers finish the uploads in flight for this long before they are killed.
+        "graceful_timeout": 60,
+        "keepalive": 5,
+        "loglevel": "info",
+        "accesslog": "-",
+        "errorlog": "-",
+        # Gunicorn's control socket has one default path per user: off unless a path is given, so several
+        # instances (and test runs) on one host do not fight over it.
+        "control_socket": None,
+    }
+    return read_environment(SERVER_ENVIRONMENT, defaults, environ)
+
+
+def _cpu_count():
+    # The CPUs this process may run on (container CPU sets), not every CPU of the host.
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1

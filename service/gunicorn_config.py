@@ -27,52 +27,45 @@ os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_METRICS_DIR)
 from gunicorn.glogging import Logger  # noqa: E402 (after the environment is set)
 
 from service import auth, cycle_collector, observability  # noqa: E402
-from service.config import load_config  # noqa: E402
+from service.config import load_config, load_server_config  # noqa: E402
+from service.errors import ConfigurationError  # noqa: E402
+from service.graphql import load_schema  # noqa: E402
+from service.openapi import load_document  # noqa: E402
 
 
-def _env(name, parse, default):
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
+def _settings():
+    """Gunicorn's settings and the service's, checked before anything starts: a malformed setting, a broken
+    schema or OpenAPI file is one line naming it and exit status 1, not a traceback from every worker."""
     try:
-        return parse(raw)
-    except ValueError as exc:
-        raise SystemExit(f"invalid value for {name}: {raw!r} ({exc})") from None
+        server = load_server_config()
+        service = load_config()
+        auth.parse_tokens(service["API_TOKENS"])
+        load_schema()
+        load_document()
+    except ConfigurationError as error:
+        if _METRICS_DIR_OWNED:
+            shutil.rmtree(_METRICS_DIR, ignore_errors=True)
+        raise SystemExit(f"work-instruction service: {error}") from None
+    return server
 
 
-def _cpu_count():
-    # The CPUs this process may run on (container CPU sets), not every CPU of the host.
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
+_SERVER = _settings()
 wsgi_app = "service:create_app()"
-# Gunicorn's own rule for PORT (Procfile hosting), else loopback: never exposed by accident.
-bind = [_env("WIS_BIND", str, f"0.0.0.0:{os.environ['PORT']}" if os.environ.get("PORT") else "127.0.0.1:8000")]
-worker_class = _env("WIS_WORKER_CLASS", str, "gthread")
-workers = _env("WIS_WORKERS", int, _cpu_count() + 1)
-# A client that sends its request slowly holds a thread until the request is whole (gthread has no
-# deadline for request headers or bodies): 32 per worker keep the service answering while dozens of
-# such clients trickle. Past workers x threads of them it stalls; on an untrusted network put a
-# buffering reverse proxy in front.
-threads = _env("WIS_THREADS", int, 32)
-# A 10 MB chunk at 1 Mbit/s takes about 80 s; with sync workers this is also the longest request.
-timeout = _env("WIS_TIMEOUT", int, 120)
-# On restart or SIGTERM, workers finish the uploads in flight for this long before they are killed.
-graceful_timeout = _env("WIS_GRACEFUL_TIMEOUT", int, 60)
-keepalive = _env("WIS_KEEPALIVE", int, 5)
-loglevel = _env("WIS_LOG_LEVEL", str, "info")
-accesslog = _env("WIS_ACCESS_LOG", lambda value: None if value.lower() == "off" else value, "-")
-errorlog = _env("WIS_ERROR_LOG", str, "-")
-logger_class = "service.gunicorn_config.JsonLogger"
-# Gunicorn's control socket has one default path per user: off unless a path is given, so several
-# instances (and test runs) on one host do not fight over it.
-control_socket = _env("WIS_CONTROL_SOCKET", str, None)
+bind = [_SERVER["bind"]]
+worker_class = _SERVER["worker_class"]
+workers = _SERVER["workers"]
+threads = _SERVER["threads"]
+timeout = _SERVER["timeout"]
+graceful_timeout = _SERVER["graceful_timeout"]
+keepalive = _SERVER["keepalive"]
+loglevel = _SERVER["loglevel"]
+accesslog = _SERVER["accesslog"]
+errorlog = _SERVER["errorlog"]
+control_socket = _SERVER["control_socket"]
 control_socket_disable = control_socket is None
 # Worker heartbeats on tmpfs: a slow or full disk must not get healthy workers killed.
 worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+logger_class = "service.gunicorn_config.JsonLogger"
 
 
 class JsonLogger(Logger):

@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import requests
 from conftest import TOKEN, TOKENS, free_port
 
@@ -48,3 +49,17 @@ def test_dev_mode_is_one_reloading_worker(monkeypatch, tmp_path):
     assert argv[1:] == ["-m", "gunicorn", "-c", "python:service.gunicorn_config", "--bind", "127.0.0.1:9999",
                         "--reload", "--workers", "1", "service:create_app()"]
     assert os.environ["WIS_DATA_DIR"] == str(tmp_path)
+
+
+@pytest.mark.parametrize("setting, named", [
+    ({"WIS_WORKERS": "many"}, "WIS_WORKERS"),
+    ({"WIS_API_TOKENS": "acme:short"}, "WIS_API_TOKENS"),
+    ({"WIS_STREAM_TTL_HOURS": "soon"}, "WIS_STREAM_TTL_HOURS"),
+])
+def test_a_malformed_setting_stops_serve_with_one_line_naming_it(tmp_path, setting, named):
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("WIS_")}
+    done = subprocess.run([str(WIS), "serve", "--bind", f"127.0.0.1:{free_port()}"], cwd=tmp_path, timeout=60,
+                          env={**environment, **setting}, capture_output=True, text=True)
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("work-instruction service: ") and named in line and "Traceback" not in done.stderr
