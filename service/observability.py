@@ -11,7 +11,7 @@ import sys
 import time
 import uuid
 
-from flask import Response, g, has_request_context, request
+from flask import Blueprint, Response, current_app, g, has_request_context, request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -127,13 +127,17 @@ def get_metrics(app):
     return app.extensions["metrics"]
 
 
+bp = Blueprint("observability", __name__)
+
+
 def _start_request():
     g.request_started = time.perf_counter()
     offered = request.headers.get(REQUEST_ID_HEADER, "")
     g.request_id = offered if VALID_REQUEST_ID.fullmatch(offered) else uuid.uuid4().hex
 
 
-def _finish_request(response, metrics):
+def _finish_request(response):
+    metrics = get_metrics(current_app)
     response.headers[REQUEST_ID_HEADER] = g.get("request_id") or uuid.uuid4().hex
     route = request.url_rule.rule if request.url_rule is not None else UNMATCHED_ROUTE
     method = request.method if request.method in KNOWN_METHODS else OTHER_METHOD
@@ -146,18 +150,18 @@ def _finish_request(response, metrics):
     return response
 
 
+@bp.get("/metrics")
+def metrics_view():
+    if current_app.config["METRICS_REQUIRE_TOKEN"]:
+        auth.require_org()
+    return Response(get_metrics(current_app).exposition(), content_type=CONTENT_TYPE_LATEST)
+
+
 def init_app(app):
     """Request ids, JSON logs and metrics for every request; `GET /metrics` (token only if configured)."""
     configure_logging()
     streams = storage.get_repository(app).streams
-    metrics = Metrics(streams, multiprocess=bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR")))
-    app.extensions["metrics"] = metrics
-
+    app.extensions["metrics"] = Metrics(streams, multiprocess=bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR")))
     app.before_request(_start_request)
-    app.after_request(lambda response: _finish_request(response, metrics))
-
-    @app.get("/metrics")
-    def metrics_view():
-        if app.config["METRICS_REQUIRE_TOKEN"]:
-            auth.require_org()
-        return Response(metrics.exposition(), content_type=CONTENT_TYPE_LATEST)
+    app.after_request(_finish_request)
+    app.register_blueprint(bp)
