@@ -7,6 +7,7 @@ import pytest
 from conftest import TOKEN, TOKENS
 from service import create_app
 from service.config import load_config
+from service.cors import ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS
 from service.errors import ConfigurationError
 
 PAGE = "http://127.0.0.1:8765"
@@ -96,3 +97,159 @@ def test_without_origins_no_response_has_cors_headers(tmp_path):
                client.get("/healthz", headers={"Origin": PAGE})]
     assert [cors_headers(answer) for answer in answers] == [{}] * 4
     assert ["Origin" in answer.vary for answer in answers] == [False] * 4
+
+
+# -- preflights ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path, methods", ROUTES)
+def test_a_listed_origin_gets_a_preflight_answer_on_every_route_without_a_token(client, path, methods):
+    response = preflight(client, path, method="PATCH")
+    assert response.status_code == 204
+    assert response.get_data() == b""
+    assert cors_headers(response) == {
+        "Access-Control-Allow-Origin": PAGE,
+        "Access-Control-Allow-Methods": methods,
+        "Access-Control-Allow-Headers": ("x-service-api-org, content-type, tus-resumable, upload-length, "
+                                         "upload-offset, upload-metadata, upload-checksum"),
+        "Access-Control-Max-Age": "600",
+    }
+    assert "Origin" in response.vary
+
+
+def test_the_preflight_lists_the_contract_headers_and_a_ten_minute_max_age():
+    assert ALLOWED_REQUEST_HEADERS == ("x-service-api-org", "content-type", "tus-resumable", "upload-length",
+                                       "upload-offset", "upload-metadata", "upload-checksum")
+    assert EXPOSED_HEADERS == ("Location", "Upload-Offset", "Upload-Length", "Upload-Expires", "Tus-Resumable",
+                               "Tus-Version", "Tus-Max-Size", "Tus-Extension", "Media-Path", "ETag", "X-Request-Id")
+    assert PREFLIGHT_MAX_AGE_SECONDS == 600
+
+
+def test_every_listed_origin_is_answered_with_its_own_origin(client):
+    assert preflight(client, "/graph/v2", origin=OTHER_PAGE).headers["Access-Control-Allow-Origin"] == OTHER_PAGE
+    assert preflight(client, "/graph/v2", origin=PAGE).headers["Access-Control-Allow-Origin"] == PAGE
+
+
+@pytest.mark.parametrize("origin", [UNLISTED, "http://127.0.0.1:87650", "HTTP://127.0.0.1:8765", "null",
+                                    PAGE + "/", "https://app.example.com.evil.example"])
+@pytest.mark.parametrize("path", ["/graph/v2", "/uploads", STREAM, "/healthz"])
+def test_an_unlisted_origin_gets_no_cors_headers(client, origin, path):
+    response = preflight(client, path, origin=origin)
+    assert cors_headers(response) == {}
+    assert "Origin" in response.vary
+
+
+def test_a_preflight_for_an_unknown_path_is_the_404_with_cors_headers(client):
+    response = preflight(client, "/no-such-route")
+    assert response.status_code == 404
+    assert "error" in response.get_json()
+    assert response.headers["Access-Control-Allow-Origin"] == PAGE
+    assert "Access-Control-Allow-Methods" not in response.headers
+
+
+def test_an_options_request_that_is_no_preflight_goes_on_to_the_route(client):
+    response = client.options("/healthz", headers={"Origin": PAGE})
+    assert response.status_code == 200
+    assert response.allow.as_set() == {"get", "head", "options"}  # Flask's own answer to OPTIONS
+    assert response.headers["Access-Control-Allow-Origin"] == PAGE
+    assert "Access-Control-Allow-Methods" not in response.headers
+
+
+def test_a_tus_options_view_is_reached_by_plain_options_and_not_by_preflights(app, client):
+    # tus discovery (OPTIONS, no token) has no Access-Control-Request-Method: its view answers it, CORS does not.
+    calls = []
+
+    @app.route("/tus-discovery", methods=["OPTIONS"])
+    def tus_discovery():
+        calls.append(1)
+        return "", 204, {"Tus-Resumable": "1.0.0", "Tus-Version": "1.0.0"}
+
+    plain = client.options("/tus-discovery", headers={"Origin": PAGE})
+    assert (plain.status_code, plain.headers["Tus-Version"], calls) == (204, "1.0.0", [1])
+    assert plain.headers["Access-Control-Allow-Origin"] == PAGE
+    assert "Tus-Version" in plain.headers["Access-Control-Expose-Headers"]
+    answered = preflight(client, "/tus-discovery", method="OPTIONS")
+    assert (answered.status_code, answered.headers["Access-Control-Allow-Methods"], calls) == (204, "OPTIONS", [1])
+    assert "Tus-Version" not in answered.headers
+
+
+# -- answers and errors -----------------------------------------------------------------------------
+
+def test_an_answer_to_a_listed_origin_allows_it_and_exposes_the_contract_headers(client, auth):
+    response = client.post("/graph/v2", json={"query": "{ stations { id } }"}, headers={"Origin": PAGE, **auth})
+    assert response.status_code == 200
+    assert cors_headers(response) == {
+        "Access-Control-Allow-Origin": PAGE,
+        "Access-Control-Expose-Headers": ("Location, Upload-Offset, Upload-Length, Upload-Expires, Tus-Resumable, "
+                                          "Tus-Version, Tus-Max-Size, Tus-Extension, Media-Path, ETag, X-Request-Id"),
+    }
+    assert response.vary.as_set() == {"origin"}
+
+
+def test_an_upload_and_its_media_carry_the_cors_headers(client, auth):
+    headers = {"Origin": PAGE, **auth}
+    uploaded = upload_png(client, headers)
+    assert uploaded.status_code == 201
+    assert uploaded.headers["Access-Control-Allow-Origin"] == PAGE
+    media = client.get(uploaded.get_json()["path"], headers=headers)
+    assert media.status_code == 200 and media.get_data() == PNG
+    assert media.headers["Access-Control-Allow-Origin"] == PAGE
+    assert "ETag" in media.headers["Access-Control-Expose-Headers"]
+    # A conditional request answered 304 is still readable by the page.
+    again = client.get(uploaded.get_json()["path"], headers={"If-None-Match": media.headers["ETag"], **headers})
+    assert again.status_code == 304
+    assert again.headers["Access-Control-Allow-Origin"] == PAGE
+
+
+def test_an_answer_to_an_unlisted_origin_or_to_no_origin_has_no_cors_headers(client, auth):
+    for headers in ({"Origin": UNLISTED, **auth}, auth):
+        response = client.post("/graph/v2", json={"query": "{ stations { id } }"}, headers=headers)
+        assert response.status_code == 200
+        assert cors_headers(response) == {}
+        assert "Origin" in response.vary
+
+
+def test_errors_to_a_listed_origin_carry_the_cors_headers(app, client, auth):
+    @app.get("/boom")
+    def boom():
+        raise RuntimeError("exploded")
+
+    origin = {"Origin": PAGE}
+    answers = {
+        "401 GraphQL": client.post("/graph/v2", json={"query": "{ stations { id } }"}, headers=origin),
+        "401 uploads": client.get(STREAM, headers=origin),
+        "404 stream": client.get(STREAM, headers={**origin, **auth}),
+        "404 media": client.get(MEDIA, headers={**origin, **auth}),
+        "404 route": client.get("/no-such-route", headers=origin),
+        "405": client.put("/uploads", headers={**origin, **auth}),
+        "400": client.post("/uploads", data=b"x", content_type="text/plain", headers={**origin, **auth}),
+        "413": client.post("/graph/v2", data=b"x" * (app.config["MAX_CONTENT_LENGTH"] + 1),
+                           content_type="application/json", headers={**origin, **auth}),
+        "500": client.get("/boom", headers=origin),
+    }
+    statuses = {name: answer.status_code for name, answer in answers.items()}
+    assert statuses == {name: int(name.split()[0]) for name in answers}
+    for name, answer in answers.items():
+        assert answer.headers.get("Access-Control-Allow-Origin") == PAGE, name
+        assert "X-Request-Id" in answer.headers["Access-Control-Expose-Headers"], name
+        assert "error" in answer.get_json(), name
+
+
+def test_no_credentials_are_ever_allowed(client, auth):
+    answers = [preflight(client, "/graph/v2"), client.get("/healthz", headers={"Origin": PAGE}),
+               client.post("/graph/v2", json={"query": "{ stations { id } }"}, headers={"Origin": PAGE, **auth})]
+    assert [answer.headers.get("Access-Control-Allow-Credentials") for answer in answers] == [None] * 3
+    assert [answer.headers["Access-Control-Allow-Origin"] for answer in answers] == [PAGE] * 3
+
+
+def test_every_rule_of_the_app_answers_a_preflight(app, client):
+    # Sample values for the variable parts of the rules, so that routes added later are covered too.
+    samples = {"stream_id": STREAM.rsplit("/", 1)[1], "segment": "images", "name": "0123456789abcdef-a.png",
+               "filename": "graphiql/graphiql.min.css"}
+    adapter = app.url_map.bind("localhost")
+    rules = list(app.url_map.iter_rules())
+    assert {"/graph/v2", "/uploads", "/uploads/<stream_id>", "/healthz"} <= {rule.rule for rule in rules}
+    for rule in rules:
+        path = adapter.build(rule.endpoint, {argument: samples[argument] for argument in rule.arguments})
+        response = preflight(client, path)
+        assert response.status_code == 204, path
+        assert set(rule.methods) <= set(response.headers["Access-Control-Allow-Methods"].split(", ")), path
