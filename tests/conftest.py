@@ -1,5 +1,7 @@
-"""Shared fixtures: an isolated app per test, and a real gunicorn server for end-to-end tests."""
+"""Shared fixtures: an isolated app per test, a real gunicorn server for end-to-end tests, and a real browser
+(the system's headless Chromium, driven by Playwright)."""
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -9,6 +11,7 @@ import time
 
 import pytest
 import requests
+from playwright.sync_api import sync_playwright
 
 from service import create_app
 
@@ -97,3 +100,25 @@ def gunicorn_server(tmp_path):
     server = GunicornServer(tmp_path / "gunicorn-data")
     yield server
     server.stop()
+
+
+# -- a real browser ---------------------------------------------------------------------------------
+# Chromium comes from the system (`apt-get install -y chromium`, or WIS_CHROMIUM=<path>); Playwright's own browser
+# download is never used. Without Chromium the browser tests fail and say so: they must not pass by not running.
+
+CHROMIUM = os.environ.get("WIS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+BROWSER_WAIT_MS = 20_000  # two shared cores: be patient, never endless
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium for the tests of one module."""
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        pytest.fail(f"the browser tests need Chromium, not found at {CHROMIUM}: install it "
+                    "(apt-get install -y chromium) or set WIS_CHROMIUM to its path", pytrace=False)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
