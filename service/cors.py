@@ -39,6 +39,7 @@ def answer_preflight():
     if not methods:
         return None  # no such path: its 404 goes out, with the CORS headers so a page can read it
     response = current_app.response_class(status=204)
+    del response.headers["Content-Type"]  # no body, so no type (Flask's default would say text/html)
     response.headers["Access-Control-Allow-Methods"] = ", ".join(sorted(methods))
     response.headers["Access-Control-Allow-Headers"] = ", ".join(ALLOWED_REQUEST_HEADERS)
     response.headers["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE_SECONDS)
