@@ -2,12 +2,12 @@
 from flask import Flask, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from service import auth, error_handlers, health, storage
+from service import auth, cors, error_handlers, health, storage
 from service.config import load_config
 
 
 def create_app(config_overrides=None):
-    """Build the app: config -> storage -> observability -> auth -> error handlers -> blueprints."""
+    """Build the app: config -> storage -> observability -> CORS -> auth -> error handlers -> blueprints."""
     app = Flask(__name__)
     app.config.update(load_config(config_overrides))
     app.json.sort_keys = False
@@ -18,6 +18,7 @@ def create_app(config_overrides=None):
     from service import observability
 
     observability.init_app(app)
+    cors.init_app(app)
     auth.init_app(app)
     error_handlers.init_app(app)
     app.before_request(refuse_oversized_bodies)

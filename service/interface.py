@@ -1,8 +1,8 @@
 """Facts of the service's interface that several layers (and the client) need: one home for each.
 
-The token header, the upload destinations with their formats and limits, the request limits, and the shape of a
-media path. Nothing here imports Flask or the rest of the service, so views, the domain, storage, the client and
-the command line all import it.
+The token and request-id headers, the upload destinations with their formats and limits, the request limits, and the
+shape of a media path. Nothing here imports Flask or the rest of the service, so views, the domain, storage, the
+client and the command line all import it.
 """
 import re
 from collections import namedtuple
@@ -11,6 +11,8 @@ MB = 1024 * 1024
 
 # The header every request but a few public ones carries (SPEC 5).
 TOKEN_HEADER = "x-service-api-org"
+# A client's request id, kept (when well-formed) and returned on every response.
+REQUEST_ID_HEADER = "X-Request-Id"
 
 # One request (a single upload or one chunk) carries at most this much file data (SPEC 8, a proxy buffer).
 REQUEST_FILE_LIMIT = 10 * MB

@@ -18,8 +18,8 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from pythonjsonlogger.json import JsonFormatter
 
 from service import auth, storage
+from service.interface import REQUEST_ID_HEADER
 
-REQUEST_ID_HEADER = "X-Request-Id"
 # A client's id is kept when it is short visible ASCII (no spaces, no control characters), so it can
 # neither forge log lines nor bloat them; anything else is replaced by a generated id.
 VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")

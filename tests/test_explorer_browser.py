@@ -1,39 +1,22 @@
 """The GraphQL explorer (GET /graph/v2) in a real browser: headless Chromium driven by Playwright, against gunicorn.
 
-Chromium comes from the system (`apt-get install -y chromium`, or WIS_CHROMIUM=<path>); Playwright's own
-browser download is never used. Without Chromium these tests fail and say so: they must not pass by not
-running. WIS_EXPLORER_SCREENSHOT=<directory> keeps a screenshot of the page once the token is in.
+The browser comes from the `browser` fixture (conftest.py: the system's Chromium, never Playwright's download).
+WIS_EXPLORER_SCREENSHOT=<directory> keeps a screenshot of the page once the token is in.
 """
 import json
 import os
-import shutil
 
 import pytest
 import requests
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from conftest import TOKEN, GunicornServer
+from conftest import BROWSER_WAIT_MS as WAIT_MS, TOKEN, GunicornServer
 
-CHROMIUM = os.environ.get("WIS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 STATUS = ".wis-token-status"
 HEADERS_EDITOR = "section.graphiql-editor-tool .graphiql-editor:not(.hidden) .CodeMirror"
 QUERY_EDITOR = ".graphiql-query-editor .CodeMirror"
 RESPONSE_EDITOR = ".result-window .CodeMirror"
 DOCS = ".graphiql-doc-explorer"
-WAIT_MS = 20_000  # two shared cores: be patient, never endless
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.fail(f"the explorer's browser tests need Chromium, not found at {CHROMIUM}: install it "
-                    "(apt-get install -y chromium) or set WIS_CHROMIUM to its path", pytrace=False)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")
