@@ -67,7 +67,9 @@ class GunicornServer:
             if self.process.poll() is not None:
                 raise RuntimeError("gunicorn exited: " + self.stderr_text)
             try:
-                if requests.get(self.url + "/healthz", timeout=1).status_code == 200:
+                # Once connected, wait for the answer: a probe given up and sent again is served (and counted,
+                # and logged) twice, which tests of metrics and access logs would see.
+                if requests.get(self.url + "/healthz", timeout=(1, max(1, deadline - time.monotonic()))).status_code == 200:
                     return
             except (requests.ConnectionError, requests.Timeout):  # a busy machine may be slow to answer
                 time.sleep(0.1)
