@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TOKENS
+from conftest import TOKEN, TOKENS
 from service import create_app
 from service.graphql.endpoint import CACHE_SIZE, CACHE_SIZE_CHARS, CACHED_QUERY_LENGTH, DocumentCache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from payload import MUTATION, process  # noqa: E402 (the benchmark's realistic process)
 
-TOKEN = TOKENS.split(",")[0].split(":")[1]
 AUTH = {"x-service-api-org": TOKEN}
 WARM_UP = 20
 N = 50
@@ -113,13 +112,13 @@ def chunked_stream(client, n):
     assert client.get(f"/uploads/{stream_id}", headers=AUTH).status_code == 200
 
 
-def media_range(client, n, paths=[]):  # noqa: B006 (the stored file, uploaded on first use)
-    if not paths:
+def media_range(client, n):
+    if n == 0:  # the first request of the test stores the file the others read
         response = client.post("/uploads", headers=AUTH, data={
             "destinationId": "stepImage", "file": (io.BytesIO(blob(PNG, 50_000)), "m.png")})
-        paths.append(response.get_json()["path"])
+        client.media_path = response.get_json()["path"]
     start = n % 1000
-    response = client.get(paths[0], headers={**AUTH, "Range": f"bytes={start}-{start + 4095}"})
+    response = client.get(client.media_path, headers={**AUTH, "Range": f"bytes={start}-{start + 4095}"})
     assert response.status_code == 206 and len(response.data) == 4096
     response.close()
 
