@@ -1,5 +1,5 @@
 import requests
-from conftest import GunicornServer
+from support import GunicornServer
 
 import stat
 

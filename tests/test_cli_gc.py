@@ -2,7 +2,7 @@
 import io
 
 import pytest
-from test_client_upload import PNG_SIGNATURE
+from support import PNG
 
 from service.cli import main
 from service.domain.media_gc import referenced_media
@@ -12,7 +12,7 @@ PROCESS_MUTATION = "mutation($input: ProcessCreateInput!) { processCreate(input:
 
 def upload_png(client, headers, name):
     response = client.post("/uploads", headers=headers, data={
-        "destinationId": "stepImage", "file": (io.BytesIO(PNG_SIGNATURE + bytes(100)), name)})
+        "destinationId": "stepImage", "file": (io.BytesIO(PNG + bytes(100)), name)})
     assert response.status_code == 201, response.get_json()
     return response.get_json()["path"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import TOKEN, TOKENS, free_port
+from support import TOKEN, TOKENS, free_port
 
 from service.cli import main
 

@@ -2,12 +2,8 @@
 import os
 
 import pytest
-from conftest import GunicornServer
-from test_cli_upload import run_wis
-from test_client_upload import write_mp4, write_png
+from support import GIF, JPEG, GunicornServer, run_wis, write_mp4, write_png
 
-GIF = b"GIF89a" + bytes(500)
-JPEG = b"\xff\xd8\xff\xe0" + bytes(500)
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +73,9 @@ def test_no_token_anywhere_says_where_it_looked(box, tmp_path):
 
 @pytest.mark.parametrize("name, content, prefix, suffix", [
     ("a.png", None, "/api/v1/images/", ".png"),
-    ("b.jpeg", JPEG, "/api/v1/images/", ".jpg"),
+    ("b.jpeg", JPEG + bytes(500), "/api/v1/images/", ".jpg"),
     ("c.mp4", None, "/api/v1/videos/", ".mp4"),
-    ("d.gif", GIF, "/api/v1/videos/", ".gif"),
+    ("d.gif", GIF + bytes(500), "/api/v1/videos/", ".gif"),
     ("big.mp4", None, "/api/v1/videos/", ".mp4"),  # over 10 MB: a stream
 ])
 def test_upload_without_destination_goes_where_the_content_says(box, tmp_path, name, content, prefix, suffix):

@@ -4,8 +4,7 @@ import threading
 
 import pytest
 import requests
-from conftest import TOKEN
-from test_client_upload import Interrupted, api, interrupt_after, server, write_mp4, write_png  # noqa: F401
+from support import TOKEN, Interrupted, interrupt_after, write_mp4, write_png
 
 from service.client import MB, Client
 

@@ -2,10 +2,10 @@
 import pytest
 import requests
 from requests.adapters import HTTPAdapter
-from test_client_upload import write_png
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from service.client import Client, ClientError, OutcomeUnknown, ServerUnreachable
+from support import sessions_through, write_png
 
 STATION = {"id": "press_1", "name": "Press"}
 
@@ -80,15 +80,6 @@ def never_connected(request):
 
 def reset_after_sending(request):
     return requests.ConnectionError("('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))")
-
-
-def sessions_through(adapter):
-    def session_factory():
-        session = requests.Session()
-        session.mount("http://", adapter)
-        return session
-
-    return session_factory
 
 
 def test_a_mutation_that_never_reached_the_service_is_sent_again(wis_clean):

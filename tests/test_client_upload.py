@@ -1,83 +1,15 @@
 """service.client uploads against real gunicorn: single and chunked uploads, resume, retries, errors."""
-import hashlib
-import io
 import json
-import os
 import threading
 import tracemalloc
 
 import pytest
 import requests
-from conftest import TOKEN, GunicornServer
 from requests.adapters import HTTPAdapter
 
 from service.client import MB, Client, ClientError, ServerUnreachable
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-MP4_HEADER = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2"
-
-
-def write_media(path, size, header):
-    """Write `size` bytes starting with `header` (a format signature), in blocks, and return the path."""
-    with open(path, "wb") as handle:
-        handle.write(header)
-        remaining = size - len(header)
-        while remaining > 0:
-            block = os.urandom(min(MB, remaining))
-            handle.write(block)
-            remaining -= len(block)
-    return path
-
-
-def write_png(path, size=4096):
-    return write_media(path, size, PNG_SIGNATURE)
-
-
-def write_mp4(path, size):
-    return write_media(path, size, MP4_HEADER)
-
-
-def sha256_of(path):
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def downloaded_sha(client, media_path):
-    buffer = io.BytesIO()
-    client.download(media_path, buffer)
-    return hashlib.sha256(buffer.getvalue()).hexdigest()
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    server = GunicornServer(tmp_path_factory.mktemp("data"), workers=2)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def api(server):
-    return Client(server.url, TOKEN, timeout=30, backoff=0)
-
-
-class Interrupted(Exception):
-    """Raised from a progress callback to stop an upload part-way, as Ctrl-C would."""
-
-
-def interrupt_after(chunks, chunk_size=MB):
-    """A progress callback that stops the upload once that many chunks were sent whole.
-
-    Chunks in flight when it stops are finished (and acknowledged); no new one is started.
-    """
-    sent = [0]
-
-    def progress(count):
-        sent[0] += count
-        if sent[0] >= chunks * chunk_size:
-            raise Interrupted()
-
-    return progress
-
+from support import (TOKEN, Interrupted, downloaded_sha, interrupt_after, sessions_through, sha256_of, write_mp4,
+                     write_png)
 
 class Counted:
     """The requests of one method that a client sends from now on, from any of its threads."""
@@ -109,17 +41,6 @@ def count_requests(client, method):
 
     client.transport.session_factory = session_factory
     return counted
-
-
-def flaky_sessions(adapter):
-    """A session_factory whose sessions all go through `adapter`."""
-
-    def session_factory():
-        session = requests.Session()
-        session.mount("http://", adapter)
-        return session
-
-    return session_factory
 
 
 def test_small_file_is_one_request_and_round_trips(api, tmp_path):
@@ -256,7 +177,7 @@ class FlakyAdapter(HTTPAdapter):
 def test_connection_errors_are_retried(server, tmp_path):
     video = write_mp4(tmp_path / "clip.mp4", 11 * MB)
     flaky = FlakyAdapter()
-    api = Client(server.url, TOKEN, backoff=0, session_factory=flaky_sessions(flaky))
+    api = Client(server.url, TOKEN, backoff=0, session_factory=sessions_through(flaky))
 
     path = api.upload(video, "stepVideo", chunk_size=2 * MB, parallel=1, state_dir=tmp_path / "state")
 
@@ -266,7 +187,7 @@ def test_connection_errors_are_retried(server, tmp_path):
 
 def test_retries_are_bounded(server, tmp_path):
     flaky = FlakyAdapter(always=True)
-    client = Client(server.url, TOKEN, retries=2, backoff=0, session_factory=flaky_sessions(flaky))
+    client = Client(server.url, TOKEN, retries=2, backoff=0, session_factory=sessions_through(flaky))
 
     with pytest.raises(ClientError) as caught:
         client.upload(write_png(tmp_path / "a.png"), "stepImage", state_dir=tmp_path / "state")

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from conftest import TOKEN, TOKENS
+from support import TOKEN, TOKENS
 from service import create_app
 from service.config import load_config
 from service.cors import ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import TOKEN, GunicornServer
+from support import TOKEN, GunicornServer
 
 PAGE = Path(__file__).with_name("pages") / "cors_client.html"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -7,7 +7,6 @@ reports and completes with the right SHA-256.
 import hashlib
 import json
 import os
-import random
 import signal
 import threading
 import time
@@ -15,19 +14,14 @@ from collections import defaultdict
 
 import requests
 
-from test_concurrency_gunicorn import HEADERS, create_stream, mp4, read_process, send_chunk, sha256, shipped_server, \
-    upsert
+from support import (HEADERS, create_stream_over_http, mp4, png, read_process_over_http, send_chunk_over_http, sha256,
+                     shipped_server, upsert_over_http)
 
-PNG = b"\x89PNG\r\n\x1a\n"
 CHUNK = 64 * 1024
 CHUNKS = 120
 WRITERS = 4
 # Requests in flight when the server dies fail; clients give up on them quickly and carry on.
 TIMEOUT = 10
-
-
-def png(size, seed):
-    return PNG + random.Random(seed).randbytes(size - len(PNG))
 
 
 class Load:
@@ -43,7 +37,7 @@ class Load:
         self.video = mp4(CHUNKS * CHUNK - 1234, seed=99)
         self.sent_files[sha256(self.video)] = self.video
         self.chunks = [self.video[i:i + CHUNK] for i in range(0, len(self.video), CHUNK)]
-        self.stream_id = create_stream(url, self.video)
+        self.stream_id = create_stream_over_http(url, self.video)
         self.acknowledged_chunks = set()
         self.threads = [threading.Thread(target=self._writer, args=(n,)) for n in range(WRITERS)]
         self.threads += [threading.Thread(target=self._uploader), threading.Thread(target=self._single_uploader)]
@@ -72,7 +66,7 @@ class Load:
             with self.lock:
                 self.attempts[identifier].append(attempt)
             try:
-                attempt[1] = upsert(self.url, identifier, attempt[0], timeout=TIMEOUT) is not None
+                attempt[1] = upsert_over_http(self.url, identifier, attempt[0], timeout=TIMEOUT) is not None
             except requests.RequestException:
                 time.sleep(0.05)  # the server is down or restarting a worker
 
@@ -83,7 +77,7 @@ class Load:
             if self.stop.is_set():
                 return
             try:
-                status, _ = send_chunk(self.url, self.stream_id, index, len(self.chunks), self.chunks[index],
+                status, _ = send_chunk_over_http(self.url, self.stream_id, index, len(self.chunks), self.chunks[index],
                                        timeout=TIMEOUT)
             except requests.RequestException:
                 return
@@ -142,7 +136,7 @@ def check_after_restart(load, url, data_dir):
             json.loads(path.read_bytes())  # every document and bookkeeping file parses
 
     for identifier, attempts in load.attempts.items():
-        stored = read_process(url, identifier)
+        stored = read_process_over_http(url, identifier)
         acknowledged = [n for n, (_, acked) in enumerate(attempts) if acked]
         if identifier.startswith("own_"):
             # A write that died unacknowledged after the last acknowledged one may have landed, nothing earlier.
@@ -172,7 +166,7 @@ def check_after_restart(load, url, data_dir):
     assert status["state"] == "open"
     assert load.acknowledged_chunks <= set(status["receivedChunks"])
     missing = [i for i in range(len(load.chunks)) if i not in status["receivedChunks"]]
-    answers = [send_chunk(url, load.stream_id, i, len(load.chunks), load.chunks[i]) for i in missing]
+    answers = [send_chunk_over_http(url, load.stream_id, i, len(load.chunks), load.chunks[i]) for i in missing]
     assert [status for status, _ in answers] == [200] * (len(missing) - 1) + [201]
     served = requests.get(url + answers[-1][1]["path"], headers=HEADERS, timeout=30)
     assert sha256(served.content) == sha256(load.video)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import free_port
+from support import free_port
 
 from service.client import Client
 

@@ -10,7 +10,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from conftest import BROWSER_WAIT_MS as WAIT_MS, TOKEN, GunicornServer
+from support import BROWSER_WAIT_MS as WAIT_MS, TOKEN, TOKEN_HEADER, GunicornServer
 
 STATUS = ".wis-token-status"
 HEADERS_EDITOR = "section.graphiql-editor-tool .graphiql-editor:not(.hidden) .CodeMirror"
@@ -64,7 +64,8 @@ def stored(page, *keys):
 
 
 def token_headers(token=TOKEN):
-    return json.dumps({"x-service-api-org": token})
+    """The explorer's headers editor text that carries `token`."""
+    return json.dumps({TOKEN_HEADER: token})
 
 
 def run_default_query(page):

@@ -336,7 +336,7 @@ def test_explorer_page_needs_no_token(client):
 def test_explorer_keeps_headers_out_of_the_browser_unless_the_operator_allows_it(tmp_path, environ, persist):
     import re
 
-    from conftest import TOKENS
+    from support import TOKENS
     from service import create_app
     from service.config import load_config
 

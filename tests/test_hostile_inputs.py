@@ -16,7 +16,7 @@ import time
 import pytest
 import requests
 
-from conftest import TOKEN, TOKENS, GunicornServer
+from support import TOKEN, TOKENS, GunicornServer, snapshot
 from service import create_app
 from service.storage import get_repository
 
@@ -32,17 +32,6 @@ TRAVERSALS = [
     "%252e%252e%252f", "..\\..\\default-token", "....//....//default-token", "/etc/passwd", "abc\x00.png",
     "abc%00.png", "\uff0e\uff0e\uff0fdefault-token", "abc\u2215..\u2215x", "\u0430bc", "abc\n", " abc",
 ]
-
-
-def snapshot(directory):
-    """{relative path: SHA-256} of every file under `directory`, to show a request changed nothing."""
-    files = {}
-    for root, _dirs, names in os.walk(directory):
-        for name in names:
-            path = os.path.join(root, name)
-            with open(path, "rb") as handle:
-                files[os.path.relpath(path, directory)] = hashlib.sha256(handle.read()).hexdigest()
-    return files
 
 
 def gql(client, headers, query, variables=None):

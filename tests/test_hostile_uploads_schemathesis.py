@@ -16,7 +16,7 @@ from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 import service
-from conftest import TOKEN, TOKENS
+from support import TOKEN, TOKENS
 from service import create_app
 
 AUTH = {"x-service-api-org": TOKEN}

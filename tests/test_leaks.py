@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TOKENS
+from support import TOKENS
 from service import create_app
 from service.graphql.endpoint import CACHE_SIZE, CACHE_SIZE_CHARS, CACHED_QUERY_LENGTH, DocumentCache
 

@@ -9,8 +9,7 @@ import time
 import pytest
 import requests
 
-from conftest import TOKEN, GunicornServer
-from test_ops_observability import metric_value
+from support import TOKEN, GunicornServer, metric_value
 
 CONFIG = ("-c", "python:service.gunicorn_config")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import TOKEN, GunicornServer
+from support import TOKEN, GunicornServer
 
 from service.domain.uploads import media_name
 

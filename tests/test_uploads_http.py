@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import TOKENS
+from support import TOKENS
 from service import create_app
 from service.domain import uploads
 from service.storage import SWEEP_INTERVAL_SECONDS, get_repository
