@@ -155,6 +155,12 @@ def media_dir(data_dir, segment, org="default"):
     return Path(data_dir) / "orgs" / org / "media" / segment
 
 
+def media_files(data_dir, *segments, org="default"):
+    """The stored media files of an org (of the given segments, else images and videos), sorted."""
+    directories = [media_dir(data_dir, segment, org) for segment in segments or ("images", "videos")]
+    return sorted(path for directory in directories if directory.exists() for path in directory.iterdir())
+
+
 # -- uploads over the Flask test client -------------------------------------------------------------------------
 
 def upload(client, headers, data, destination="stepImage", name="photo.png", **fields):

@@ -1,5 +1,4 @@
 import requests
-from support import GunicornServer
 
 import stat
 
@@ -8,6 +7,7 @@ import pytest
 from service import create_app
 from service.auth import parse_tokens
 from service.errors import ConfigurationError
+from support import GunicornServer
 
 
 def test_healthz_needs_no_token(client):

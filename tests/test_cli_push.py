@@ -3,9 +3,9 @@ import json
 
 import pytest
 import yaml
-from support import GIF, TOKEN, downloaded_sha, free_port, sha256_of, write_mp4, write_png
 
 from service.cli import main
+from support import GIF, TOKEN, downloaded_sha, free_port, sha256_of, write_mp4, write_png
 
 
 @pytest.fixture

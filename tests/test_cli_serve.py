@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from support import TOKEN, TOKENS, free_port
 
 from service.cli import main
+from support import TOKEN, TOKENS, free_port
 
 WIS = Path(sys.executable).with_name("wis")
 

@@ -2,6 +2,7 @@
 import os
 
 import pytest
+
 from support import GIF, JPEG, GunicornServer, run_wis, write_mp4, write_png
 
 

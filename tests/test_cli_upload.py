@@ -2,11 +2,11 @@
 import json
 
 import pytest
-from support import (TOKEN, Interrupted, downloaded_sha, free_port, interrupt_after, run_wis, sha256_of, write_mp4,
-                     write_png)
 
 from service.cli import main
 from service.client import MB, Client
+from support import (TOKEN, Interrupted, downloaded_sha, free_port, interrupt_after, run_wis, sha256_of, write_mp4,
+                     write_png)
 
 def test_upload_prints_the_path_of_the_uploaded_file(server, tmp_path):
     image = write_png(tmp_path / "photo.png", 50_000)

@@ -1,8 +1,8 @@
 """service.client GraphQL calls against real gunicorn: upserts, read-back, errors as ClientError."""
 import pytest
-from support import write_png
 
 from service.client import Client, ClientError
+from support import write_png
 
 
 def test_upserts_answer_created_then_updated(api):

@@ -12,8 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from support import (HEADERS, create_stream_over_http, metric_value, mp4, read_process_over_http,
+from support import (HEADERS, create_stream_over_http, media_files, metric_value, mp4, read_process_over_http,
                      send_chunk_over_http, sha256, shipped_server, upsert_over_http)
+
 
 
 @pytest.fixture
@@ -31,11 +32,6 @@ def serving_workers(tmp_path, path):
     """Process ids of the workers that answered requests to `path`, from the JSON access log."""
     lines = (tmp_path / "access.log").read_text().splitlines()
     return {record["process"] for record in map(json.loads, lines) if record.get("path") == path}
-
-
-def media_files(data_dir, segment="videos"):
-    directory = data_dir / "orgs" / "default" / "media" / segment
-    return sorted(directory.iterdir()) if directory.exists() else []
 
 
 def test_upserts_of_the_same_ids_from_many_clients_lose_no_acknowledged_write(server, tmp_path):
@@ -107,4 +103,4 @@ def test_chunks_of_several_streams_sent_at_once_and_repeated_complete_each_strea
         assert (status["state"], status["path"]) == ("complete", path)
     # Exactly one request per stream completed it (retries of a complete stream answer 201 but are not counted).
     assert completed_streams(server.url) - completed_before == len(streams)
-    assert sorted(sha256(p.read_bytes()) for p in media_files(server.data_dir)) == sorted(map(sha256, files))
+    assert sorted(sha256(p.read_bytes()) for p in media_files(server.data_dir, "videos")) == sorted(map(sha256, files))

@@ -1,19 +1,18 @@
 """CORS (CONTRACT 9) through the Flask test client: WIS_CORS_ORIGINS, preflights on every route, headers on answers
 and errors. The same in a real browser against gunicorn: test_cors_browser.py."""
-import io
 
 import pytest
 
-from support import TOKEN, TOKENS
 from service import create_app
 from service.config import load_config
 from service.cors import ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS
 from service.errors import ConfigurationError
+from support import PNG, TOKEN, TOKENS, upload
 
 PAGE = "http://127.0.0.1:8765"
 OTHER_PAGE = "https://app.example.com"
 UNLISTED = "http://127.0.0.1:9999"
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+IMAGE = PNG + bytes(range(256)) * 4
 CORS_HEADERS = ("Access-Control-Allow-Origin", "Access-Control-Allow-Methods", "Access-Control-Allow-Headers",
                 "Access-Control-Expose-Headers", "Access-Control-Max-Age", "Access-Control-Allow-Credentials")
 STREAM = "/uploads/0123456789abcdef0123456789abcdef"
@@ -45,11 +44,6 @@ def preflight(client, path, origin=PAGE, method="POST", headers="x-service-api-o
 
 def cors_headers(response):
     return {name: response.headers[name] for name in CORS_HEADERS if name in response.headers}
-
-
-def upload_png(client, headers):
-    form = {"destinationId": "stepImage", "file": (io.BytesIO(PNG), "photo.png")}
-    return client.post("/uploads", headers=headers, data=form)
 
 
 # -- configuration ----------------------------------------------------------------------------------
@@ -187,11 +181,11 @@ def test_an_answer_to_a_listed_origin_allows_it_and_exposes_the_contract_headers
 
 def test_an_upload_and_its_media_carry_the_cors_headers(client, auth):
     headers = {"Origin": PAGE, **auth}
-    uploaded = upload_png(client, headers)
+    uploaded = upload(client, headers, IMAGE)
     assert uploaded.status_code == 201
     assert uploaded.headers["Access-Control-Allow-Origin"] == PAGE
     media = client.get(uploaded.get_json()["path"], headers=headers)
-    assert media.status_code == 200 and media.get_data() == PNG
+    assert media.status_code == 200 and media.get_data() == IMAGE
     assert media.headers["Access-Control-Allow-Origin"] == PAGE
     assert "ETag" in media.headers["Access-Control-Expose-Headers"]
     # A conditional request answered 304 is still readable by the page.

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from support import TOKEN, GunicornServer
+from support import PNG, TOKEN, GunicornServer
+
 
 PAGE = Path(__file__).with_name("pages") / "cors_client.html"
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # What Chromium says in the console when CORS keeps a page from an answer.
 CORS_REFUSAL = "has been blocked by CORS policy"
 
@@ -92,7 +92,7 @@ def test_a_page_on_a_listed_origin_queries_uploads_and_reads_the_media_back(serv
     path = uploaded["upload"]["body"]["path"]
     assert path.startswith("/api/v1/images/") and path.endswith("-drawn.png")
     sent = base64.b64decode(uploaded["sent"])
-    assert sent.startswith(PNG_SIGNATURE)
+    assert sent.startswith(PNG)
     media = uploaded["media"]
     assert (media["status"], media["contentType"]) == (200, "image/png")
     assert base64.b64decode(media["bytes"]) == sent

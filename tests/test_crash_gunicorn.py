@@ -14,8 +14,9 @@ from collections import defaultdict
 
 import requests
 
-from support import (HEADERS, create_stream_over_http, mp4, png, read_process_over_http, send_chunk_over_http, sha256,
-                     shipped_server, upsert_over_http)
+from support import (HEADERS, create_stream_over_http, media_files, mp4, png, read_process_over_http,
+                     send_chunk_over_http, sha256, shipped_server, upsert_over_http)
+
 
 CHUNK = 64 * 1024
 CHUNKS = 120
@@ -153,11 +154,9 @@ def check_after_restart(load, url, data_dir):
     # Temporary files of writes that died are never listed as processes.
     assert acknowledged_ids <= {process["id"] for process in listed} <= set(load.attempts)
 
-    media_dir = data_dir / "orgs" / "default" / "media"
-    for segment in ("images", "videos"):
-        for file in (media_dir / segment).iterdir() if (media_dir / segment).exists() else []:
-            assert not file.name.startswith("."), file  # no temporary file under a media path
-            assert hashlib.sha256(file.read_bytes()).hexdigest() in load.sent_files, file  # never a half file
+    for file in media_files(data_dir):
+        assert not file.name.startswith("."), file  # no temporary file under a media path
+        assert hashlib.sha256(file.read_bytes()).hexdigest() in load.sent_files, file  # never a half file
     for path, digest in load.single_uploads.items():
         response = requests.get(url + path, headers=HEADERS, timeout=30)
         assert response.status_code == 200 and sha256(response.content) == digest

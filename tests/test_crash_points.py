@@ -13,8 +13,8 @@ import time
 import pytest
 
 from service import create_app
-from support import (HEADERS, TOKENS, FaultyDisk, create_stream, line_process, mp4, png, read_process, send_chunk,
-                     send_file_first, sha256, stream_status, upload, upsert_process)
+from support import (HEADERS, TOKENS, FaultyDisk, create_stream, line_process, media_files, mp4, png, read_process,
+                     send_chunk, send_file_first, sha256, stream_status, upload, upsert_process)
 
 CRASHED = 70
 # More operations than any one request performs; the loop ends at the first n the request survives.
@@ -77,11 +77,6 @@ def every_crash(tmp_path, baseline, request, check):
     raise AssertionError(f"the request was still running after {MAX_STEPS} file operations")
 
 
-def media_files(data_dir):
-    media = data_dir / "orgs" / "default" / "media"
-    return [p for segment in ("images", "videos") if (media / segment).exists() for p in (media / segment).iterdir()]
-
-
 def test_a_crash_at_any_step_of_an_upsert_leaves_the_old_or_the_new_process(tmp_path):
     baseline = tmp_path / "baseline"
     client = service(baseline).test_client()
@@ -93,7 +88,8 @@ def test_a_crash_at_any_step_of_an_upsert_leaves_the_old_or_the_new_process(tmp_
         assert [step["name"] for step in stored["steps"]] == [f"{stored['name']} {i}" for i in range(3)]
         assert upsert_process(client, HEADERS, line_process("again"))["data"] == {"processCreate": "UPDATED"}
 
-    steps = every_crash(tmp_path, baseline, lambda client: upsert_process(client, HEADERS, line_process("after")), check)
+    steps = every_crash(tmp_path, baseline, lambda client: upsert_process(client, HEADERS, line_process("after")),
+                        check)
     assert steps >= 4  # lock, temporary file, write, fsync, rename, directory fsync
 
 
@@ -146,6 +142,7 @@ def test_a_crash_at_any_step_of_a_chunk_leaves_the_stream_resumable(tmp_path, se
         assert len(media_files(data_dir)) == 1
 
     steps = every_crash(tmp_path, baseline,
-                        lambda client: sender(client, HEADERS, stream_id, crashing, len(chunks), chunks[crashing]), check)
+                        lambda client: sender(client, HEADERS, stream_id, crashing, len(chunks), chunks[crashing]),
+                        check)
     assert steps >= 5  # at the least a file written, fsynced and renamed, its directory fsynced
 

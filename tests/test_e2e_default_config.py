@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from support import free_port
 
 from service.client import Client
+from support import free_port
 
 BIN = Path(sys.executable).parent
 REPOSITORY = Path(__file__).resolve().parents[1]

@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 
 from support import BROWSER_WAIT_MS as WAIT_MS, TOKEN, TOKEN_HEADER, GunicornServer
 
+
 STATUS = ".wis-token-status"
 HEADERS_EDITOR = "section.graphiql-editor-tool .graphiql-editor:not(.hidden) .CodeMirror"
 QUERY_EDITOR = ".graphiql-query-editor .CodeMirror"

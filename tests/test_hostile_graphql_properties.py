@@ -9,10 +9,10 @@ from graphql import is_enum_type, is_input_object_type, is_list_type, is_non_nul
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from support import TOKEN, TOKENS, snapshot
 from service import create_app
 from service.graphql import load_schema
 from service.storage import get_repository
+from support import TOKEN, TOKENS, snapshot
 
 AUTH = {"x-service-api-org": TOKEN}
 SCHEMA = load_schema()

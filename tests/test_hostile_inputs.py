@@ -16,13 +16,13 @@ import time
 import pytest
 import requests
 
-from support import TOKEN, TOKENS, GunicornServer, snapshot
 from service import create_app
 from service.storage import get_repository
+from support import MP4, PNG, TOKEN, TOKENS, GunicornServer, snapshot, uploaded_path
 
 HANG_GUARD = 20
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
-MP4 = b"\0\0\0\x18ftypmp42" + bytes(range(256))
+IMAGE = PNG + bytes(range(256))
+VIDEO = MP4 + bytes(range(256))
 PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
 PRODUCT_CREATE = "mutation($input: ProductCreateInput!) { productCreate(input: $input) }"
 STATION_CREATE = "mutation($input: StationCreateInput!) { stationCreate(input: $input) }"
@@ -39,14 +39,7 @@ def gql(client, headers, query, variables=None):
     return response.status_code, response.get_json()
 
 
-def upload(client, headers, data=PNG, destination="stepImage", name="photo.png"):
-    response = client.post("/uploads", data={"destinationId": destination, "file": (io.BytesIO(data), name)},
-                           headers=headers)
-    assert response.status_code == 201, response.get_json()
-    return response.get_json()["path"]
-
-
-def open_stream(client, headers, size=2 * len(MP4)):
+def open_stream(client, headers, size=2 * len(VIDEO)):
     response = client.post("/uploads", json={"destinationId": "stepVideo", "fileName": "clip.mp4", "fileSize": size,
                                              "sha": "0" * 64}, headers=headers)
     assert response.status_code == 201, response.get_json()
@@ -156,7 +149,7 @@ def test_traversal_in_media_paths_of_a_process_is_bad_user_input(client, auth, d
                                                     "\x00", "", "." * 300, "a" * 5000 + ".png"])
 def test_traversal_in_file_names_never_leaves_the_org_media_directory(app, client, auth, data_dir, file_name):
     before = set(snapshot(data_dir))
-    response = client.post("/uploads", data={"destinationId": "stepImage", "file": (io.BytesIO(PNG), file_name)},
+    response = client.post("/uploads", data={"destinationId": "stepImage", "file": (io.BytesIO(IMAGE), file_name)},
                            headers=auth)
     if response.status_code != 201:
         # A name that breaks the multipart framing (a line break, nothing at all) loses the file part itself.
@@ -169,17 +162,17 @@ def test_traversal_in_file_names_never_leaves_the_org_media_directory(app, clien
     assert len(name) <= 255
     added = set(snapshot(data_dir)) - before
     assert added == {os.path.relpath(get_repository(app).media.file_for("default", path), data_dir)}
-    assert client.get(path, headers=auth).data == PNG
+    assert client.get(path, headers=auth).data == IMAGE
 
 
 @pytest.mark.parametrize("file_name", ["../../../default-token", "..\\..\\x.mp4", "\x00.mp4", "\uff0e\uff0e\uff0fx.mp4"])
 def test_traversal_in_stream_file_names_is_neutralised_on_completion(client, auth, file_name):
     response = client.post("/uploads", json={"destinationId": "stepVideo", "fileName": file_name,
-                                             "fileSize": len(MP4), "sha": hashlib.sha256(MP4).hexdigest()},
+                                             "fileSize": len(VIDEO), "sha": hashlib.sha256(VIDEO).hexdigest()},
                            headers=auth)
     stream_id = response.get_json()["streamId"]
     response = client.patch(f"/uploads/{stream_id}", data={"chunkIndex": "0", "totalChunks": "1",
-                                                           "file": (io.BytesIO(MP4), "../../x")}, headers=auth)
+                                                           "file": (io.BytesIO(VIDEO), "../../x")}, headers=auth)
     assert response.status_code == 201
     assert re.fullmatch(r"/api/v1/videos/[0-9a-f]{16}-[A-Za-z0-9_][A-Za-z0-9._-]*\.mp4", response.get_json()["path"])
 
@@ -196,7 +189,7 @@ def test_traversal_in_the_stream_id_segment_is_404_and_touches_nothing(client, a
                                                                        segment):
     open_stream(client, auth)
     before = snapshot(data_dir)
-    data = {"chunkIndex": "0", "totalChunks": "2", "file": (io.BytesIO(MP4), "c")} if method == "PATCH" else None
+    data = {"chunkIndex": "0", "totalChunks": "2", "file": (io.BytesIO(VIDEO), "c")} if method == "PATCH" else None
     response = client.open(f"/uploads/{segment}", method=method, data=data, headers=auth)
     assert response.status_code in (404, 405), response.data[:200]  # 405: a segment that became a route of its own
     assert response.is_json and secret not in response.get_data(as_text=True)
@@ -210,7 +203,7 @@ def test_traversal_in_the_stream_id_segment_is_404_and_touches_nothing(client, a
 ])
 @pytest.mark.parametrize("segment", ["images", "videos"])
 def test_traversal_in_media_urls_is_404(client, auth, secret, segment, suffix):
-    upload(client, auth)
+    uploaded_path(client, auth, IMAGE)
     response = client.get(f"/api/v1/{segment}/{suffix}", headers=auth)
     assert response.status_code in (404, 308), response.data[:200]
     assert secret not in response.get_data(as_text=True) and "x-service-api-org" not in response.get_data(as_text=True)
@@ -243,7 +236,7 @@ def test_a_forged_token_is_401_on_every_endpoint(client, token):
     "bytes=../../x", "items=0-1", "bytes=0-0," * 500,
 ])
 def test_hostile_range_headers_are_answered_without_a_server_error(client, auth, header):
-    path = upload(client, auth)
+    path = uploaded_path(client, auth, IMAGE)
     response = client.get(path, headers={**auth, "Range": header})
     assert response.status_code in (200, 206, 416), response.data[:200]
     assert response.status_code != 416 or response.is_json
@@ -252,11 +245,11 @@ def test_hostile_range_headers_are_answered_without_a_server_error(client, auth,
 # ---------------------------------------------------------------- other orgs
 
 def test_another_orgs_ids_streams_and_media_are_not_found_and_never_touched(client, auth, other_auth, data_dir):
-    media = upload(client, auth)
-    video = upload(client, auth, MP4, "stepVideo", "clip.mp4")
+    media = uploaded_path(client, auth, IMAGE)
+    video = uploaded_path(client, auth, VIDEO, "stepVideo", "clip.mp4")
     stream_id = open_stream(client, auth)
     client.patch(f"/uploads/{stream_id}", data={"chunkIndex": "0", "totalChunks": "2",
-                                                "file": (io.BytesIO(MP4), "c")}, headers=auth)
+                                                "file": (io.BytesIO(VIDEO), "c")}, headers=auth)
     gql(client, auth, PROCESS_CREATE, {"input": {"process": {"id": "proc_a", "name": "Secret A", "image": {"path": media}}}})
     gql(client, auth, PRODUCT_CREATE, {"input": {"product": {"id": "prod_a", "name": "Secret P", "finalProcessId": "proc_a",
                                                              "dependencies": []}}})
@@ -292,7 +285,7 @@ def test_another_orgs_ids_streams_and_media_are_not_found_and_never_touched(clie
     assert gql(client, auth, '{ station(id: "stat_a") { name revision } }')[1] == {
         "data": {"station": {"name": "Secret S", "revision": 1}}}
     assert client.get(f"/uploads/{stream_id}", headers=auth).get_json() == status_before
-    assert client.get(media, headers=auth).data == PNG
+    assert client.get(media, headers=auth).data == IMAGE
 
 
 # ---------------------------------------------------------------- oversized bodies

@@ -16,8 +16,8 @@ from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 import service
-from support import TOKEN, TOKENS
 from service import create_app
+from support import TOKEN, TOKENS
 
 AUTH = {"x-service-api-org": TOKEN}
 DOCUMENT = json.loads((Path(service.__file__).parent / "openapi.json").read_text())

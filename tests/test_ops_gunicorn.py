@@ -11,6 +11,7 @@ import requests
 
 from support import TOKEN, GunicornServer, metric_value
 
+
 CONFIG = ("-c", "python:service.gunicorn_config")
 
 

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from support import TOKEN, TOKENS, metric_value
 from service import create_app
 from service.observability import json_handler
+from support import TOKEN, TOKENS, metric_value
 
 
 @pytest.fixture

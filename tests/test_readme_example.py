@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from support import TOKEN, GunicornServer
 
 from service.domain.uploads import media_name
+from support import TOKEN, GunicornServer
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 EXAMPLE_BLOCK = re.compile(r"<!-- example (request|answer): ([\w-]+) -->\n```json\n(.*?)\n```", re.S)

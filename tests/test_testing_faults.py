@@ -2,8 +2,8 @@
 import pytest
 import requests
 
-from support import SMALL_PNG, TOKEN, GunicornServer, upload_png
 from service.testing import ServiceSession, ThreadedServer
+from support import SMALL_PNG, TOKEN, GunicornServer, upload_png
 
 
 @pytest.fixture(scope="module")

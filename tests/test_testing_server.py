@@ -7,9 +7,9 @@ import sys
 import pytest
 import requests
 
-from support import SMALL_PNG, TOKENS, upload_png
 from service import create_app
 from service.testing import ServiceSession, ThreadedServer
+from support import SMALL_PNG, TOKENS, upload_png
 
 def open_stream(session, size=100):
     response = session.post("/uploads", json={"destinationId": "stepImage", "fileName": "big.png", "fileSize": size,

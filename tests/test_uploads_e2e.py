@@ -7,7 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from support import MB, HEADERS, GunicornServer, create_stream_over_http, media_dir, mp4, send_chunk_over_http
+from support import (HEADERS, MB, GunicornServer, create_stream_over_http, media_files, mp4,
+                     send_chunk_over_http)
+
 
 
 @pytest.fixture(params=["sync", "gthread"])
@@ -29,8 +31,8 @@ def download_sha(url, path):
     return digest.hexdigest()
 
 
-def media_files(data_dir):
-    return sorted(p.name for p in media_dir(data_dir, "videos").glob("*"))
+def media_names(data_dir):
+    return [path.name for path in media_files(data_dir, "videos")]
 
 
 def test_parallel_out_of_order_chunks_complete_exactly_once(server):
@@ -41,7 +43,8 @@ def test_parallel_out_of_order_chunks_complete_exactly_once(server):
     random.Random(2).shuffle(order)
     stream_id = create_stream_over_http(server.url, data)
     with ThreadPoolExecutor(max_workers=6) as pool:
-        results = list(pool.map(lambda i: send_chunk_over_http(server.url, stream_id, i, len(chunks), chunks[i], with_sha=True),
+        results = list(pool.map(lambda i: send_chunk_over_http(server.url, stream_id, i, len(chunks), chunks[i],
+                                                               with_sha=True),
                                 order))
     completions = [body for status, body in results if status == 201]
     assert len(completions) == 1
@@ -49,7 +52,7 @@ def test_parallel_out_of_order_chunks_complete_exactly_once(server):
     assert len(set(acknowledged)) == len(acknowledged) == len(chunks) - 1
     path = completions[0]["path"]
     assert download_sha(server.url, path) == hashlib.sha256(data).hexdigest()
-    assert media_files(server.data_dir) == [path.rsplit("/", 1)[1]]
+    assert media_names(server.data_dir) == [path.rsplit("/", 1)[1]]
 
 
 def test_the_same_last_chunks_sent_at_once_complete_the_stream_once(server):
@@ -74,7 +77,7 @@ def test_the_same_last_chunks_sent_at_once_complete_the_stream_once(server):
     assert len(paths) == 1
     path = paths.pop()
     assert download_sha(server.url, path) == hashlib.sha256(data).hexdigest()
-    assert media_files(server.data_dir) == [path.rsplit("/", 1)[1]]
+    assert media_names(server.data_dir) == [path.rsplit("/", 1)[1]]
     status = requests.get(f"{server.url}/uploads/{stream_id}", headers=HEADERS, timeout=30).json()
     assert (status["state"], status["path"]) == ("complete", path)
 
