@@ -1,5 +1,4 @@
 """`wis gc` on a data directory (no server running): expired streams, unreferenced media."""
-
 import pytest
 
 from service.cli import main

@@ -5,8 +5,8 @@ import pytest
 
 from service.cli import main
 from service.client import MB, Client
-from support import (TOKEN, Interrupted, downloaded_sha, free_port, interrupt_after, run_wis, sha256_of, write_mp4,
-                     write_png)
+from support import (TOKEN, TOKEN_HEADER, Interrupted, downloaded_sha, free_port, interrupt_after, run_wis, sha256_of,
+                     write_mp4, write_png)
 
 def test_upload_prints_the_path_of_the_uploaded_file(server, tmp_path):
     image = write_png(tmp_path / "photo.png", 50_000)
@@ -61,7 +61,7 @@ def test_expected_failures_are_one_line(server, tmp_path, capsys, monkeypatch, c
     url, token, destination = server.url, TOKEN, "stepImage"
     if case == "bad token":
         token = "not-a-token"
-        expected = "error: missing or unknown API token: send it in the x-service-api-org header (HTTP 401)"
+        expected = f"error: missing or unknown API token: send it in the {TOKEN_HEADER} header (HTTP 401)"
     elif case == "no token":
         token = None
         expected = (f"error: no API token: no --token, WIS_TOKEN is not set, and {tmp_path / 'data' / 'default-token'} "

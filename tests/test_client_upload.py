@@ -8,8 +8,8 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from service.client import MB, Client, ClientError, ServerUnreachable
-from support import (TOKEN, Interrupted, downloaded_sha, interrupt_after, sessions_through, sha256_of, write_mp4,
-                     write_png)
+from support import (HEADERS, TOKEN, Interrupted, downloaded_sha, interrupt_after, sessions_through, sha256_of,
+                     write_mp4, write_png)
 
 class Counted:
     """The requests of one method that a client sends from now on, from any of its threads."""
@@ -113,7 +113,7 @@ def test_upload_starts_over_when_the_stream_is_gone(api, server, tmp_path):
         api.upload(video, "stepVideo", chunk_size=MB, parallel=1, progress=interrupt_after(2), state_dir=state_dir)
     [state_file] = state_dir.iterdir()
     old_stream = json.loads(state_file.read_text())["streamId"]
-    assert requests.delete(f"{server.url}/uploads/{old_stream}", headers={"x-service-api-org": TOKEN}).status_code == 204
+    assert requests.delete(f"{server.url}/uploads/{old_stream}", headers=HEADERS).status_code == 204
 
     patches = count_requests(api, "PATCH")
     path = api.upload(video, "stepVideo", chunk_size=MB, state_dir=state_dir)

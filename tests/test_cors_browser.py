@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from support import PNG, TOKEN, GunicornServer
+from support import HEADERS, PNG, TOKEN, TOKEN_HEADER, GunicornServer
 
 
 PAGE = Path(__file__).with_name("pages") / "cors_client.html"
@@ -68,7 +68,7 @@ def wait_for_refusals(page, console, count, timeout_ms=5_000):
 
 def stations(service):
     response = requests.post(service.url + "/graph/v2", json={"query": "{ stations { id } }"},
-                             headers={"x-service-api-org": TOKEN}, timeout=10)
+                             headers=HEADERS, timeout=10)
     return [station["id"] for station in response.json()["data"]["stations"]]
 
 
@@ -85,7 +85,7 @@ def test_a_page_on_a_listed_origin_queries_uploads_and_reads_the_media_back(serv
     assert created["requestId"] and read["requestId"] and created["requestId"] != read["requestId"]
     refused = report["withoutToken"]["value"]
     assert refused["status"] == 401
-    assert refused["body"]["error"] == "missing or unknown API token: send it in the x-service-api-org header"
+    assert refused["body"]["error"] == f"missing or unknown API token: send it in the {TOKEN_HEADER} header"
 
     uploaded = report["uploaded"]["value"]
     assert uploaded["upload"]["status"] == 201
@@ -96,7 +96,7 @@ def test_a_page_on_a_listed_origin_queries_uploads_and_reads_the_media_back(serv
     media = uploaded["media"]
     assert (media["status"], media["contentType"]) == (200, "image/png")
     assert base64.b64decode(media["bytes"]) == sent
-    served = requests.get(service.url + path, headers={"x-service-api-org": TOKEN}, timeout=10)
+    served = requests.get(service.url + path, headers=HEADERS, timeout=10)
     assert served.content == sent and media["etag"] == served.headers["ETag"]
 
     assert report["health"]["value"]["body"] == {"status": "ok"}

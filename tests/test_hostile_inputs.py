@@ -18,7 +18,7 @@ import requests
 
 from service import create_app
 from service.storage import get_repository
-from support import MP4, PNG, TOKEN, TOKENS, GunicornServer, snapshot, uploaded_path
+from support import HEADERS, MP4, PNG, TOKEN, TOKEN_HEADER, TOKENS, GunicornServer, snapshot, uploaded_path
 
 HANG_GUARD = 20
 IMAGE = PNG + bytes(range(256))
@@ -206,7 +206,7 @@ def test_traversal_in_media_urls_is_404(client, auth, secret, segment, suffix):
     uploaded_path(client, auth, IMAGE)
     response = client.get(f"/api/v1/{segment}/{suffix}", headers=auth)
     assert response.status_code in (404, 308), response.data[:200]
-    assert secret not in response.get_data(as_text=True) and "x-service-api-org" not in response.get_data(as_text=True)
+    assert secret not in response.get_data(as_text=True) and TOKEN_HEADER not in response.get_data(as_text=True)
 
 
 @pytest.mark.parametrize("url", [
@@ -224,7 +224,7 @@ def test_traversal_out_of_the_static_files_is_404(client, url):
     f"{TOKEN},{TOKEN}", "default:" + TOKEN, "a" * 100_000, "../" + TOKEN,
 ])
 def test_a_forged_token_is_401_on_every_endpoint(client, token):
-    headers = {"x-service-api-org": token}
+    headers = {TOKEN_HEADER: token}
     for response in (client.post("/graph/v2", json={"query": "{ stations { id } }"}, headers=headers),
                      client.post("/uploads", json={}, headers=headers), client.get("/uploads/" + "0" * 32, headers=headers),
                      client.get("/api/v1/images/x.png", headers=headers)):
@@ -365,12 +365,11 @@ def server(tmp_path_factory):
     gunicorn.stop()
 
 
-AUTH = {"x-service-api-org": TOKEN}
 
 
 @pytest.mark.parametrize("query", BOMBS.values(), ids=BOMBS.keys())
 def test_a_document_built_to_occupy_a_worker_is_refused_with_a_4xx(server, query):
-    response = requests.post(server.url + "/graph/v2", json={"query": query}, headers=AUTH, timeout=HANG_GUARD)
+    response = requests.post(server.url + "/graph/v2", json={"query": query}, headers=HEADERS, timeout=HANG_GUARD)
     assert 400 <= response.status_code < 500, response.text[:300]
     assert "data" not in response.json() and response.json()["errors"]
 
@@ -378,12 +377,12 @@ def test_a_document_built_to_occupy_a_worker_is_refused_with_a_4xx(server, query
 def test_the_limits_leave_room_for_ordinary_requests(server):
     ten_mutations = "mutation { " + " ".join(
         f'm{i}: stationCreate(input: {{station: {{id: "st_{i}", name: "n"}}}})' for i in range(10)) + " }"
-    response = requests.post(server.url + "/graph/v2", json={"query": ten_mutations}, headers=AUTH, timeout=HANG_GUARD)
+    response = requests.post(server.url + "/graph/v2", json={"query": ten_mutations}, headers=HEADERS, timeout=HANG_GUARD)
     assert response.status_code == 200 and "errors" not in response.json()
     pages = "query($n: Int) { processes(first: $n) { id } } "
     for query, variables in ((pages, {"n": 1000}), ("{ processes { id } products { id } stations(first: 800) { id } }", {}),
                              ("{ " + " ".join(f'a{i}: station(id: "st_{i}") {{ id }}' for i in range(10)) + " }", {})):
-        response = requests.post(server.url + "/graph/v2", json={"query": query, "variables": variables}, headers=AUTH,
+        response = requests.post(server.url + "/graph/v2", json={"query": query, "variables": variables}, headers=HEADERS,
                                  timeout=HANG_GUARD)
         assert response.status_code == 200 and "errors" not in response.json(), response.text[:300]
 
@@ -399,7 +398,7 @@ VARIABLE_BOMBS = {
 
 @pytest.mark.parametrize("body", VARIABLE_BOMBS.values(), ids=VARIABLE_BOMBS.keys())
 def test_huge_variables_are_refused_with_a_4xx(server, body):
-    response = requests.post(server.url + "/graph/v2", data=body, headers={**AUTH, "Content-Type": "application/json"},
+    response = requests.post(server.url + "/graph/v2", data=body, headers={**HEADERS, "Content-Type": "application/json"},
                              timeout=HANG_GUARD)
     assert 400 <= response.status_code < 500, response.text[:300]
     assert "data" not in response.json()
@@ -408,13 +407,13 @@ def test_huge_variables_are_refused_with_a_4xx(server, body):
 def test_input_breaking_a_rule_200000_times_gets_a_short_answer(server):
     """2 MB of bad ids: the answer lists 100 errors and says how many more there are, nothing is stored."""
     steps = [{"id": "!"}] * 200_000
-    response = requests.post(server.url + "/graph/v2", headers=AUTH, timeout=HANG_GUARD, json={
+    response = requests.post(server.url + "/graph/v2", headers=HEADERS, timeout=HANG_GUARD, json={
         "query": PROCESS_CREATE, "variables": {"input": {"process": {"id": "proc_huge", "name": "H", "steps": steps}}}})
     body = response.json()
     assert response.status_code == 200 and body["data"] == {"processCreate": None}
     assert len(response.content) < 100_000 and len(body["errors"]) == 101
     assert body["errors"][-1]["extensions"]["code"] == "TOO_MANY_ERRORS" and "199900 more" in body["errors"][-1]["message"]
-    read = requests.post(server.url + "/graph/v2", headers=AUTH, timeout=HANG_GUARD,
+    read = requests.post(server.url + "/graph/v2", headers=HEADERS, timeout=HANG_GUARD,
                          json={"query": '{ process(id: "proc_huge") { id } }'})
     assert read.json() == {"data": {"process": None}}
 
@@ -443,7 +442,7 @@ def raw_exchange(server, request_bytes):
 
 @pytest.mark.parametrize("request_bytes", [
     b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n",
-    b"POST /graph/v2 HTTP/1.1\r\nHost: x\r\nx-service-api-org: " + b"t" * 100_000 + b"\r\n\r\n",
+    f"POST /graph/v2 HTTP/1.1\r\nHost: x\r\n{TOKEN_HEADER}: ".encode() + b"t" * 100_000 + b"\r\n\r\n",
     b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(1000)) + b"\r\n",
     b"GET /api/v1/images/" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
     b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n" + b" b\r\n" * 20_000 + b"\r\n",
@@ -459,7 +458,7 @@ def test_oversized_headers_and_request_lines_are_refused_with_a_4xx(server, requ
     ("/uploads", "multipart/form-data; boundary=xyz")])
 def test_a_chunked_body_over_the_limit_is_a_413_on_gunicorn(server, path, content_type):
     """No Content-Length to refuse up front: the limit must hold while the body is read."""
-    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nx-service-api-org: {TOKEN}\r\nContent-Type: {content_type}\r\n"
+    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\n{TOKEN_HEADER}: {TOKEN}\r\nContent-Type: {content_type}\r\n"
             "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode()
     piece = b"x" * (1024 * 1024)
     chunk = b"%x\r\n" % len(piece) + piece + b"\r\n"
@@ -480,7 +479,7 @@ def test_slow_clients_holding_connections_do_not_stop_normal_requests(tmp_path):
             silent.append(socket.create_connection(("127.0.0.1", server.port), timeout=HANG_GUARD))
         for _ in range(30):
             sock = socket.create_connection(("127.0.0.1", server.port), timeout=HANG_GUARD)
-            sock.sendall(f"POST /graph/v2 HTTP/1.1\r\nHost: x\r\nx-service-api-org: {TOKEN}\r\n".encode())
+            sock.sendall(f"POST /graph/v2 HTTP/1.1\r\nHost: x\r\n{TOKEN_HEADER}: {TOKEN}\r\n".encode())
             slow.append(sock)
             time.sleep(0.1)  # spread over the workers, as a patient attacker would
 
@@ -499,7 +498,7 @@ def test_slow_clients_holding_connections_do_not_stop_normal_requests(tmp_path):
         trickler.start()
         time.sleep(1)
         assert requests.get(server.url + "/healthz", timeout=HANG_GUARD).status_code == 200
-        response = requests.post(server.url + "/graph/v2", headers=AUTH, timeout=HANG_GUARD,
+        response = requests.post(server.url + "/graph/v2", headers=HEADERS, timeout=HANG_GUARD,
                                  json={"query": STATION_CREATE, "variables": {"input": {"station": {"id": "st_1", "name": "n"}}}})
         assert response.json() == {"data": {"stationCreate": "CREATED"}}
     finally:

@@ -11,7 +11,7 @@ import pytest
 
 from service import create_app
 from service.observability import json_handler
-from support import TOKEN, TOKENS, metric_value
+from support import HEADERS, TOKEN, TOKENS, metric_value
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_500_is_logged_with_traceback_and_request_id_but_never_the_token(tmp_pat
     def boom():
         raise RuntimeError("exploded while serving")
 
-    response = app.test_client().get("/boom", headers={"x-service-api-org": TOKEN, "X-Request-Id": "req-500"})
+    response = app.test_client().get("/boom", headers={**HEADERS, "X-Request-Id": "req-500"})
 
     assert response.status_code == 500
     assert response.get_json() == {"error": "internal server error"}

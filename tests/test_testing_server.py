@@ -9,7 +9,7 @@ import requests
 
 from service import create_app
 from service.testing import ServiceSession, ThreadedServer
-from support import SMALL_PNG, TOKENS, upload_png
+from support import SMALL_PNG, TOKEN_HEADER, TOKENS, upload_png
 
 def open_stream(session, size=100):
     response = session.post("/uploads", json={"destinationId": "stepImage", "fileName": "big.png", "fileSize": size,
@@ -37,7 +37,7 @@ def test_threaded_server_keeps_a_data_dir_it_was_given(tmp_path):
         assert server.url.startswith("http://127.0.0.1:")
         with server.session() as session:
             path = upload_png(session)
-        response = requests.get(server.url + path, headers={"x-service-api-org": "given-token-123"}, timeout=5)
+        response = requests.get(server.url + path, headers={TOKEN_HEADER: "given-token-123"}, timeout=5)
         assert response.content == SMALL_PNG
     assert (tmp_path / "data" / "orgs" / "acme").is_dir()
 

@@ -12,7 +12,7 @@ from service.domain import uploads
 from service.storage import SWEEP_INTERVAL_SECONDS, get_repository
 from service.storage.files import disk_errors
 from service.storage.incoming import IncomingFile
-from support import GIF, JPEG, MB, MP4, PNG, TOKENS, blob, create_stream, send_chunk, sha256, upload
+from support import GIF, JPEG, MB, MP4, PNG, TOKEN_HEADER, TOKENS, blob, create_stream, send_chunk, sha256, upload
 
 def split(data, size):
     return [data[i:i + size] for i in range(0, len(data), size)]
@@ -464,7 +464,7 @@ def test_the_first_request_after_start_up_sweeps_expired_streams(tmp_path, auth)
     ("post", "/uploads"), ("patch", "/uploads/" + "0" * 32), ("get", "/uploads/" + "0" * 32),
     ("delete", "/uploads/" + "0" * 32), ("get", "/api/v1/images/x.png"), ("head", "/api/v1/videos/x.mp4"),
 ])
-@pytest.mark.parametrize("headers", [{}, {"x-service-api-org": "wrong-token"}])
+@pytest.mark.parametrize("headers", [{}, {TOKEN_HEADER: "wrong-token"}])
 def test_every_upload_endpoint_needs_a_token(client, method, url, headers):
     response = getattr(client, method)(url, headers=headers)
     assert response.status_code == 401
