@@ -5,6 +5,7 @@ Fixtures are in conftest.py; test modules import this module (pytest puts tests/
 each other.
 """
 import hashlib
+import importlib.util
 import io
 import os
 import random
@@ -235,6 +236,22 @@ def metric_value(text, name, **labels):
         if all(found.get(key) == value for key, value in labels.items()):
             return float(match.group(3))
     return 0.0
+
+
+# -- the benchmark's payloads -------------------------------------------------------------------------------------
+
+def _bench_module(name):
+    """A module of bench/, loaded from its file (sys.path stays as it is)."""
+    path = Path(__file__).resolve().parent.parent / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The benchmark's realistic process and its mutation.
+_payload = _bench_module("payload")
+BENCH_MUTATION, bench_process = _payload.MUTATION, _payload.process
 
 
 # -- servers and commands -----------------------------------------------------------------------------------------

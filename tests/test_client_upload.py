@@ -28,22 +28,28 @@ class Counted:
         return len(self.sent)
 
 
-def count_requests(client, method):
-    """Count the requests of one method the client sends from now on, in its session and its upload threads'."""
-    counted = Counted(method)
-    client.session.hooks["response"].append(counted.hook)
-    make = client.transport.session_factory
+@pytest.fixture
+def count_requests(monkeypatch):
+    """`count_requests(client, method)` counts the requests of one method the client sends from then on, in its
+    session and its upload threads'."""
 
-    def session_factory():
-        session = make()
-        session.hooks["response"].append(counted.hook)
-        return session
+    def count(client, method):
+        counted = Counted(method)
+        monkeypatch.setitem(client.session.hooks, "response", [*client.session.hooks["response"], counted.hook])
+        make = client.transport.session_factory
 
-    client.transport.session_factory = session_factory
-    return counted
+        def session_factory():
+            session = make()
+            session.hooks["response"].append(counted.hook)
+            return session
+
+        monkeypatch.setattr(client.transport, "session_factory", session_factory)
+        return counted
+
+    return count
 
 
-def test_small_file_is_one_request_and_round_trips(api, tmp_path):
+def test_small_file_is_one_request_and_round_trips(api, tmp_path, count_requests):
     image = write_png(tmp_path / "photo.png", 200_000)
     posts = count_requests(api, "POST")
     patches = count_requests(api, "PATCH")
@@ -57,7 +63,7 @@ def test_small_file_is_one_request_and_round_trips(api, tmp_path):
     assert downloaded_sha(api, path) == sha256_of(image)
 
 
-def test_large_file_is_sent_in_parallel_chunks(api, tmp_path):
+def test_large_file_is_sent_in_parallel_chunks(api, tmp_path, count_requests):
     video = write_mp4(tmp_path / "clip.mp4", 25 * MB + 123)
     state_dir = tmp_path / "state"
     patches = count_requests(api, "PATCH")
@@ -73,7 +79,7 @@ def test_large_file_is_sent_in_parallel_chunks(api, tmp_path):
     assert list(state_dir.iterdir()) == []
 
 
-def test_interrupted_upload_resumes_with_only_the_missing_chunks(api, server, tmp_path):
+def test_interrupted_upload_resumes_with_only_the_missing_chunks(api, server, tmp_path, count_requests):
     video = write_mp4(tmp_path / "long.mp4", 12 * MB)
     state_dir = tmp_path / "state"
     with pytest.raises(Interrupted):
@@ -106,7 +112,7 @@ def test_resume_keeps_the_chunk_size_of_the_first_run(api, tmp_path):
     assert downloaded_sha(api, path) == sha256_of(video)
 
 
-def test_upload_starts_over_when_the_stream_is_gone(api, server, tmp_path):
+def test_upload_starts_over_when_the_stream_is_gone(api, server, tmp_path, count_requests):
     video = write_mp4(tmp_path / "clip.mp4", 11 * MB)
     state_dir = tmp_path / "state"
     with pytest.raises(Interrupted):
@@ -122,7 +128,7 @@ def test_upload_starts_over_when_the_stream_is_gone(api, server, tmp_path):
     assert downloaded_sha(api, path) == sha256_of(video)
 
 
-def test_upload_of_a_completed_stream_returns_its_path_without_sending(api, tmp_path):
+def test_upload_of_a_completed_stream_returns_its_path_without_sending(api, tmp_path, count_requests):
     video = write_mp4(tmp_path / "clip.mp4", 11 * MB)
     state_dir = tmp_path / "state"
     # Stop on the last acknowledgement: the server completed the stream, the client never heard of it.
@@ -207,7 +213,7 @@ def test_server_errors_raise_client_error_with_status_and_message(api, tmp_path)
     assert caught.value.message == "file of size 8.1MB is larger than 8MB"
 
 
-def test_oversized_stream_is_refused_before_any_chunk(api, tmp_path):
+def test_oversized_stream_is_refused_before_any_chunk(api, tmp_path, count_requests):
     too_big = write_png(tmp_path / "huge.png", 11 * MB)
     patches = count_requests(api, "PATCH")
 

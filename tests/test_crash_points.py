@@ -46,8 +46,9 @@ def crash_during(data_dir, at, request):
         code = 1
         try:
             client = service(data_dir).test_client()
-            CrashingDisk(pytest.MonkeyPatch(), at)
-            request(client)
+            with pytest.MonkeyPatch.context() as monkeypatch:
+                CrashingDisk(monkeypatch, at)
+                request(client)
             code = 0
         finally:
             os._exit(code)

@@ -11,16 +11,13 @@ import re
 import sys
 import tracemalloc
 import urllib.parse
-from pathlib import Path
 
 import pytest
 
 from service import create_app
 from service.graphql.endpoint import CACHE_SIZE, CACHE_SIZE_CHARS, CACHED_QUERY_LENGTH, DocumentCache
-from support import HEADERS, MP4, PNG, TOKENS, blob
+from support import BENCH_MUTATION, HEADERS, MP4, PNG, TOKENS, bench_process, blob
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from payload import MUTATION, process  # noqa: E402 (the benchmark's realistic process)
 
 WARM_UP = 20
 N = 50
@@ -54,7 +51,7 @@ READS = [
 
 
 def process_create(client, n):
-    graphql(client, MUTATION, {"input": {"process": process(f"leak_p{n % IDS}", steps=3)}})
+    graphql(client, BENCH_MUTATION, {"input": {"process": bench_process(f"leak_p{n % IDS}", steps=3)}})
 
 
 def product_create(client, n):
@@ -75,10 +72,10 @@ def read_queries(client, n):
 
 def refused_input(client, n):
     if n % 2:  # refused by the variable coercion (graphql-core's path and messages)
-        graphql(client, MUTATION, {"input": {"process": {"id": n, "name": "x"}}}, expected_error="BAD_USER_INPUT")
+        graphql(client, BENCH_MUTATION, {"input": {"process": {"id": n, "name": "x"}}}, expected_error="BAD_USER_INPUT")
     else:  # refused by the domain rules
         steps = [{"id": "twice"}, {"id": "twice"}]
-        graphql(client, MUTATION, {"input": {"process": {"id": "leak_bad", "name": "x", "steps": steps}}},
+        graphql(client, BENCH_MUTATION, {"input": {"process": {"id": "leak_bad", "name": "x", "steps": steps}}},
                 expected_error="twice")
 
 
