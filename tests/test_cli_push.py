@@ -157,3 +157,5 @@ def test_client_push_returns_a_result_per_entry(server, api, instructions):
     assert [(r.label, r.outcome, r.error) for r in results] == [
         ("station line_1", "CREATED", None), ("process frame_weld", "CREATED", None),
         ("process assembly", "CREATED", None), ("product bike", "CREATED", None)]
+    assert [api.get_station("line_1")["id"], api.get_process("frame_weld")["id"], api.get_process("assembly")["id"],
+            api.get_product("bike")["id"]] == ["line_1", "frame_weld", "assembly", "bike"]

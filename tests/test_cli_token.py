@@ -3,7 +3,8 @@ import os
 
 import pytest
 
-from support import GIF, JPEG, GunicornServer, run_wis, write_mp4, write_png
+from service.client import Client
+from support import GIF, JPEG, GunicornServer, downloaded_sha, run_wis, sha256_of, write_mp4, write_png
 
 
 
@@ -33,6 +34,7 @@ def test_upload_finds_the_default_token_in_the_working_directory_data(box):
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("/api/v1/images/")
+    assert downloaded_sha(Client(box.url, box.default_token), done.stdout.strip()) == sha256_of(image)
 
 
 def test_data_dir_option_and_environment_point_at_the_token(box, tmp_path):
@@ -92,6 +94,7 @@ def test_upload_without_destination_goes_where_the_content_says(box, tmp_path, n
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(prefix) and done.stdout.strip().endswith(suffix)
+    assert downloaded_sha(Client(box.url, box.default_token), done.stdout.strip()) == sha256_of(file)
 
 
 def test_upload_of_an_unknown_format_asks_for_a_destination(box, tmp_path):

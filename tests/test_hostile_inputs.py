@@ -379,6 +379,10 @@ def test_the_limits_leave_room_for_ordinary_requests(server):
         f'm{i}: stationCreate(input: {{station: {{id: "st_{i}", name: "n"}}}})' for i in range(10)) + " }"
     response = requests.post(server.url + "/graph/v2", json={"query": ten_mutations}, headers=HEADERS, timeout=HANG_GUARD)
     assert response.status_code == 200 and "errors" not in response.json()
+    assert set(response.json()["data"].values()) <= {"CREATED", "UPDATED"} and len(response.json()["data"]) == 10
+    stored = requests.post(server.url + "/graph/v2", json={"query": "{ stations(first: 800) { id name } }"},
+                           headers=HEADERS, timeout=HANG_GUARD).json()["data"]["stations"]
+    assert {f"st_{i}": "n" for i in range(10)}.items() <= {station["id"]: station["name"] for station in stored}.items()
     pages = "query($n: Int) { processes(first: $n) { id } } "
     for query, variables in ((pages, {"n": 1000}), ("{ processes { id } products { id } stations(first: 800) { id } }", {}),
                              ("{ " + " ".join(f'a{i}: station(id: "st_{i}") {{ id }}' for i in range(10)) + " }", {})):

@@ -50,8 +50,9 @@ def test_status_fault_only_hits_matching_method_and_path(session):
 
 def test_delay_fault_lets_the_request_succeed(session):
     add_fault(session, path="^/uploads$", delay=0.2)
-    upload_png(session)
+    path = upload_png(session)
     assert session.get("/_test/faults").json() == {"faults": []}
+    assert stored_media(session) == [path] and session.get(path).content == SMALL_PNG
 
 
 def test_dropped_response_after_the_work_is_done(session):

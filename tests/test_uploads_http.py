@@ -67,9 +67,13 @@ def test_wrong_format_is_refused_naming_the_accepted_ones(app, client, auth, des
     assert files_under(app, "default", "media") == []
 
 
-def test_exactly_the_destination_limit_is_accepted(client, auth):
-    response = upload(client, auth, blob(PNG, 8 * MB))
+def test_exactly_the_destination_limit_is_accepted(app, client, auth):
+    data = blob(PNG, 8 * MB)
+    response = upload(client, auth, data)
     assert response.status_code == 201
+    path = response.get_json()["path"]
+    assert files_under(app, "default", "media") == [path.rsplit("/", 1)[1]]
+    assert client.get(path, headers=auth).get_data() == data
 
 
 @pytest.mark.parametrize("destination, magic, size, message", [
@@ -233,7 +237,7 @@ def test_stream_completes_from_chunks_sent_out_of_order(client, auth):
     assert client.get(path, headers=auth).data == data
 
 
-def test_resending_any_chunk_after_completion_answers_the_same_path(client, auth):
+def test_resending_any_chunk_after_completion_answers_the_same_path(app, client, auth):
     data = blob(MP4, 3000)
     chunks = split(data, 1000)
     stream_id = create_stream(client, auth, data)
@@ -242,6 +246,8 @@ def test_resending_any_chunk_after_completion_answers_the_same_path(client, auth
         response = send_chunk(client, auth, stream_id, index, 3, chunks[index])
         assert response.status_code == 201
         assert response.get_json() == {"path": path}
+    assert files_under(app, "default", "media") == [path.rsplit("/", 1)[1]]
+    assert client.get(path, headers=auth).get_data() == data
 
 
 def test_resending_a_chunk_before_completion_replaces_it(client, auth):
