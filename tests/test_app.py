@@ -1,13 +1,17 @@
-import requests
-from conftest import GunicornServer
-
 import stat
 
 import pytest
+import requests
 
 from service import create_app
 from service.auth import parse_tokens
 from service.errors import ConfigurationError
+from support import TOKEN_HEADER, GunicornServer
+
+
+def test_the_token_header_is_the_one_the_contract_names():
+    # The one place the tests spell it: everywhere else they take service.interface.TOKEN_HEADER (through support).
+    assert TOKEN_HEADER == "x-service-api-org"
 
 
 def test_healthz_needs_no_token(client):
@@ -58,9 +62,9 @@ def test_embedded_default_token_is_created_once_and_printed_once(tmp_path):
         token = (data_dir / "default-token").read_text().strip()
         query = {"query": "{ stations { id } }"}
         assert requests.post(server.url + "/graph/v2", json=query, timeout=10).status_code == 401
-        answer = requests.post(server.url + "/graph/v2", json=query, headers={"x-service-api-org": token}, timeout=10)
+        answer = requests.post(server.url + "/graph/v2", json=query, headers={TOKEN_HEADER: token}, timeout=10)
         assert answer.status_code == 200 and answer.json() == {"data": {"stations": []}}
     finally:
         server.stop()
     output = server.stderr_text
-    assert output.count(f"x-service-api-org: {token}") == 1
+    assert output.count(f"{TOKEN_HEADER}: {token}") == 1

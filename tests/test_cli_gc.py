@@ -1,20 +1,11 @@
 """`wis gc` on a data directory (no server running): expired streams, unreferenced media."""
-import io
-
 import pytest
-from test_client_upload import PNG_SIGNATURE
 
 from service.cli import main
 from service.domain.media_gc import referenced_media
+from support import PNG, uploaded_path
 
 PROCESS_MUTATION = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
-
-
-def upload_png(client, headers, name):
-    response = client.post("/uploads", headers=headers, data={
-        "destinationId": "stepImage", "file": (io.BytesIO(PNG_SIGNATURE + bytes(100)), name)})
-    assert response.status_code == 201, response.get_json()
-    return response.get_json()["path"]
 
 
 def create_process(client, headers, process):
@@ -33,9 +24,9 @@ def open_stream(client, headers):
 @pytest.fixture
 def data(app, client, auth, other_auth):
     """Media of two orgs, one of them used by a process, and one open upload stream."""
-    used = upload_png(client, auth, "used.png")
-    unused = upload_png(client, auth, "unused.png")
-    others = upload_png(client, other_auth, "theirs.png")
+    used = uploaded_path(client, auth, PNG + bytes(100), name="used.png")
+    unused = uploaded_path(client, auth, PNG + bytes(100), name="unused.png")
+    others = uploaded_path(client, other_auth, PNG + bytes(100), name="theirs.png")
     create_process(client, auth, {"id": "press", "name": "Press",
                                   "steps": [{"id": "load", "primaryImage": {"path": used}}]})
     stream = open_stream(client, auth)

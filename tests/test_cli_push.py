@@ -3,22 +3,15 @@ import json
 
 import pytest
 import yaml
-from conftest import TOKEN, free_port
-from test_client_upload import downloaded_sha, sha256_of, write_mp4, write_png
 
 from service.cli import main
-from service.client import Client
+from support import GIF, TOKEN, downloaded_sha, free_port, sha256_of, write_mp4, write_png
 
 
 @pytest.fixture
 def server(gunicorn_server):
     """A fresh server per test: each test starts from no stored objects."""
     return gunicorn_server
-
-
-@pytest.fixture
-def api(server):
-    return Client(server.url, TOKEN, backoff=0)
 
 
 def push(server, capsys, *paths):
@@ -28,7 +21,7 @@ def push(server, capsys, *paths):
 
 
 def write_gif(path):
-    path.write_bytes(b"GIF89a" + bytes(200))
+    path.write_bytes(GIF + bytes(200))
     return path
 
 
@@ -164,3 +157,5 @@ def test_client_push_returns_a_result_per_entry(server, api, instructions):
     assert [(r.label, r.outcome, r.error) for r in results] == [
         ("station line_1", "CREATED", None), ("process frame_weld", "CREATED", None),
         ("process assembly", "CREATED", None), ("product bike", "CREATED", None)]
+    assert [api.get_station("line_1")["id"], api.get_process("frame_weld")["id"], api.get_process("assembly")["id"],
+            api.get_product("bike")["id"]] == ["line_1", "frame_weld", "assembly", "bike"]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import TOKEN, TOKENS, free_port
 
 from service.cli import main
+from support import HEADERS, TOKENS, free_port
 
 WIS = Path(sys.executable).with_name("wis")
 
@@ -26,7 +26,7 @@ def test_serve_runs_gunicorn_with_the_service_config(tmp_path):
         while True:
             try:
                 answer = requests.get(f"http://127.0.0.1:{port}/uploads/nothing",
-                                      headers={"x-service-api-org": TOKEN}, timeout=1)
+                                      headers=HEADERS, timeout=1)
                 break
             except requests.ConnectionError:
                 assert process.poll() is None and time.monotonic() < deadline, "wis serve did not start"

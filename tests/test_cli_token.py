@@ -2,12 +2,10 @@
 import os
 
 import pytest
-from conftest import GunicornServer
-from test_cli_upload import run_wis
-from test_client_upload import write_mp4, write_png
 
-GIF = b"GIF89a" + bytes(500)
-JPEG = b"\xff\xd8\xff\xe0" + bytes(500)
+from service.client import Client
+from support import GIF, JPEG, GunicornServer, downloaded_sha, run_wis, sha256_of, write_mp4, write_png
+
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +34,7 @@ def test_upload_finds_the_default_token_in_the_working_directory_data(box):
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("/api/v1/images/")
+    assert downloaded_sha(Client(box.url, box.default_token), done.stdout.strip()) == sha256_of(image)
 
 
 def test_data_dir_option_and_environment_point_at_the_token(box, tmp_path):
@@ -77,9 +76,9 @@ def test_no_token_anywhere_says_where_it_looked(box, tmp_path):
 
 @pytest.mark.parametrize("name, content, prefix, suffix", [
     ("a.png", None, "/api/v1/images/", ".png"),
-    ("b.jpeg", JPEG, "/api/v1/images/", ".jpg"),
+    ("b.jpeg", JPEG + bytes(500), "/api/v1/images/", ".jpg"),
     ("c.mp4", None, "/api/v1/videos/", ".mp4"),
-    ("d.gif", GIF, "/api/v1/videos/", ".gif"),
+    ("d.gif", GIF + bytes(500), "/api/v1/videos/", ".gif"),
     ("big.mp4", None, "/api/v1/videos/", ".mp4"),  # over 10 MB: a stream
 ])
 def test_upload_without_destination_goes_where_the_content_says(box, tmp_path, name, content, prefix, suffix):
@@ -95,6 +94,7 @@ def test_upload_without_destination_goes_where_the_content_says(box, tmp_path, n
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(prefix) and done.stdout.strip().endswith(suffix)
+    assert downloaded_sha(Client(box.url, box.default_token), done.stdout.strip()) == sha256_of(file)
 
 
 def test_upload_of_an_unknown_format_asks_for_a_destination(box, tmp_path):

@@ -1,25 +1,12 @@
 """`wis upload` against real gunicorn: the printed path, resuming an interrupted run, one-line errors."""
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from conftest import TOKEN, free_port
-from test_client_upload import (  # noqa: F401 - `server` is a fixture
-    Interrupted, downloaded_sha, interrupt_after, server, sha256_of, write_mp4, write_png)
 
 from service.cli import main
 from service.client import MB, Client
-
-WIS = Path(sys.executable).with_name("wis")
-
-
-def run_wis(*args, env=None, replace_env=False, cwd=None):
-    return subprocess.run([str(WIS), *args], capture_output=True, text=True, timeout=120, cwd=cwd,
-                          env=(env if replace_env else dict(os.environ, **(env or {}))))
-
+from support import (TOKEN, TOKEN_HEADER, Interrupted, downloaded_sha, free_port, interrupt_after, run_wis, sha256_of,
+                     write_mp4, write_png)
 
 def test_upload_prints_the_path_of_the_uploaded_file(server, tmp_path):
     image = write_png(tmp_path / "photo.png", 50_000)
@@ -74,7 +61,7 @@ def test_expected_failures_are_one_line(server, tmp_path, capsys, monkeypatch, c
     url, token, destination = server.url, TOKEN, "stepImage"
     if case == "bad token":
         token = "not-a-token"
-        expected = "error: missing or unknown API token: send it in the x-service-api-org header (HTTP 401)"
+        expected = f"error: missing or unknown API token: send it in the {TOKEN_HEADER} header (HTTP 401)"
     elif case == "no token":
         token = None
         expected = (f"error: no API token: no --token, WIS_TOKEN is not set, and {tmp_path / 'data' / 'default-token'} "

@@ -1,14 +1,8 @@
 """service.client GraphQL calls against real gunicorn: upserts, read-back, errors as ClientError."""
 import pytest
-from conftest import TOKEN
-from test_client_upload import server, write_png  # noqa: F401 - `server` is a fixture
 
 from service.client import Client, ClientError
-
-
-@pytest.fixture
-def api(server):
-    return Client(server.url, TOKEN, backoff=0)
+from support import write_png
 
 
 def test_upserts_answer_created_then_updated(api):

@@ -4,10 +4,9 @@ import threading
 
 import pytest
 import requests
-from conftest import TOKEN
-from test_client_upload import Interrupted, api, interrupt_after, server, write_mp4, write_png  # noqa: F401
 
 from service.client import MB, Client
+from support import TOKEN, Interrupted, interrupt_after, write_mp4, write_png
 
 
 def test_single_upload_progress_comes_in_pieces_while_the_body_is_sent(api, tmp_path):

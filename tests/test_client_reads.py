@@ -1,8 +1,8 @@
 """Readers of products and stations (and lists) shaped like the process ones; ValueError for caller mistakes."""
 import pytest
-from test_client_upload import write_mp4, write_png
 
 from service.client import MB, Client, ClientError
+from support import write_mp4, write_png
 
 
 @pytest.fixture

@@ -2,10 +2,10 @@
 import pytest
 import requests
 from requests.adapters import HTTPAdapter
-from test_client_upload import write_png
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from service.client import Client, ClientError, OutcomeUnknown, ServerUnreachable
+from support import sessions_through, write_png
 
 STATION = {"id": "press_1", "name": "Press"}
 
@@ -32,7 +32,7 @@ def test_a_mutation_whose_answer_was_lost_is_not_sent_again(api, wis_fault):
     assert api.get_station("press_1")["revision"] == 1  # applied once, not twice
 
 
-def test_a_mutation_answered_503_is_not_sent_again(api, wis_fault):
+def test_a_mutation_answered_503_is_not_sent_again(api, wis_fault, wis_session):
     wis_fault(method="POST", path="^/graph/v2$", status=503, times=1)
 
     with pytest.raises(ClientError) as caught:
@@ -40,6 +40,7 @@ def test_a_mutation_answered_503_is_not_sent_again(api, wis_fault):
 
     assert caught.value.status == 503
     assert api.create_station(STATION) == "CREATED"  # it had not been applied; the fault is used up
+    assert stored(wis_session)["documents"] == {"stations": ["press_1"]}
 
 
 def test_a_query_is_sent_again(api, wis_fault):
@@ -82,21 +83,13 @@ def reset_after_sending(request):
     return requests.ConnectionError("('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))")
 
 
-def sessions_through(adapter):
-    def session_factory():
-        session = requests.Session()
-        session.mount("http://", adapter)
-        return session
-
-    return session_factory
-
-
-def test_a_mutation_that_never_reached_the_service_is_sent_again(wis_clean):
+def test_a_mutation_that_never_reached_the_service_is_sent_again(wis_clean, wis_session):
     adapter = RefusingOnce(never_connected)
     client = Client(wis_clean.url, wis_clean.token, backoff=0, session_factory=sessions_through(adapter))
 
     assert client.create_station(STATION) == "CREATED"
     assert adapter.calls == 2
+    assert stored(wis_session)["documents"] == {"stations": ["press_1"]}
 
 
 def test_a_mutation_reset_after_sending_is_not_sent_again(wis_clean):

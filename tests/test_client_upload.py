@@ -1,83 +1,15 @@
 """service.client uploads against real gunicorn: single and chunked uploads, resume, retries, errors."""
-import hashlib
-import io
 import json
-import os
 import threading
 import tracemalloc
 
 import pytest
 import requests
-from conftest import TOKEN, GunicornServer
 from requests.adapters import HTTPAdapter
 
 from service.client import MB, Client, ClientError, ServerUnreachable
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-MP4_HEADER = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2"
-
-
-def write_media(path, size, header):
-    """Write `size` bytes starting with `header` (a format signature), in blocks, and return the path."""
-    with open(path, "wb") as handle:
-        handle.write(header)
-        remaining = size - len(header)
-        while remaining > 0:
-            block = os.urandom(min(MB, remaining))
-            handle.write(block)
-            remaining -= len(block)
-    return path
-
-
-def write_png(path, size=4096):
-    return write_media(path, size, PNG_SIGNATURE)
-
-
-def write_mp4(path, size):
-    return write_media(path, size, MP4_HEADER)
-
-
-def sha256_of(path):
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def downloaded_sha(client, media_path):
-    buffer = io.BytesIO()
-    client.download(media_path, buffer)
-    return hashlib.sha256(buffer.getvalue()).hexdigest()
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    server = GunicornServer(tmp_path_factory.mktemp("data"), workers=2)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def api(server):
-    return Client(server.url, TOKEN, timeout=30, backoff=0)
-
-
-class Interrupted(Exception):
-    """Raised from a progress callback to stop an upload part-way, as Ctrl-C would."""
-
-
-def interrupt_after(chunks, chunk_size=MB):
-    """A progress callback that stops the upload once that many chunks were sent whole.
-
-    Chunks in flight when it stops are finished (and acknowledged); no new one is started.
-    """
-    sent = [0]
-
-    def progress(count):
-        sent[0] += count
-        if sent[0] >= chunks * chunk_size:
-            raise Interrupted()
-
-    return progress
-
+from support import (HEADERS, TOKEN, Interrupted, downloaded_sha, interrupt_after, sessions_through, sha256_of,
+                     write_mp4, write_png)
 
 class Counted:
     """The requests of one method that a client sends from now on, from any of its threads."""
@@ -96,33 +28,28 @@ class Counted:
         return len(self.sent)
 
 
-def count_requests(client, method):
-    """Count the requests of one method the client sends from now on, in its session and its upload threads'."""
-    counted = Counted(method)
-    client.session.hooks["response"].append(counted.hook)
-    make = client.transport.session_factory
+@pytest.fixture
+def count_requests(monkeypatch):
+    """`count_requests(client, method)` counts the requests of one method the client sends from then on, in its
+    session and its upload threads'."""
 
-    def session_factory():
-        session = make()
-        session.hooks["response"].append(counted.hook)
-        return session
+    def count(client, method):
+        counted = Counted(method)
+        monkeypatch.setitem(client.session.hooks, "response", [*client.session.hooks["response"], counted.hook])
+        make = client.transport.session_factory
 
-    client.transport.session_factory = session_factory
-    return counted
+        def session_factory():
+            session = make()
+            session.hooks["response"].append(counted.hook)
+            return session
 
+        monkeypatch.setattr(client.transport, "session_factory", session_factory)
+        return counted
 
-def flaky_sessions(adapter):
-    """A session_factory whose sessions all go through `adapter`."""
-
-    def session_factory():
-        session = requests.Session()
-        session.mount("http://", adapter)
-        return session
-
-    return session_factory
+    return count
 
 
-def test_small_file_is_one_request_and_round_trips(api, tmp_path):
+def test_small_file_is_one_request_and_round_trips(api, tmp_path, count_requests):
     image = write_png(tmp_path / "photo.png", 200_000)
     posts = count_requests(api, "POST")
     patches = count_requests(api, "PATCH")
@@ -136,7 +63,7 @@ def test_small_file_is_one_request_and_round_trips(api, tmp_path):
     assert downloaded_sha(api, path) == sha256_of(image)
 
 
-def test_large_file_is_sent_in_parallel_chunks(api, tmp_path):
+def test_large_file_is_sent_in_parallel_chunks(api, tmp_path, count_requests):
     video = write_mp4(tmp_path / "clip.mp4", 25 * MB + 123)
     state_dir = tmp_path / "state"
     patches = count_requests(api, "PATCH")
@@ -152,7 +79,7 @@ def test_large_file_is_sent_in_parallel_chunks(api, tmp_path):
     assert list(state_dir.iterdir()) == []
 
 
-def test_interrupted_upload_resumes_with_only_the_missing_chunks(api, server, tmp_path):
+def test_interrupted_upload_resumes_with_only_the_missing_chunks(api, server, tmp_path, count_requests):
     video = write_mp4(tmp_path / "long.mp4", 12 * MB)
     state_dir = tmp_path / "state"
     with pytest.raises(Interrupted):
@@ -185,14 +112,14 @@ def test_resume_keeps_the_chunk_size_of_the_first_run(api, tmp_path):
     assert downloaded_sha(api, path) == sha256_of(video)
 
 
-def test_upload_starts_over_when_the_stream_is_gone(api, server, tmp_path):
+def test_upload_starts_over_when_the_stream_is_gone(api, server, tmp_path, count_requests):
     video = write_mp4(tmp_path / "clip.mp4", 11 * MB)
     state_dir = tmp_path / "state"
     with pytest.raises(Interrupted):
         api.upload(video, "stepVideo", chunk_size=MB, parallel=1, progress=interrupt_after(2), state_dir=state_dir)
     [state_file] = state_dir.iterdir()
     old_stream = json.loads(state_file.read_text())["streamId"]
-    assert requests.delete(f"{server.url}/uploads/{old_stream}", headers={"x-service-api-org": TOKEN}).status_code == 204
+    assert requests.delete(f"{server.url}/uploads/{old_stream}", headers=HEADERS).status_code == 204
 
     patches = count_requests(api, "PATCH")
     path = api.upload(video, "stepVideo", chunk_size=MB, state_dir=state_dir)
@@ -201,7 +128,7 @@ def test_upload_starts_over_when_the_stream_is_gone(api, server, tmp_path):
     assert downloaded_sha(api, path) == sha256_of(video)
 
 
-def test_upload_of_a_completed_stream_returns_its_path_without_sending(api, tmp_path):
+def test_upload_of_a_completed_stream_returns_its_path_without_sending(api, tmp_path, count_requests):
     video = write_mp4(tmp_path / "clip.mp4", 11 * MB)
     state_dir = tmp_path / "state"
     # Stop on the last acknowledgement: the server completed the stream, the client never heard of it.
@@ -256,7 +183,7 @@ class FlakyAdapter(HTTPAdapter):
 def test_connection_errors_are_retried(server, tmp_path):
     video = write_mp4(tmp_path / "clip.mp4", 11 * MB)
     flaky = FlakyAdapter()
-    api = Client(server.url, TOKEN, backoff=0, session_factory=flaky_sessions(flaky))
+    api = Client(server.url, TOKEN, backoff=0, session_factory=sessions_through(flaky))
 
     path = api.upload(video, "stepVideo", chunk_size=2 * MB, parallel=1, state_dir=tmp_path / "state")
 
@@ -266,7 +193,7 @@ def test_connection_errors_are_retried(server, tmp_path):
 
 def test_retries_are_bounded(server, tmp_path):
     flaky = FlakyAdapter(always=True)
-    client = Client(server.url, TOKEN, retries=2, backoff=0, session_factory=flaky_sessions(flaky))
+    client = Client(server.url, TOKEN, retries=2, backoff=0, session_factory=sessions_through(flaky))
 
     with pytest.raises(ClientError) as caught:
         client.upload(write_png(tmp_path / "a.png"), "stepImage", state_dir=tmp_path / "state")
@@ -286,7 +213,7 @@ def test_server_errors_raise_client_error_with_status_and_message(api, tmp_path)
     assert caught.value.message == "file of size 8.1MB is larger than 8MB"
 
 
-def test_oversized_stream_is_refused_before_any_chunk(api, tmp_path):
+def test_oversized_stream_is_refused_before_any_chunk(api, tmp_path, count_requests):
     too_big = write_png(tmp_path / "huge.png", 11 * MB)
     patches = count_requests(api, "PATCH")
 

@@ -3,7 +3,6 @@
 No acknowledged update is lost (the final revision counts every acknowledged write) and a stream whose chunks are
 sent at once, each several times, by many threads completes exactly once.
 """
-import hashlib
 import json
 import random
 import threading
@@ -13,25 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from conftest import TOKEN, GunicornServer
-from test_ops_observability import metric_value
+from support import (HEADERS, create_stream_over_http, media_files, metric_value, mp4, read_process_over_http,
+                     send_chunk_over_http, sha256, shipped_server, upsert_over_http)
 
-HEADERS = {"x-service-api-org": TOKEN}
-PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
-READ_PROCESS = "query($id: String!) { process(id: $id) { name revision steps { name } } }"
-MP4 = b"\x00\x00\x00\x18ftypmp42"
-
-
-def shipped_server(tmp_path, data_dir):
-    """Gunicorn with the service's own config (`-c python:service.gunicorn_config`), two workers; access log in
-    `tmp_path/access.log`."""
-    metrics = tmp_path / "metrics"
-    metrics.mkdir(exist_ok=True)
-    env = {"WIS_WORKERS": "2", "WIS_LOG_LEVEL": "warning",
-           "WIS_ACCESS_LOG": str(tmp_path / "access.log"),
-           # A directory of the test's own, so a server killed with -9 leaves nothing in /tmp.
-           "PROMETHEUS_MULTIPROC_DIR": str(metrics)}
-    return GunicornServer(data_dir, workers=2, env=env, extra_args=("-c", "python:service.gunicorn_config"))
 
 
 @pytest.fixture
@@ -39,48 +22,6 @@ def server(tmp_path):
     started = shipped_server(tmp_path, tmp_path / "data")
     yield started
     started.stop()
-
-
-def process_body(identifier, name):
-    return {"id": identifier, "name": name, "steps": [{"id": "step_1", "name": name}]}
-
-
-def upsert(url, identifier, name, timeout=30):
-    """One processCreate; return "CREATED" or "UPDATED" when acknowledged, else None."""
-    response = requests.post(f"{url}/graph/v2", headers=HEADERS, timeout=timeout, json={
-        "query": PROCESS_CREATE, "variables": {"input": {"process": process_body(identifier, name)}}})
-    if response.status_code != 200:
-        return None
-    return (response.json().get("data") or {}).get("processCreate")
-
-
-def read_process(url, identifier):
-    response = requests.post(f"{url}/graph/v2", headers=HEADERS, timeout=30,
-                             json={"query": READ_PROCESS, "variables": {"id": identifier}})
-    assert response.status_code == 200, response.text
-    return response.json()["data"]["process"]
-
-
-def mp4(size, seed):
-    return MP4 + random.Random(seed).randbytes(size - len(MP4))
-
-
-def sha256(data):
-    return hashlib.sha256(data).hexdigest()
-
-
-def create_stream(url, data, name="clip.mp4"):
-    response = requests.post(f"{url}/uploads", headers=HEADERS, timeout=30, json={
-        "destinationId": "stepVideo", "fileName": name, "fileSize": len(data), "sha": sha256(data)})
-    assert response.status_code == 201, response.text
-    return response.json()["streamId"]
-
-
-def send_chunk(url, stream_id, index, total, chunk, timeout=60):
-    """PATCH one chunk; return (status, body)."""
-    response = requests.patch(f"{url}/uploads/{stream_id}", headers=HEADERS, timeout=timeout,
-                              data={"chunkIndex": index, "totalChunks": total}, files={"file": ("blob", chunk)})
-    return response.status_code, response.json()
 
 
 def completed_streams(url):
@@ -91,11 +32,6 @@ def serving_workers(tmp_path, path):
     """Process ids of the workers that answered requests to `path`, from the JSON access log."""
     lines = (tmp_path / "access.log").read_text().splitlines()
     return {record["process"] for record in map(json.loads, lines) if record.get("path") == path}
-
-
-def media_files(data_dir, segment="videos"):
-    directory = data_dir / "orgs" / "default" / "media" / segment
-    return sorted(directory.iterdir()) if directory.exists() else []
 
 
 def test_upserts_of_the_same_ids_from_many_clients_lose_no_acknowledged_write(server, tmp_path):
@@ -110,7 +46,7 @@ def test_upserts_of_the_same_ids_from_many_clients_lose_no_acknowledged_write(se
         barrier.wait(timeout=30)
         for write in range(writes_each):
             identifier, name = rng.choice(ids), f"client {number} round {round_} write {write}"
-            result = upsert(server.url, identifier, name)
+            result = upsert_over_http(server.url, identifier, name)
             with lock:
                 (acknowledged[identifier] if result else failures).append((result, name))
 
@@ -127,7 +63,7 @@ def test_upserts_of_the_same_ids_from_many_clients_lose_no_acknowledged_write(se
     for identifier in ids:
         writes = acknowledged[identifier]
         assert Counter(result for result, _ in writes)["CREATED"] == 1
-        stored = read_process(server.url, identifier)
+        stored = read_process_over_http(server.url, identifier)
         assert stored["revision"] == len(writes)
         assert stored["name"] in {name for _, name in writes}
         assert stored["steps"] == [{"name": stored["name"]}]  # one write's whole content, never a mix
@@ -136,7 +72,7 @@ def test_upserts_of_the_same_ids_from_many_clients_lose_no_acknowledged_write(se
 def test_chunks_of_several_streams_sent_at_once_and_repeated_complete_each_stream_once(server):
     chunk_size, copies, senders = 128 * 1024, 3, 16
     files = [mp4(6 * chunk_size + 1000 * n + 1, seed=n) for n in range(4)]
-    streams = [create_stream(server.url, data, f"clip{n}.mp4") for n, data in enumerate(files)]
+    streams = [create_stream_over_http(server.url, data, f"clip{n}.mp4") for n, data in enumerate(files)]
     chunks = {stream: [data[i:i + chunk_size] for i in range(0, len(data), chunk_size)]
               for stream, data in zip(streams, files)}
     sends = [(stream, index) for stream in streams for index in range(len(chunks[stream]))] * copies
@@ -146,7 +82,7 @@ def test_chunks_of_several_streams_sent_at_once_and_repeated_complete_each_strea
 
     def send(task):
         stream, index = task
-        return stream, send_chunk(server.url, stream, index, len(chunks[stream]), chunks[stream][index])
+        return stream, send_chunk_over_http(server.url, stream, index, len(chunks[stream]), chunks[stream][index])
 
     def sender(batch):
         barrier.wait(timeout=30)
@@ -167,4 +103,4 @@ def test_chunks_of_several_streams_sent_at_once_and_repeated_complete_each_strea
         assert (status["state"], status["path"]) == ("complete", path)
     # Exactly one request per stream completed it (retries of a complete stream answer 201 but are not counted).
     assert completed_streams(server.url) - completed_before == len(streams)
-    assert sorted(sha256(p.read_bytes()) for p in media_files(server.data_dir)) == sorted(map(sha256, files))
+    assert sorted(sha256(p.read_bytes()) for p in media_files(server.data_dir, "videos")) == sorted(map(sha256, files))

@@ -1,19 +1,17 @@
 """CORS (CONTRACT 9) through the Flask test client: WIS_CORS_ORIGINS, preflights on every route, headers on answers
 and errors. The same in a real browser against gunicorn: test_cors_browser.py."""
-import io
-
 import pytest
 
-from conftest import TOKEN, TOKENS
 from service import create_app
 from service.config import load_config
 from service.cors import ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS
 from service.errors import ConfigurationError
+from support import HEADERS, PNG, TOKEN_HEADER, TOKENS, upload
 
 PAGE = "http://127.0.0.1:8765"
 OTHER_PAGE = "https://app.example.com"
 UNLISTED = "http://127.0.0.1:9999"
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+IMAGE = PNG + bytes(range(256)) * 4
 CORS_HEADERS = ("Access-Control-Allow-Origin", "Access-Control-Allow-Methods", "Access-Control-Allow-Headers",
                 "Access-Control-Expose-Headers", "Access-Control-Max-Age", "Access-Control-Allow-Credentials")
 STREAM = "/uploads/0123456789abcdef0123456789abcdef"
@@ -38,18 +36,13 @@ def app(tmp_path):
                        "CORS_ORIGINS": f"{PAGE}, {OTHER_PAGE}"})
 
 
-def preflight(client, path, origin=PAGE, method="POST", headers="x-service-api-org, content-type"):
+def preflight(client, path, origin=PAGE, method="POST", headers=f"{TOKEN_HEADER}, content-type"):
     return client.options(path, headers={"Origin": origin, "Access-Control-Request-Method": method,
                                          "Access-Control-Request-Headers": headers})
 
 
 def cors_headers(response):
     return {name: response.headers[name] for name in CORS_HEADERS if name in response.headers}
-
-
-def upload_png(client, headers):
-    form = {"destinationId": "stepImage", "file": (io.BytesIO(PNG), "photo.png")}
-    return client.post("/uploads", headers=headers, data=form)
 
 
 # -- configuration ----------------------------------------------------------------------------------
@@ -93,7 +86,7 @@ def test_without_origins_no_response_has_cors_headers(tmp_path):
     assert app.config["CORS_ORIGINS"] == ()
     answers = [preflight(client, "/graph/v2"), preflight(client, "/uploads"),
                client.post("/graph/v2", json={"query": "{ stations { id } }"},
-                           headers={"Origin": PAGE, "x-service-api-org": TOKEN}),
+                           headers={"Origin": PAGE, **HEADERS}),
                client.get("/healthz", headers={"Origin": PAGE})]
     assert [cors_headers(answer) for answer in answers] == [{}] * 4
     assert ["Origin" in answer.vary for answer in answers] == [False] * 4
@@ -109,7 +102,7 @@ def test_a_listed_origin_gets_a_preflight_answer_on_every_route_without_a_token(
     assert cors_headers(response) == {
         "Access-Control-Allow-Origin": PAGE,
         "Access-Control-Allow-Methods": methods,
-        "Access-Control-Allow-Headers": ("x-service-api-org, content-type, tus-resumable, upload-length, "
+        "Access-Control-Allow-Headers": (f"{TOKEN_HEADER}, content-type, tus-resumable, upload-length, "
                                          "upload-offset, upload-metadata, upload-checksum"),
         "Access-Control-Max-Age": "600",
     }
@@ -117,7 +110,7 @@ def test_a_listed_origin_gets_a_preflight_answer_on_every_route_without_a_token(
 
 
 def test_the_preflight_lists_the_contract_headers_and_a_ten_minute_max_age():
-    assert ALLOWED_REQUEST_HEADERS == ("x-service-api-org", "content-type", "tus-resumable", "upload-length",
+    assert ALLOWED_REQUEST_HEADERS == (TOKEN_HEADER, "content-type", "tus-resumable", "upload-length",
                                        "upload-offset", "upload-metadata", "upload-checksum")
     assert EXPOSED_HEADERS == ("Location", "Upload-Offset", "Upload-Length", "Upload-Expires", "Tus-Resumable",
                                "Tus-Version", "Tus-Max-Size", "Tus-Extension", "Media-Path", "ETag", "X-Request-Id")
@@ -187,11 +180,11 @@ def test_an_answer_to_a_listed_origin_allows_it_and_exposes_the_contract_headers
 
 def test_an_upload_and_its_media_carry_the_cors_headers(client, auth):
     headers = {"Origin": PAGE, **auth}
-    uploaded = upload_png(client, headers)
+    uploaded = upload(client, headers, IMAGE)
     assert uploaded.status_code == 201
     assert uploaded.headers["Access-Control-Allow-Origin"] == PAGE
     media = client.get(uploaded.get_json()["path"], headers=headers)
-    assert media.status_code == 200 and media.get_data() == PNG
+    assert media.status_code == 200 and media.get_data() == IMAGE
     assert media.headers["Access-Control-Allow-Origin"] == PAGE
     assert "ETag" in media.headers["Access-Control-Expose-Headers"]
     # A conditional request answered 304 is still readable by the page.

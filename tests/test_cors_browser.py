@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import TOKEN, GunicornServer
+from support import HEADERS, PNG, TOKEN, TOKEN_HEADER, GunicornServer
+
 
 PAGE = Path(__file__).with_name("pages") / "cors_client.html"
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # What Chromium says in the console when CORS keeps a page from an answer.
 CORS_REFUSAL = "has been blocked by CORS policy"
 
@@ -68,7 +68,7 @@ def wait_for_refusals(page, console, count, timeout_ms=5_000):
 
 def stations(service):
     response = requests.post(service.url + "/graph/v2", json={"query": "{ stations { id } }"},
-                             headers={"x-service-api-org": TOKEN}, timeout=10)
+                             headers=HEADERS, timeout=10)
     return [station["id"] for station in response.json()["data"]["stations"]]
 
 
@@ -85,18 +85,18 @@ def test_a_page_on_a_listed_origin_queries_uploads_and_reads_the_media_back(serv
     assert created["requestId"] and read["requestId"] and created["requestId"] != read["requestId"]
     refused = report["withoutToken"]["value"]
     assert refused["status"] == 401
-    assert refused["body"]["error"] == "missing or unknown API token: send it in the x-service-api-org header"
+    assert refused["body"]["error"] == f"missing or unknown API token: send it in the {TOKEN_HEADER} header"
 
     uploaded = report["uploaded"]["value"]
     assert uploaded["upload"]["status"] == 201
     path = uploaded["upload"]["body"]["path"]
     assert path.startswith("/api/v1/images/") and path.endswith("-drawn.png")
     sent = base64.b64decode(uploaded["sent"])
-    assert sent.startswith(PNG_SIGNATURE)
+    assert sent.startswith(PNG)
     media = uploaded["media"]
     assert (media["status"], media["contentType"]) == (200, "image/png")
     assert base64.b64decode(media["bytes"]) == sent
-    served = requests.get(service.url + path, headers={"x-service-api-org": TOKEN}, timeout=10)
+    served = requests.get(service.url + path, headers=HEADERS, timeout=10)
     assert served.content == sent and media["etag"] == served.headers["ETag"]
 
     assert report["health"]["value"]["body"] == {"status": "ok"}

@@ -7,7 +7,6 @@ reports and completes with the right SHA-256.
 import hashlib
 import json
 import os
-import random
 import signal
 import threading
 import time
@@ -15,19 +14,15 @@ from collections import defaultdict
 
 import requests
 
-from test_concurrency_gunicorn import HEADERS, create_stream, mp4, read_process, send_chunk, sha256, shipped_server, \
-    upsert
+from support import (HEADERS, create_stream_over_http, media_files, mp4, png, read_process_over_http,
+                     send_chunk_over_http, sha256, shipped_server, upsert_over_http)
 
-PNG = b"\x89PNG\r\n\x1a\n"
+
 CHUNK = 64 * 1024
 CHUNKS = 120
 WRITERS = 4
 # Requests in flight when the server dies fail; clients give up on them quickly and carry on.
 TIMEOUT = 10
-
-
-def png(size, seed):
-    return PNG + random.Random(seed).randbytes(size - len(PNG))
 
 
 class Load:
@@ -43,7 +38,7 @@ class Load:
         self.video = mp4(CHUNKS * CHUNK - 1234, seed=99)
         self.sent_files[sha256(self.video)] = self.video
         self.chunks = [self.video[i:i + CHUNK] for i in range(0, len(self.video), CHUNK)]
-        self.stream_id = create_stream(url, self.video)
+        self.stream_id = create_stream_over_http(url, self.video)
         self.acknowledged_chunks = set()
         self.threads = [threading.Thread(target=self._writer, args=(n,)) for n in range(WRITERS)]
         self.threads += [threading.Thread(target=self._uploader), threading.Thread(target=self._single_uploader)]
@@ -72,7 +67,7 @@ class Load:
             with self.lock:
                 self.attempts[identifier].append(attempt)
             try:
-                attempt[1] = upsert(self.url, identifier, attempt[0], timeout=TIMEOUT) is not None
+                attempt[1] = upsert_over_http(self.url, identifier, attempt[0], timeout=TIMEOUT) is not None
             except requests.RequestException:
                 time.sleep(0.05)  # the server is down or restarting a worker
 
@@ -83,7 +78,7 @@ class Load:
             if self.stop.is_set():
                 return
             try:
-                status, _ = send_chunk(self.url, self.stream_id, index, len(self.chunks), self.chunks[index],
+                status, _ = send_chunk_over_http(self.url, self.stream_id, index, len(self.chunks), self.chunks[index],
                                        timeout=TIMEOUT)
             except requests.RequestException:
                 return
@@ -142,7 +137,7 @@ def check_after_restart(load, url, data_dir):
             json.loads(path.read_bytes())  # every document and bookkeeping file parses
 
     for identifier, attempts in load.attempts.items():
-        stored = read_process(url, identifier)
+        stored = read_process_over_http(url, identifier)
         acknowledged = [n for n, (_, acked) in enumerate(attempts) if acked]
         if identifier.startswith("own_"):
             # A write that died unacknowledged after the last acknowledged one may have landed, nothing earlier.
@@ -159,11 +154,9 @@ def check_after_restart(load, url, data_dir):
     # Temporary files of writes that died are never listed as processes.
     assert acknowledged_ids <= {process["id"] for process in listed} <= set(load.attempts)
 
-    media_dir = data_dir / "orgs" / "default" / "media"
-    for segment in ("images", "videos"):
-        for file in (media_dir / segment).iterdir() if (media_dir / segment).exists() else []:
-            assert not file.name.startswith("."), file  # no temporary file under a media path
-            assert hashlib.sha256(file.read_bytes()).hexdigest() in load.sent_files, file  # never a half file
+    for file in media_files(data_dir):
+        assert not file.name.startswith("."), file  # no temporary file under a media path
+        assert hashlib.sha256(file.read_bytes()).hexdigest() in load.sent_files, file  # never a half file
     for path, digest in load.single_uploads.items():
         response = requests.get(url + path, headers=HEADERS, timeout=30)
         assert response.status_code == 200 and sha256(response.content) == digest
@@ -172,7 +165,7 @@ def check_after_restart(load, url, data_dir):
     assert status["state"] == "open"
     assert load.acknowledged_chunks <= set(status["receivedChunks"])
     missing = [i for i in range(len(load.chunks)) if i not in status["receivedChunks"]]
-    answers = [send_chunk(url, load.stream_id, i, len(load.chunks), load.chunks[i]) for i in missing]
+    answers = [send_chunk_over_http(url, load.stream_id, i, len(load.chunks), load.chunks[i]) for i in missing]
     assert [status for status, _ in answers] == [200] * (len(missing) - 1) + [201]
     served = requests.get(url + answers[-1][1]["path"], headers=HEADERS, timeout=30)
     assert sha256(served.content) == sha256(load.video)

@@ -4,7 +4,6 @@ just before its nth file operation; the parent then starts the service again on 
 For each n: every JSON file parses, a process is either as before or as after the interrupted upsert, no file at a
 media path is partial, and an interrupted upload resumes from what the server reports and completes.
 """
-import hashlib
 import json
 import os
 import shutil
@@ -13,12 +12,10 @@ import time
 
 import pytest
 
-from conftest import TOKEN, TOKENS
 from service import create_app
-from test_disk_faults import (FaultyDisk, create_stream, mp4, png, read_process, send, send_file_first, status, upload,
-                              upsert, process)
+from support import (HEADERS, TOKENS, FaultyDisk, create_stream, line_process, media_files, mp4, png, read_process,
+                     send_chunk, send_file_first, sha256, stream_status, upload, upsert_process)
 
-AUTH = {"x-service-api-org": TOKEN}
 CRASHED = 70
 # More operations than any one request performs; the loop ends at the first n the request survives.
 MAX_STEPS = 80
@@ -49,8 +46,9 @@ def crash_during(data_dir, at, request):
         code = 1
         try:
             client = service(data_dir).test_client()
-            CrashingDisk(pytest.MonkeyPatch(), at)
-            request(client)
+            with pytest.MonkeyPatch.context() as monkeypatch:
+                CrashingDisk(monkeypatch, at)
+                request(client)
             code = 0
         finally:
             os._exit(code)
@@ -80,27 +78,19 @@ def every_crash(tmp_path, baseline, request, check):
     raise AssertionError(f"the request was still running after {MAX_STEPS} file operations")
 
 
-def media_files(data_dir):
-    media = data_dir / "orgs" / "default" / "media"
-    return [p for segment in ("images", "videos") if (media / segment).exists() for p in (media / segment).iterdir()]
-
-
-def sha256(data):
-    return hashlib.sha256(data).hexdigest()
-
-
 def test_a_crash_at_any_step_of_an_upsert_leaves_the_old_or_the_new_process(tmp_path):
     baseline = tmp_path / "baseline"
     client = service(baseline).test_client()
-    assert upsert(client, AUTH, process("before"))["data"] == {"processCreate": "CREATED"}
+    assert upsert_process(client, HEADERS, line_process("before"))["data"] == {"processCreate": "CREATED"}
 
     def check(client, data_dir):
-        stored = read_process(client, AUTH)
+        stored = read_process(client, HEADERS)
         assert (stored["name"], stored["revision"]) in {("before", 1), ("after", 2)}
         assert [step["name"] for step in stored["steps"]] == [f"{stored['name']} {i}" for i in range(3)]
-        assert upsert(client, AUTH, process("again"))["data"] == {"processCreate": "UPDATED"}
+        assert upsert_process(client, HEADERS, line_process("again"))["data"] == {"processCreate": "UPDATED"}
 
-    steps = every_crash(tmp_path, baseline, lambda client: upsert(client, AUTH, process("after")), check)
+    steps = every_crash(tmp_path, baseline, lambda client: upsert_process(client, HEADERS, line_process("after")),
+                        check)
     assert steps >= 4  # lock, temporary file, write, fsync, rename, directory fsync
 
 
@@ -112,17 +102,17 @@ def test_a_crash_at_any_step_of_a_single_upload_leaves_no_partial_media(tmp_path
     def check(client, data_dir):
         for file in media_files(data_dir):
             assert file.read_bytes() == data  # whole, or not there at all
-        assert upload(client, AUTH, data).status_code == 201
+        assert upload(client, HEADERS, data).status_code == 201
 
-    steps = every_crash(tmp_path, baseline, lambda client: upload(client, AUTH, data), check)
+    steps = every_crash(tmp_path, baseline, lambda client: upload(client, HEADERS, data), check)
     assert steps >= 4
 
 
 @pytest.mark.parametrize("sent, crashing, sender", [
-    ([0, 1, 2], 3, send),  # the last chunk in order, received onto the prefix: commit, verify, publish
-    ([0, 2, 3], 1, send),  # the chunk that fills a gap: onto the prefix, merges the parts after it and completes
-    ([0, 3], 1, send),  # a gap filled halfway: onto the prefix, the stream stays open
-    ([0, 3], 2, send),  # ahead of a gap: into a part of its own
+    ([0, 1, 2], 3, send_chunk),  # the last chunk in order, received onto the prefix: commit, verify, publish
+    ([0, 2, 3], 1, send_chunk),  # the chunk that fills a gap: onto the prefix, merges the parts after it and completes
+    ([0, 3], 1, send_chunk),  # a gap filled halfway: onto the prefix, the stream stays open
+    ([0, 3], 2, send_chunk),  # ahead of a gap: into a part of its own
     ([0, 2, 3], 1, send_file_first),  # index unknown while it arrives: into a part, merged with the rest, completes
 ], ids=["in-order-last", "fills-gap", "fills-gap-halfway", "ahead", "file-first"])
 def test_a_crash_at_any_step_of_a_chunk_leaves_the_stream_resumable(tmp_path, sent, crashing, sender):
@@ -130,29 +120,30 @@ def test_a_crash_at_any_step_of_a_chunk_leaves_the_stream_resumable(tmp_path, se
     client = service(baseline).test_client()
     video = mp4(3 * 100_000 + 5000, "video")
     chunks = [video[i:i + 100_000] for i in range(0, len(video), 100_000)]
-    stream_id = create_stream(client, AUTH, video)
+    stream_id = create_stream(client, HEADERS, video)
     for index in sent:
-        assert send(client, AUTH, stream_id, index, len(chunks), chunks[index]).status_code == 200
+        assert send_chunk(client, HEADERS, stream_id, index, len(chunks), chunks[index]).status_code == 200
 
     def check(client, data_dir):
         for file in media_files(data_dir):
             assert sha256(file.read_bytes()) == sha256(video)  # never a partial file at a media path
-        held = status(client, AUTH, stream_id)
+        held = stream_status(client, HEADERS, stream_id)
         if held["state"] == "open":
             received = set(held["receivedChunks"])
             # Acknowledged chunks survive; when every chunk is held but none completed the stream, the last one is
             # reported missing so that resending it completes the stream.
             assert set(sent) <= received or received == set(range(len(chunks) - 1))
             missing = [i for i in range(len(chunks)) if i not in held["receivedChunks"]]
-            answers = [send(client, AUTH, stream_id, i, len(chunks), chunks[i]) for i in missing]
+            answers = [send_chunk(client, HEADERS, stream_id, i, len(chunks), chunks[i]) for i in missing]
             assert [r.status_code for r in answers] == [200] * (len(missing) - 1) + [201]
             path = answers[-1].get_json()["path"]
         else:
             path = held["path"]
-        assert sha256(client.get(path, headers=AUTH).data) == sha256(video)
+        assert sha256(client.get(path, headers=HEADERS).data) == sha256(video)
         assert len(media_files(data_dir)) == 1
 
     steps = every_crash(tmp_path, baseline,
-                        lambda client: sender(client, AUTH, stream_id, crashing, len(chunks), chunks[crashing]), check)
+                        lambda client: sender(client, HEADERS, stream_id, crashing, len(chunks), chunks[crashing]),
+                        check)
     assert steps >= 5  # at the least a file written, fsynced and renamed, its directory fsynced
 

@@ -6,127 +6,14 @@ the fault; once the disk is back, the same requests succeed and an interrupted s
 """
 import errno
 import hashlib
-import io
-import os
-import tempfile
-from collections import Counter
 
 import pytest
 
-from service.storage import files, get_repository, incoming, media
-from service.storage.streams import append, boundaries, layout, store, stream
+from service.storage import get_repository
+from support import (MB, FaultyDisk, create_stream, line_process, mp4, png, read_process, send_chunk, send_file_first,
+                     stream_status, upload, upsert_process)
 
-MB = 1024 * 1024
-PNG = b"\x89PNG\r\n\x1a\n"
-MP4 = b"\x00\x00\x00\x18ftypmp42"
-PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
-READ_PROCESS = "query($id: String!) { process(id: $id) { id name revision steps { id name } } }"
 NO_SPACE_MESSAGE = "the server has no space left to store this request; nothing was stored"
-
-
-class FaultyDisk:
-    """Stands in for `os`, `open` and `tempfile` inside the storage modules; counts each operation and fails the
-    chosen call of one operation, and every later one, until `heal()` (a disk stays full until space is freed)."""
-
-    def __init__(self, monkeypatch):
-        self.calls = Counter()
-        self._fault = None
-        # Lock files are created by filelock through os.open: a full disk refuses a new one (no inode left).
-        real_open = os.open
-
-        def os_open(path, flags, *args, **kwargs):
-            if flags & os.O_CREAT and str(path).endswith(".lock") and not os.path.exists(path):
-                self.check("lock")
-            return real_open(path, flags, *args, **kwargs)
-
-        monkeypatch.setattr(os, "open", os_open)
-        for module in (files, incoming, layout, boundaries, append, stream, store, media):
-            monkeypatch.setattr(module, "os", _FaultyOs(self), raising=False)
-            monkeypatch.setattr(module, "open", self.open, raising=False)
-            if hasattr(module, "tempfile"):
-                monkeypatch.setattr(module, "tempfile", _FaultyTempfile(self))
-
-    def fail(self, operation, code, nth=1, where=""):
-        """From now on, the `nth` call of `operation` (create, write, fsync, rename, link or lock) and every later one
-        fail; with `where`, only writes to files whose path contains it are counted."""
-        self.calls.clear()
-        self._fault = (operation, code, nth, where)
-
-    def heal(self):
-        self._fault = None
-
-    def check(self, operation, path=""):
-        """Count one call of `operation`; raise the planned error if this call is to fail."""
-        if self._fault is None or self._fault[3] not in path:
-            return
-        self.calls[operation] += 1
-        if self._fault[0] == operation and self.calls[operation] >= self._fault[2]:
-            raise OSError(self._fault[1], os.strerror(self._fault[1]))
-
-    def wrap(self, handle, mode, path=""):
-        return _FaultyFile(self, handle, path) if set(mode) & set("wa+") else handle
-
-    def open(self, file, mode="r", *args, **kwargs):
-        return self.wrap(open(file, mode, *args, **kwargs), mode, str(file))
-
-
-class _FaultyOs:
-    def __init__(self, disk):
-        self._disk = disk
-
-    def __getattr__(self, name):
-        return getattr(os, name)
-
-    def fdopen(self, fd, mode="r", *args, **kwargs):
-        return self._disk.wrap(os.fdopen(fd, mode, *args, **kwargs), mode)
-
-    def fsync(self, fd):
-        self._disk.check("fsync")
-        os.fsync(fd)
-
-    def replace(self, source, target):
-        self._disk.check("rename")
-        os.replace(source, target)
-
-    def link(self, source, target):
-        self._disk.check("link")
-        os.link(source, target)
-
-
-class _FaultyTempfile:
-    def __init__(self, disk):
-        self._disk = disk
-
-    def mkstemp(self, *args, **kwargs):
-        self._disk.check("create")
-        return tempfile.mkstemp(*args, **kwargs)
-
-
-class _FaultyFile:
-    """A file whose failing write stores half its data first, as a disk filling up mid-write does."""
-
-    def __init__(self, disk, handle, path):
-        self._disk = disk
-        self._handle = handle
-        self._path = path
-
-    def __getattr__(self, name):
-        return getattr(self._handle, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self._handle.close()
-
-    def write(self, data):
-        try:
-            self._disk.check("write", self._path)
-        except OSError:
-            self._handle.write(bytes(data[: len(data) // 2]))
-            self._handle.flush()
-            raise
-        return self._handle.write(data)
 
 
 @pytest.fixture
@@ -172,30 +59,13 @@ def org_root(app):
 
 # -- documents (processCreate) ---------------------------------------------------------------------
 
-def process(name, steps=3):
-    return {"id": "line_1", "name": name, "steps": [{"id": f"step_{i}", "name": f"{name} {i}"} for i in range(steps)]}
-
-
-def upsert(client, auth, body):
-    response = client.post("/graph/v2", headers=auth, json={"query": PROCESS_CREATE,
-                                                             "variables": {"input": {"process": body}}})
-    assert response.status_code == 200
-    return response.get_json()
-
-
-def read_process(client, auth):
-    response = client.post("/graph/v2", headers=auth, json={"query": READ_PROCESS, "variables": {"id": "line_1"}})
-    assert response.status_code == 200
-    return response.get_json()["data"]["process"]
-
-
 @pytest.mark.parametrize("operation, code", FAULTS, ids=FAULT_IDS)
 def test_failed_process_upsert_keeps_the_previous_document_and_reads_go_on(app, client, auth, disk, operation, code):
-    assert upsert(client, auth, process("first")) == {"data": {"processCreate": "CREATED"}}
+    assert upsert_process(client, auth, line_process("first")) == {"data": {"processCreate": "CREATED"}}
     before = read_process(client, auth)
 
     disk.fail(operation, code)
-    body = upsert(client, auth, process("second", steps=5))
+    body = upsert_process(client, auth, line_process("second", steps=5))
     assert body["data"] == {"processCreate": None}
     [error] = body["errors"]
     assert error["extensions"]["code"] == ("INSUFFICIENT_STORAGE" if code == errno.ENOSPC else "SERVICE_UNAVAILABLE")
@@ -204,44 +74,37 @@ def test_failed_process_upsert_keeps_the_previous_document_and_reads_go_on(app, 
     assert stray_files(org_root(app)) == []
 
     disk.heal()
-    assert upsert(client, auth, process("second", steps=5)) == {"data": {"processCreate": "UPDATED"}}
+    assert upsert_process(client, auth, line_process("second", steps=5)) == {"data": {"processCreate": "UPDATED"}}
     after = read_process(client, auth)
     assert (after["name"], after["revision"], len(after["steps"])) == ("second", 2, 5)
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO], ids=errno.errorcode.get)
 def test_a_new_process_whose_lock_file_cannot_be_created_gets_a_clear_error(client, auth, disk, code):
-    upsert(client, auth, process("first"))
+    upsert_process(client, auth, line_process("first"))
     disk.fail("lock", code)
-    body = upsert(client, auth, dict(process("other"), id="line_2"))
+    body = upsert_process(client, auth, dict(line_process("other"), id="line_2"))
     assert body["data"] == {"processCreate": None}
     assert_clear_message(body["errors"][0]["message"], code)
     assert read_process(client, auth)["name"] == "first"
     disk.heal()
-    assert upsert(client, auth, dict(process("other"), id="line_2"))["data"] == {"processCreate": "CREATED"}
+    body = upsert_process(client, auth, dict(line_process("other"), id="line_2"))
+    assert body["data"] == {"processCreate": "CREATED"}
 
 
 def test_a_failing_directory_fsync_after_the_rename_leaves_old_or_new_never_torn(app, client, auth, disk):
-    upsert(client, auth, process("first"))
+    upsert_process(client, auth, line_process("first"))
     disk.fail("fsync", errno.EIO, nth=2)  # the file's fsync passes; the directory's, after the rename, fails
-    body = upsert(client, auth, process("second"))
+    body = upsert_process(client, auth, line_process("second"))
     assert body["errors"][0]["extensions"]["code"] == "SERVICE_UNAVAILABLE"
     # The rename happened, but the client was told it may not have: a retry is one more revision, never a loss.
     assert read_process(client, auth)["name"] in {"first", "second"}
     disk.heal()
-    assert upsert(client, auth, process("third"))["data"] == {"processCreate": "UPDATED"}
+    assert upsert_process(client, auth, line_process("third"))["data"] == {"processCreate": "UPDATED"}
     assert read_process(client, auth)["name"] == "third"
 
 
 # -- single-request uploads ------------------------------------------------------------------------
-
-def png(size, seed):
-    return PNG + (hashlib.sha256(seed.encode()).digest() * (size // 32 + 1))[: size - len(PNG)]
-
-
-def upload(client, auth, data, name="photo.png"):
-    return client.post("/uploads", headers=auth, data={"destinationId": "stepImage", "file": (io.BytesIO(data), name)})
-
 
 def media_names(app, segment="images"):
     directory = org_root(app) / "media" / segment
@@ -279,58 +142,24 @@ def test_a_failing_directory_fsync_after_the_link_takes_the_new_media_back(app, 
 
 # -- chunked streams -------------------------------------------------------------------------------
 
-def mp4(size, seed):
-    return MP4 + (hashlib.sha256(seed.encode()).digest() * (size // 32 + 1))[: size - len(MP4)]
-
-
-def create_stream(client, auth, data):
-    response = client.post("/uploads", headers=auth, json={
-        "destinationId": "stepVideo", "fileName": "clip.mp4", "fileSize": len(data),
-        "sha": hashlib.sha256(data).hexdigest()})
-    assert response.status_code == 201
-    return response.get_json()["streamId"]
-
-
-def send(client, auth, stream_id, index, total, chunk):
-    return client.patch(f"/uploads/{stream_id}", headers=auth, data={
-        "chunkIndex": str(index), "totalChunks": str(total), "file": (io.BytesIO(chunk), "blob")})
-
-
-def status(client, auth, stream_id):
-    response = client.get(f"/uploads/{stream_id}", headers=auth)
-    assert response.status_code == 200
-    return response.get_json()
-
-
 def resume(client, auth, stream_id, chunks):
     """What a client does after an error: ask what the server holds, resend the rest; return the media path."""
-    received = set(status(client, auth, stream_id)["receivedChunks"])
-    answers = [send(client, auth, stream_id, i, len(chunks), chunk)
+    received = set(stream_status(client, auth, stream_id)["receivedChunks"])
+    answers = [send_chunk(client, auth, stream_id, i, len(chunks), chunk)
                for i, chunk in enumerate(chunks) if i not in received]
     assert [r.status_code for r in answers][-1] == 201, answers[-1].get_json()
     assert {r.status_code for r in answers[:-1]} <= {200}
     return answers[-1].get_json()["path"]
 
 
-def send_file_first(client, auth, stream_id, index, total, chunk):
-    """A chunk whose file part comes before its fields: its index is not known while it arrives."""
-    boundary = "file-first"
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"blob\"\r\n\r\n".encode()
-            + chunk + f"\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"chunkIndex\"\r\n\r\n{index}\r\n"
-            f"--{boundary}\r\nContent-Disposition: form-data; name=\"totalChunks\"\r\n\r\n{total}\r\n"
-            f"--{boundary}--\r\n".encode())
-    return client.patch(f"/uploads/{stream_id}", headers=auth, data=body,
-                        content_type=f"multipart/form-data; boundary={boundary}")
-
-
 # The ways a chunk is stored: (chunks sent before, the chunk that meets the fault, how it is sent). Of 4 chunks.
 CHUNK_CASES = {
     # The next chunk in order is received onto the prefix; this one completes the stream.
-    "in-order": ([0, 1, 2], 3, send),
+    "in-order": ([0, 1, 2], 3, send_chunk),
     # Onto the prefix too, then the parts after it are merged and the stream completes.
-    "fills-gap": ([0, 2, 3], 1, send),
+    "fills-gap": ([0, 2, 3], 1, send_chunk),
     # Ahead of a gap: into a part of its own.
-    "ahead": ([0, 3], 2, send),
+    "ahead": ([0, 3], 2, send_chunk),
     # Index unknown while it arrives: into a part, then merged with the parts after it, completing the stream.
     "file-first": ([0, 2, 3], 1, send_file_first),
 }
@@ -379,11 +208,11 @@ def test_failed_chunk_leaves_the_stream_resumable(app, client, auth, disk, case,
     chunks = [data[i:i + MB] for i in range(0, len(data), MB)]
     stream_id = create_stream(client, auth, data)
     for index in sent_before:
-        assert send(client, auth, stream_id, index, len(chunks), chunks[index]).status_code == 200
+        assert send_chunk(client, auth, stream_id, index, len(chunks), chunks[index]).status_code == 200
 
     disk.fail(operation, code, nth, where)
     assert_clear_error(sender(client, auth, stream_id, failing, len(chunks), chunks[failing]), code)
-    held = status(client, auth, stream_id)  # the stream is readable while the disk is failing
+    held = stream_status(client, auth, stream_id)  # the stream is readable while the disk is failing
     assert held["state"] == ("complete" if outcome == COMPLETE else "open")
     if outcome == NOTHING:
         assert held["receivedChunks"] == sent_before
@@ -395,7 +224,7 @@ def test_failed_chunk_leaves_the_stream_resumable(app, client, auth, disk, case,
     path = held["path"] if outcome == COMPLETE else resume(client, auth, stream_id, chunks)
     assert hashlib.sha256(client.get(path, headers=auth).data).hexdigest() == hashlib.sha256(data).hexdigest()
     assert media_names(app, "videos") == [path.rsplit("/", 1)[1]]
-    assert send(client, auth, stream_id, failing, len(chunks), chunks[failing]).get_json() == {"path": path}
+    assert send_chunk(client, auth, stream_id, failing, len(chunks), chunks[failing]).get_json() == {"path": path}
     assert stray_files(org_root(app)) == []
     assert sorted(p.name for p in (org_root(app) / "streams" / stream_id).iterdir()) == ["meta.json"]
 

@@ -33,6 +33,11 @@ def one_action_process(**action_fields):
     return process(steps=[{"id": "step_1", "actions": [action("act_1", **action_fields)]}])
 
 
+def stored(repo, identifier="proc_1", kind=PROCESSES):
+    """The document as it was written, read back from the repository."""
+    return repo.documents.get(ORG, kind, identifier)
+
+
 def refused(repo, data):
     with pytest.raises(InvalidInput) as excinfo:
         upsert_process(repo, ORG, data)
@@ -73,6 +78,7 @@ def test_every_id_is_checked_and_named_by_its_path(repo, field, data):
 def test_ids_of_3_and_50_characters_and_uppercase_are_accepted(repo):
     document, created = upsert_process(repo, ORG, process(id="ABC", steps=[{"id": "s" * 50}]))
     assert created and document["id"] == "ABC"
+    assert stored(repo, "ABC") == document and document["steps"][0]["id"] == "s" * 50
 
 
 def test_blank_name_is_refused(repo):
@@ -95,6 +101,8 @@ def test_duplicate_action_ids_are_refused_across_steps(repo):
 
 def test_step_and_action_may_share_an_id(repo):
     upsert_process(repo, ORG, process(steps=[{"id": "same", "actions": [action("same")]}]))
+    [step] = stored(repo)["steps"]
+    assert (step["id"], [entry["id"] for entry in step["actions"]]) == ("same", ["same"])
 
 
 def test_quantity_zero_is_refused(repo):
@@ -113,6 +121,7 @@ def test_fractional_quantity_is_accepted_and_unset_quantity_defaults_to_1(repo):
     document, _ = upsert_process(repo, ORG, data)
     parts = document["steps"][0]["actions"][0]["inputParts"]
     assert [entry["quantity"] for entry in parts] == [0.5, 1, 1]
+    assert stored(repo) == document
 
 
 def test_min_greater_than_max_is_refused(repo):
@@ -124,11 +133,14 @@ def test_min_greater_than_max_is_refused(repo):
 @pytest.mark.parametrize("low, high", [(4, 4), (None, 1), (3, None), (-1, 0)])
 def test_min_not_above_max_is_accepted(repo, low, high):
     upsert_process(repo, ORG, one_action_process(measurement={"min": low, "max": high}))
+    measurement = stored(repo)["steps"][0]["actions"][0]["measurement"]
+    assert (measurement.get("min"), measurement.get("max")) == (low, high)
 
 
 @pytest.mark.parametrize("units", ["torque-Nm", "length-mm", "temperature-degC", "t-N-m"])
 def test_units_of_the_form_quantity_dash_unit_are_accepted(repo, units):
     upsert_process(repo, ORG, one_action_process(measurement={"units": units}))
+    assert stored(repo)["steps"][0]["actions"][0]["measurement"]["units"] == units
 
 
 @pytest.mark.parametrize("units", ["mm", "-mm", "torque-", "torque -Nm", "torque-N m", "", "-", "torque-\n"])
@@ -141,6 +153,7 @@ def test_negative_auto_signout_is_refused_zero_and_unset_are_accepted(repo):
     assert fields_of(refused(repo, process(autoSignoutMinutes=-1))) == ["process.autoSignoutMinutes"]
     upsert_process(repo, ORG, process(autoSignoutMinutes=0))
     upsert_process(repo, ORG, process(id="proc_2", autoSignoutMinutes=None))
+    assert (stored(repo)["autoSignoutMinutes"], stored(repo, "proc_2").get("autoSignoutMinutes")) == (0, None)
 
 
 def test_enum_defaults_are_applied(repo):
@@ -182,6 +195,7 @@ def test_media_uploaded_by_the_org_are_accepted(repo):
          "video": {"path": "/api/v1/videos/abc-clip.mp4", "title": "How to"}}])
     document, _ = upsert_process(repo, ORG, data)
     assert document["steps"][0]["video"]["path"] == "/api/v1/videos/abc-clip.mp4"
+    assert stored(repo) == document and document["image"]["path"] == "/api/v1/images/abc-photo.png"
 
 
 @pytest.mark.parametrize("field, data, expected", [
@@ -232,6 +246,7 @@ def test_valid_product_is_stored_with_default_quantity(processes):
                                                                 edge("fin", "ccc")]))
     assert created
     assert [dependency["quantity"] for dependency in document["dependencies"]] == [2, 1, 1]
+    assert processes.documents.get(ORG, PRODUCTS, document["id"]) == document
 
 
 def test_empty_dependencies_is_a_product_of_the_final_process(processes):

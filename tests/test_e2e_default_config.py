@@ -18,16 +18,16 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import free_port
 
 from service.client import Client
+from support import TOKEN_HEADER, free_port
 
 BIN = Path(sys.executable).parent
 REPOSITORY = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
 # Over the 10 MB single-request limit, so the client sends it as a chunked stream.
 MP4 = b"\0\0\0\x18ftypmp42" + hashlib.sha256(b"video").digest() * (11 * 1024 * 1024 // 32)
-TOKEN_LINE = re.compile(r"x-service-api-org: (\S+)")
+TOKEN_LINE = re.compile(re.escape(TOKEN_HEADER) + r": (\S+)")
 
 
 def procfile_command(port):
@@ -112,7 +112,7 @@ def test_media_uploaded_with_the_default_configuration_are_served_back(documente
     server = documented_server
     token = server.printed_token()
     assert (server.data_dir / "default-token").read_text().strip() == token
-    headers = {"x-service-api-org": token}
+    headers = {TOKEN_HEADER: token}
 
     # The image as curl sends it, the video through the Python client (a chunked stream).
     answer = requests.post(server.url + "/uploads", headers=headers, data={"destinationId": "stepImage"},

@@ -10,7 +10,8 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from conftest import BROWSER_WAIT_MS as WAIT_MS, TOKEN, GunicornServer
+from support import BROWSER_WAIT_MS as WAIT_MS, HEADERS, TOKEN, TOKEN_HEADER, GunicornServer
+
 
 STATUS = ".wis-token-status"
 HEADERS_EDITOR = "section.graphiql-editor-tool .graphiql-editor:not(.hidden) .CodeMirror"
@@ -64,7 +65,8 @@ def stored(page, *keys):
 
 
 def token_headers(token=TOKEN):
-    return json.dumps({"x-service-api-org": token})
+    """The explorer's headers editor text that carries `token`."""
+    return json.dumps({TOKEN_HEADER: token})
 
 
 def run_default_query(page):
@@ -75,7 +77,7 @@ def run_default_query(page):
 
 
 def test_the_schema_loads_once_a_working_token_is_pasted_and_the_default_query_runs(server, new_page):
-    created = requests.post(server.url + "/graph/v2", headers={"x-service-api-org": TOKEN}, timeout=10, json={
+    created = requests.post(server.url + "/graph/v2", headers=HEADERS, timeout=10, json={
         "query": 'mutation { stationCreate(input: {station: {id: "st_1", name: "Station 1"}}) }'})
     assert created.json() == {"data": {"stationCreate": "CREATED"}}
 
@@ -115,7 +117,7 @@ def test_the_default_query_editor_content_is_the_runnable_read(server, new_page)
     page = new_page(server.url + "/graph/v2")
     query = editor_text(page, QUERY_EDITOR)
     assert "query FirstLook" in query and "mutation {" in query  # the mutation is only shown in a comment
-    response = requests.post(server.url + "/graph/v2", json={"query": query}, headers={"x-service-api-org": TOKEN},
+    response = requests.post(server.url + "/graph/v2", json={"query": query}, headers=HEADERS,
                              timeout=10)
     assert response.status_code == 200 and "errors" not in response.json()
 
@@ -125,7 +127,7 @@ def test_an_unknown_token_is_reported_on_the_page(server, new_page):
     paste_headers(page, token_headers("not-a-known-token"))
     expect(page.locator(STATUS)).to_have_attribute("data-state", "refused", timeout=WAIT_MS)
     expect(page.locator(STATUS)).to_contain_text("missing or unknown API token")
-    paste_headers(page, '{"x-service-api-org": ')
+    paste_headers(page, '{' + json.dumps(TOKEN_HEADER) + ': ')
     expect(page.locator(STATUS)).to_have_attribute("data-state", "invalid", timeout=WAIT_MS)
 
 

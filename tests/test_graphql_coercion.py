@@ -4,8 +4,6 @@ Values graphql-core refuses must be refused (the request then takes graphql-core
 messages); values it accepts must come out equal, keys in the same order, so the same document is stored.
 """
 import functools
-import sys
-from pathlib import Path
 
 import orjson
 import pytest
@@ -27,9 +25,8 @@ from hypothesis import strategies as st
 from service.domain.reads import PROCESSES
 from service.graphql.coercion import Refused
 from service.storage import get_repository
+from support import BENCH_MUTATION, bench_process
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from payload import MUTATION, process  # noqa: E402 (the benchmark's realistic process)
 
 JUNK = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=False, width=32),
                  st.text(max_size=4), st.just([]), st.just({}), st.just({"unknown": 1}))
@@ -96,10 +93,10 @@ def test_compiled_coercion_agrees_with_graphql_core(endpoint, type_name):
 def test_a_realistic_process_is_stored_as_graphql_core_would_store_it(app, client, auth, monkeypatch):
     endpoint = app.extensions["graphql"]
     documents = get_repository(app).documents
-    variables = {"input": {"process": process("fast_path", 20)}}
+    variables = {"input": {"process": bench_process("fast_path", 20)}}
 
     def stored_after_create():
-        response = client.post("/graph/v2", headers=auth, json={"query": MUTATION, "variables": variables})
+        response = client.post("/graph/v2", headers=auth, json={"query": BENCH_MUTATION, "variables": variables})
         assert response.get_json() == {"data": {"processCreate": "CREATED"}}
         document = documents.get("default", PROCESSES, "fast_path")
         (documents._path("default", PROCESSES, "fast_path")).unlink()
@@ -111,8 +108,8 @@ def test_a_realistic_process_is_stored_as_graphql_core_would_store_it(app, clien
 
 
 def test_refused_values_get_graphql_core_errors(client, auth):
-    response = client.post("/graph/v2", headers=auth, json={"query": MUTATION, "variables": {"input": {"process": {
-        "id": "p_1", "name": "P", "steps": [{"id": "s_1", "actions": [{"id": "a_1", "bogus": 1}]}]}}}})
+    response = client.post("/graph/v2", headers=auth, json={"query": BENCH_MUTATION, "variables": {"input": {
+        "process": {"id": "p_1", "name": "P", "steps": [{"id": "s_1", "actions": [{"id": "a_1", "bogus": 1}]}]}}}})
     body = response.get_json()
     assert body["data"] == {"processCreate": None}
     assert [error["extensions"]["field"] for error in body["errors"]] == ["process.steps[0].actions[0].bogus"]
@@ -121,9 +118,9 @@ def test_refused_values_get_graphql_core_errors(client, auth):
 def test_a_second_request_compiles_nothing_and_takes_the_compiled_path(app, client, auth, monkeypatch):
     coercer = app.extensions["graphql"].coercer
 
-    def create(identifier, query=MUTATION):
+    def create(identifier, query=BENCH_MUTATION):
         response = client.post("/graph/v2", headers=auth, json={
-            "query": query, "variables": {"input": {"process": process(identifier, 2)}}})
+            "query": query, "variables": {"input": {"process": bench_process(identifier, 2)}}})
         assert "errors" not in response.get_json()
 
     create("once")

@@ -3,6 +3,7 @@ import threading
 
 import pytest
 import requests
+from support import TOKEN_HEADER
 
 PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
 PRODUCT_CREATE = "mutation($input: ProductCreateInput!) { productCreate(input: $input) }"
@@ -46,7 +47,7 @@ def test_three_mutations_and_read_back(gunicorn_server, gql):
 
 
 def test_a_missing_or_unknown_token_is_a_401_graphql_tools_can_read(gunicorn_server):
-    for headers in ({}, {"x-service-api-org": "not-a-known-token"}):
+    for headers in ({}, {TOKEN_HEADER: "not-a-known-token"}):
         response = requests.post(gunicorn_server.url + "/graph/v2", json={"query": "{ stations { id } }"},
                                  headers=headers, timeout=10)
         assert response.status_code == 401

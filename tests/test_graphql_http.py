@@ -1,12 +1,16 @@
 """The GraphQL endpoint through the Flask test client: mutations, read-back, errors, auth, tenancy, limits."""
 import json
+import re
 
 import pytest
 
+from service import create_app
+from service.config import load_config
 from service.domain.reads import PROCESSES, STATIONS
 from service.errors import ConfigurationError
 from service.graphql import load_schema
 from service.storage import get_repository
+from support import TOKEN_HEADER, TOKENS
 
 PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
 PRODUCT_CREATE = "mutation($input: ProductCreateInput!) { productCreate(input: $input) }"
@@ -306,12 +310,12 @@ def test_media_of_another_org_cannot_be_referenced(app, client, auth):
 
 # ---------------------------------------------------------------- auth and tenancy
 
-@pytest.mark.parametrize("headers", [{}, {"x-service-api-org": "wrong-token-123"}, {"x-service-api-org": ""}])
+@pytest.mark.parametrize("headers", [{}, {TOKEN_HEADER: "wrong-token-123"}, {TOKEN_HEADER: ""}])
 def test_post_needs_a_known_token(client, headers):
     """The house `error` key, and beside it a GraphQL `errors` list that GraphQL tools can show."""
     response = client.post("/graph/v2", json={"query": "{ stations { id } }"}, headers=headers)
     assert response.status_code == 401 and response.is_json
-    message = "missing or unknown API token: send it in the x-service-api-org header"
+    message = f"missing or unknown API token: send it in the {TOKEN_HEADER} header"
     assert response.get_json() == {"error": message,
                                    "errors": [{"message": message, "extensions": {"code": "UNAUTHENTICATED"}}]}
 
@@ -328,22 +332,16 @@ def test_explorer_page_needs_no_token(client):
     assert response.status_code == 200
     assert response.mimetype == "text/html"
     assert "graphiql" in response.get_data(as_text=True).lower()
-    assert "x-service-api-org" in response.get_data(as_text=True)
+    assert TOKEN_HEADER in response.get_data(as_text=True)
 
 
 @pytest.mark.parametrize("environ, persist", [({}, False), ({"WIS_EXPLORER_PERSIST_HEADERS": "1"}, True),
                                               ({"WIS_EXPLORER_PERSIST_HEADERS": "0"}, False)])
 def test_explorer_keeps_headers_out_of_the_browser_unless_the_operator_allows_it(tmp_path, environ, persist):
-    import re
-
-    from conftest import TOKENS
-    from service import create_app
-    from service.config import load_config
-
     config = load_config({"DATA_DIR": str(tmp_path), "API_TOKENS": TOKENS}, environ=environ)
     page = create_app(config).test_client().get("/graph/v2").get_data(as_text=True)
     settings = json.loads(re.search(r"const settings = (\{.*\});", page).group(1))
-    assert settings["persistHeaders"] is persist and settings["header"] == "x-service-api-org"
+    assert settings["persistHeaders"] is persist and settings["header"] == TOKEN_HEADER
 
 
 def test_explorer_loads_its_scripts_from_the_service_itself(client):

@@ -9,13 +9,11 @@ from graphql import is_enum_type, is_input_object_type, is_list_type, is_non_nul
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import TOKEN, TOKENS
 from service import create_app
 from service.graphql import load_schema
 from service.storage import get_repository
-from test_hostile_inputs import snapshot
+from support import HEADERS, TOKENS, snapshot
 
-AUTH = {"x-service-api-org": TOKEN}
 SCHEMA = load_schema()
 MUTATIONS = {"process": "processCreate", "product": "productCreate", "station": "stationCreate"}
 INPUT_TYPES = {"process": "ProcessInput", "product": "ProductInput", "station": "StationInput"}
@@ -370,14 +368,14 @@ def client(app):
 
 def mutate(client, kind, data):
     query = f"mutation($input: {INPUT_TYPES[kind].replace('Input', 'CreateInput')}!) {{ {MUTATIONS[kind]}(input: $input) }}"
-    response = client.post("/graph/v2", json={"query": query, "variables": {"input": {kind: data}}}, headers=AUTH)
+    response = client.post("/graph/v2", json={"query": query, "variables": {"input": {kind: data}}}, headers=HEADERS)
     assert response.status_code != 500 and response.is_json, response.data[:300]
     return response.status_code, response.get_json()
 
 
 def read(client, kind, identifier):
     query = f"query($id: String!) {{ {kind}(id: $id) {{ {selection(SCHEMA.type_map[INPUT_TYPES[kind]])} }} }}"
-    response = client.post("/graph/v2", json={"query": query, "variables": {"id": identifier}}, headers=AUTH)
+    response = client.post("/graph/v2", json={"query": query, "variables": {"id": identifier}}, headers=HEADERS)
     body = response.get_json()
     assert response.status_code == 200 and "errors" not in body, body
     return without_derived_actions(body["data"][kind])

@@ -16,13 +16,13 @@ import time
 import pytest
 import requests
 
-from conftest import TOKEN, TOKENS, GunicornServer
 from service import create_app
 from service.storage import get_repository
+from support import HEADERS, MP4, PNG, TOKEN, TOKEN_HEADER, TOKENS, GunicornServer, snapshot, uploaded_path
 
 HANG_GUARD = 20
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
-MP4 = b"\0\0\0\x18ftypmp42" + bytes(range(256))
+IMAGE = PNG + bytes(range(256))
+VIDEO = MP4 + bytes(range(256))
 PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
 PRODUCT_CREATE = "mutation($input: ProductCreateInput!) { productCreate(input: $input) }"
 STATION_CREATE = "mutation($input: StationCreateInput!) { stationCreate(input: $input) }"
@@ -34,30 +34,12 @@ TRAVERSALS = [
 ]
 
 
-def snapshot(directory):
-    """{relative path: SHA-256} of every file under `directory`, to show a request changed nothing."""
-    files = {}
-    for root, _dirs, names in os.walk(directory):
-        for name in names:
-            path = os.path.join(root, name)
-            with open(path, "rb") as handle:
-                files[os.path.relpath(path, directory)] = hashlib.sha256(handle.read()).hexdigest()
-    return files
-
-
 def gql(client, headers, query, variables=None):
     response = client.post("/graph/v2", json={"query": query, "variables": variables}, headers=headers)
     return response.status_code, response.get_json()
 
 
-def upload(client, headers, data=PNG, destination="stepImage", name="photo.png"):
-    response = client.post("/uploads", data={"destinationId": destination, "file": (io.BytesIO(data), name)},
-                           headers=headers)
-    assert response.status_code == 201, response.get_json()
-    return response.get_json()["path"]
-
-
-def open_stream(client, headers, size=2 * len(MP4)):
+def open_stream(client, headers, size=2 * len(VIDEO)):
     response = client.post("/uploads", json={"destinationId": "stepVideo", "fileName": "clip.mp4", "fileSize": size,
                                              "sha": "0" * 64}, headers=headers)
     assert response.status_code == 201, response.get_json()
@@ -167,7 +149,7 @@ def test_traversal_in_media_paths_of_a_process_is_bad_user_input(client, auth, d
                                                     "\x00", "", "." * 300, "a" * 5000 + ".png"])
 def test_traversal_in_file_names_never_leaves_the_org_media_directory(app, client, auth, data_dir, file_name):
     before = set(snapshot(data_dir))
-    response = client.post("/uploads", data={"destinationId": "stepImage", "file": (io.BytesIO(PNG), file_name)},
+    response = client.post("/uploads", data={"destinationId": "stepImage", "file": (io.BytesIO(IMAGE), file_name)},
                            headers=auth)
     if response.status_code != 201:
         # A name that breaks the multipart framing (a line break, nothing at all) loses the file part itself.
@@ -180,17 +162,17 @@ def test_traversal_in_file_names_never_leaves_the_org_media_directory(app, clien
     assert len(name) <= 255
     added = set(snapshot(data_dir)) - before
     assert added == {os.path.relpath(get_repository(app).media.file_for("default", path), data_dir)}
-    assert client.get(path, headers=auth).data == PNG
+    assert client.get(path, headers=auth).data == IMAGE
 
 
 @pytest.mark.parametrize("file_name", ["../../../default-token", "..\\..\\x.mp4", "\x00.mp4", "\uff0e\uff0e\uff0fx.mp4"])
 def test_traversal_in_stream_file_names_is_neutralised_on_completion(client, auth, file_name):
     response = client.post("/uploads", json={"destinationId": "stepVideo", "fileName": file_name,
-                                             "fileSize": len(MP4), "sha": hashlib.sha256(MP4).hexdigest()},
+                                             "fileSize": len(VIDEO), "sha": hashlib.sha256(VIDEO).hexdigest()},
                            headers=auth)
     stream_id = response.get_json()["streamId"]
     response = client.patch(f"/uploads/{stream_id}", data={"chunkIndex": "0", "totalChunks": "1",
-                                                           "file": (io.BytesIO(MP4), "../../x")}, headers=auth)
+                                                           "file": (io.BytesIO(VIDEO), "../../x")}, headers=auth)
     assert response.status_code == 201
     assert re.fullmatch(r"/api/v1/videos/[0-9a-f]{16}-[A-Za-z0-9_][A-Za-z0-9._-]*\.mp4", response.get_json()["path"])
 
@@ -207,7 +189,7 @@ def test_traversal_in_the_stream_id_segment_is_404_and_touches_nothing(client, a
                                                                        segment):
     open_stream(client, auth)
     before = snapshot(data_dir)
-    data = {"chunkIndex": "0", "totalChunks": "2", "file": (io.BytesIO(MP4), "c")} if method == "PATCH" else None
+    data = {"chunkIndex": "0", "totalChunks": "2", "file": (io.BytesIO(VIDEO), "c")} if method == "PATCH" else None
     response = client.open(f"/uploads/{segment}", method=method, data=data, headers=auth)
     assert response.status_code in (404, 405), response.data[:200]  # 405: a segment that became a route of its own
     assert response.is_json and secret not in response.get_data(as_text=True)
@@ -221,10 +203,10 @@ def test_traversal_in_the_stream_id_segment_is_404_and_touches_nothing(client, a
 ])
 @pytest.mark.parametrize("segment", ["images", "videos"])
 def test_traversal_in_media_urls_is_404(client, auth, secret, segment, suffix):
-    upload(client, auth)
+    uploaded_path(client, auth, IMAGE)
     response = client.get(f"/api/v1/{segment}/{suffix}", headers=auth)
     assert response.status_code in (404, 308), response.data[:200]
-    assert secret not in response.get_data(as_text=True) and "x-service-api-org" not in response.get_data(as_text=True)
+    assert secret not in response.get_data(as_text=True) and TOKEN_HEADER not in response.get_data(as_text=True)
 
 
 @pytest.mark.parametrize("url", [
@@ -242,7 +224,7 @@ def test_traversal_out_of_the_static_files_is_404(client, url):
     f"{TOKEN},{TOKEN}", "default:" + TOKEN, "a" * 100_000, "../" + TOKEN,
 ])
 def test_a_forged_token_is_401_on_every_endpoint(client, token):
-    headers = {"x-service-api-org": token}
+    headers = {TOKEN_HEADER: token}
     for response in (client.post("/graph/v2", json={"query": "{ stations { id } }"}, headers=headers),
                      client.post("/uploads", json={}, headers=headers), client.get("/uploads/" + "0" * 32, headers=headers),
                      client.get("/api/v1/images/x.png", headers=headers)):
@@ -254,7 +236,7 @@ def test_a_forged_token_is_401_on_every_endpoint(client, token):
     "bytes=../../x", "items=0-1", "bytes=0-0," * 500,
 ])
 def test_hostile_range_headers_are_answered_without_a_server_error(client, auth, header):
-    path = upload(client, auth)
+    path = uploaded_path(client, auth, IMAGE)
     response = client.get(path, headers={**auth, "Range": header})
     assert response.status_code in (200, 206, 416), response.data[:200]
     assert response.status_code != 416 or response.is_json
@@ -263,11 +245,11 @@ def test_hostile_range_headers_are_answered_without_a_server_error(client, auth,
 # ---------------------------------------------------------------- other orgs
 
 def test_another_orgs_ids_streams_and_media_are_not_found_and_never_touched(client, auth, other_auth, data_dir):
-    media = upload(client, auth)
-    video = upload(client, auth, MP4, "stepVideo", "clip.mp4")
+    media = uploaded_path(client, auth, IMAGE)
+    video = uploaded_path(client, auth, VIDEO, "stepVideo", "clip.mp4")
     stream_id = open_stream(client, auth)
     client.patch(f"/uploads/{stream_id}", data={"chunkIndex": "0", "totalChunks": "2",
-                                                "file": (io.BytesIO(MP4), "c")}, headers=auth)
+                                                "file": (io.BytesIO(VIDEO), "c")}, headers=auth)
     gql(client, auth, PROCESS_CREATE, {"input": {"process": {"id": "proc_a", "name": "Secret A", "image": {"path": media}}}})
     gql(client, auth, PRODUCT_CREATE, {"input": {"product": {"id": "prod_a", "name": "Secret P", "finalProcessId": "proc_a",
                                                              "dependencies": []}}})
@@ -303,7 +285,7 @@ def test_another_orgs_ids_streams_and_media_are_not_found_and_never_touched(clie
     assert gql(client, auth, '{ station(id: "stat_a") { name revision } }')[1] == {
         "data": {"station": {"name": "Secret S", "revision": 1}}}
     assert client.get(f"/uploads/{stream_id}", headers=auth).get_json() == status_before
-    assert client.get(media, headers=auth).data == PNG
+    assert client.get(media, headers=auth).data == IMAGE
 
 
 # ---------------------------------------------------------------- oversized bodies
@@ -383,12 +365,11 @@ def server(tmp_path_factory):
     gunicorn.stop()
 
 
-AUTH = {"x-service-api-org": TOKEN}
 
 
 @pytest.mark.parametrize("query", BOMBS.values(), ids=BOMBS.keys())
 def test_a_document_built_to_occupy_a_worker_is_refused_with_a_4xx(server, query):
-    response = requests.post(server.url + "/graph/v2", json={"query": query}, headers=AUTH, timeout=HANG_GUARD)
+    response = requests.post(server.url + "/graph/v2", json={"query": query}, headers=HEADERS, timeout=HANG_GUARD)
     assert 400 <= response.status_code < 500, response.text[:300]
     assert "data" not in response.json() and response.json()["errors"]
 
@@ -396,12 +377,16 @@ def test_a_document_built_to_occupy_a_worker_is_refused_with_a_4xx(server, query
 def test_the_limits_leave_room_for_ordinary_requests(server):
     ten_mutations = "mutation { " + " ".join(
         f'm{i}: stationCreate(input: {{station: {{id: "st_{i}", name: "n"}}}})' for i in range(10)) + " }"
-    response = requests.post(server.url + "/graph/v2", json={"query": ten_mutations}, headers=AUTH, timeout=HANG_GUARD)
+    response = requests.post(server.url + "/graph/v2", json={"query": ten_mutations}, headers=HEADERS, timeout=HANG_GUARD)
     assert response.status_code == 200 and "errors" not in response.json()
+    assert set(response.json()["data"].values()) <= {"CREATED", "UPDATED"} and len(response.json()["data"]) == 10
+    stored = requests.post(server.url + "/graph/v2", json={"query": "{ stations(first: 800) { id name } }"},
+                           headers=HEADERS, timeout=HANG_GUARD).json()["data"]["stations"]
+    assert {f"st_{i}": "n" for i in range(10)}.items() <= {station["id"]: station["name"] for station in stored}.items()
     pages = "query($n: Int) { processes(first: $n) { id } } "
     for query, variables in ((pages, {"n": 1000}), ("{ processes { id } products { id } stations(first: 800) { id } }", {}),
                              ("{ " + " ".join(f'a{i}: station(id: "st_{i}") {{ id }}' for i in range(10)) + " }", {})):
-        response = requests.post(server.url + "/graph/v2", json={"query": query, "variables": variables}, headers=AUTH,
+        response = requests.post(server.url + "/graph/v2", json={"query": query, "variables": variables}, headers=HEADERS,
                                  timeout=HANG_GUARD)
         assert response.status_code == 200 and "errors" not in response.json(), response.text[:300]
 
@@ -417,7 +402,7 @@ VARIABLE_BOMBS = {
 
 @pytest.mark.parametrize("body", VARIABLE_BOMBS.values(), ids=VARIABLE_BOMBS.keys())
 def test_huge_variables_are_refused_with_a_4xx(server, body):
-    response = requests.post(server.url + "/graph/v2", data=body, headers={**AUTH, "Content-Type": "application/json"},
+    response = requests.post(server.url + "/graph/v2", data=body, headers={**HEADERS, "Content-Type": "application/json"},
                              timeout=HANG_GUARD)
     assert 400 <= response.status_code < 500, response.text[:300]
     assert "data" not in response.json()
@@ -426,13 +411,13 @@ def test_huge_variables_are_refused_with_a_4xx(server, body):
 def test_input_breaking_a_rule_200000_times_gets_a_short_answer(server):
     """2 MB of bad ids: the answer lists 100 errors and says how many more there are, nothing is stored."""
     steps = [{"id": "!"}] * 200_000
-    response = requests.post(server.url + "/graph/v2", headers=AUTH, timeout=HANG_GUARD, json={
+    response = requests.post(server.url + "/graph/v2", headers=HEADERS, timeout=HANG_GUARD, json={
         "query": PROCESS_CREATE, "variables": {"input": {"process": {"id": "proc_huge", "name": "H", "steps": steps}}}})
     body = response.json()
     assert response.status_code == 200 and body["data"] == {"processCreate": None}
     assert len(response.content) < 100_000 and len(body["errors"]) == 101
     assert body["errors"][-1]["extensions"]["code"] == "TOO_MANY_ERRORS" and "199900 more" in body["errors"][-1]["message"]
-    read = requests.post(server.url + "/graph/v2", headers=AUTH, timeout=HANG_GUARD,
+    read = requests.post(server.url + "/graph/v2", headers=HEADERS, timeout=HANG_GUARD,
                          json={"query": '{ process(id: "proc_huge") { id } }'})
     assert read.json() == {"data": {"process": None}}
 
@@ -461,7 +446,7 @@ def raw_exchange(server, request_bytes):
 
 @pytest.mark.parametrize("request_bytes", [
     b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n",
-    b"POST /graph/v2 HTTP/1.1\r\nHost: x\r\nx-service-api-org: " + b"t" * 100_000 + b"\r\n\r\n",
+    f"POST /graph/v2 HTTP/1.1\r\nHost: x\r\n{TOKEN_HEADER}: ".encode() + b"t" * 100_000 + b"\r\n\r\n",
     b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(1000)) + b"\r\n",
     b"GET /api/v1/images/" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
     b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n" + b" b\r\n" * 20_000 + b"\r\n",
@@ -477,7 +462,7 @@ def test_oversized_headers_and_request_lines_are_refused_with_a_4xx(server, requ
     ("/uploads", "multipart/form-data; boundary=xyz")])
 def test_a_chunked_body_over_the_limit_is_a_413_on_gunicorn(server, path, content_type):
     """No Content-Length to refuse up front: the limit must hold while the body is read."""
-    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nx-service-api-org: {TOKEN}\r\nContent-Type: {content_type}\r\n"
+    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\n{TOKEN_HEADER}: {TOKEN}\r\nContent-Type: {content_type}\r\n"
             "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode()
     piece = b"x" * (1024 * 1024)
     chunk = b"%x\r\n" % len(piece) + piece + b"\r\n"
@@ -498,7 +483,7 @@ def test_slow_clients_holding_connections_do_not_stop_normal_requests(tmp_path):
             silent.append(socket.create_connection(("127.0.0.1", server.port), timeout=HANG_GUARD))
         for _ in range(30):
             sock = socket.create_connection(("127.0.0.1", server.port), timeout=HANG_GUARD)
-            sock.sendall(f"POST /graph/v2 HTTP/1.1\r\nHost: x\r\nx-service-api-org: {TOKEN}\r\n".encode())
+            sock.sendall(f"POST /graph/v2 HTTP/1.1\r\nHost: x\r\n{TOKEN_HEADER}: {TOKEN}\r\n".encode())
             slow.append(sock)
             time.sleep(0.1)  # spread over the workers, as a patient attacker would
 
@@ -517,7 +502,7 @@ def test_slow_clients_holding_connections_do_not_stop_normal_requests(tmp_path):
         trickler.start()
         time.sleep(1)
         assert requests.get(server.url + "/healthz", timeout=HANG_GUARD).status_code == 200
-        response = requests.post(server.url + "/graph/v2", headers=AUTH, timeout=HANG_GUARD,
+        response = requests.post(server.url + "/graph/v2", headers=HEADERS, timeout=HANG_GUARD,
                                  json={"query": STATION_CREATE, "variables": {"input": {"station": {"id": "st_1", "name": "n"}}}})
         assert response.json() == {"data": {"stationCreate": "CREATED"}}
     finally:

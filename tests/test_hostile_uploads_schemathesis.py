@@ -16,10 +16,9 @@ from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 import service
-from conftest import TOKEN, TOKENS
 from service import create_app
+from support import HEADERS, TOKENS
 
-AUTH = {"x-service-api-org": TOKEN}
 DOCUMENT = json.loads((Path(service.__file__).parent / "openapi.json").read_text())
 OPERATIONS = [(method.upper(), path) for path, item in DOCUMENT["paths"].items() for method in item
               if method != "parameters"]
@@ -52,11 +51,11 @@ def existing_target(app, path):
     client = app.test_client()
     if "{streamId}" in path:
         response = client.post("/uploads", json={"destinationId": "stepVideo", "fileName": "clip.mp4",
-                                                 "fileSize": 3 * len(MP4), "sha": "0" * 64}, headers=AUTH)
+                                                 "fileSize": 3 * len(MP4), "sha": "0" * 64}, headers=HEADERS)
         return {"streamId": response.get_json()["streamId"]}
     destination, data = ("stepImage", PNG) if "/images/" in path else ("stepVideo", MP4)
     response = client.post("/uploads", data={"destinationId": destination, "file": (io.BytesIO(data), "f.bin")},
-                           headers=AUTH)
+                           headers=HEADERS)
     return {"name": response.get_json()["path"].rsplit("/", 1)[1]}
 
 
@@ -70,7 +69,7 @@ def test_no_server_error_and_answers_match_the_description(app, schema, method, 
     @given(case=strategy)
     def fuzz(case):
         # Invalid cases may replace the token too: those must be a described 401.
-        case.call_and_validate(headers=AUTH, excluded_checks=EXCLUDED_CHECKS)
+        case.call_and_validate(headers=HEADERS, excluded_checks=EXCLUDED_CHECKS)
 
     fuzz()
 
@@ -81,10 +80,10 @@ def test_sequences_following_the_documented_links_conform(schema):
 
     class WithToken(machine):
         def get_call_kwargs(self, case):
-            return {"headers": AUTH}
+            return {"headers": HEADERS}
 
         def validate_response(self, response, case, additional_checks=None, **kwargs):
             case.validate_response(response, additional_checks=additional_checks, excluded_checks=EXCLUDED_CHECKS,
-                                   headers=AUTH, transport_kwargs=kwargs or None)
+                                   headers=HEADERS, transport_kwargs=kwargs or None)
 
     run_state_machine_as_test(WithToken, settings=settings(FUZZ_SETTINGS, max_examples=25, stateful_step_count=6))

@@ -11,35 +11,25 @@ import re
 import sys
 import tracemalloc
 import urllib.parse
-from pathlib import Path
 
 import pytest
 
-from conftest import TOKEN, TOKENS
 from service import create_app
 from service.graphql.endpoint import CACHE_SIZE, CACHE_SIZE_CHARS, CACHED_QUERY_LENGTH, DocumentCache
+from support import BENCH_MUTATION, HEADERS, MP4, PNG, TOKENS, bench_process, blob
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from payload import MUTATION, process  # noqa: E402 (the benchmark's realistic process)
 
-AUTH = {"x-service-api-org": TOKEN}
 WARM_UP = 20
 N = 50
 # What a batch of N requests may leave (a cache settling, a counter's int growing a digit); a leak of one object
 # per request leaves N objects, a leaked 64-byte string per request leaves 3.2 KB.
 OBJECT_BOUND = 20
 MEMORY_BOUND = 2048
-PNG = b"\x89PNG\r\n\x1a\n"
-MP4 = b"\x00\x00\x00\x18ftypmp42"
 IDS = 4  # ids are reused, so the stored data stops growing after the first round
 
 
-def blob(magic, size):
-    return magic + (bytes(range(256)) * (size // 256 + 1))[: size - len(magic)]
-
-
 def graphql(client, query, variables=None, expected_error=None):
-    response = client.post("/graph/v2", json={"query": query, "variables": variables}, headers=AUTH)
+    response = client.post("/graph/v2", json={"query": query, "variables": variables}, headers=HEADERS)
     body = response.get_json()
     if expected_error is None:
         assert response.status_code == 200 and "errors" not in body, body
@@ -61,7 +51,7 @@ READS = [
 
 
 def process_create(client, n):
-    graphql(client, MUTATION, {"input": {"process": process(f"leak_p{n % IDS}", steps=3)}})
+    graphql(client, BENCH_MUTATION, {"input": {"process": bench_process(f"leak_p{n % IDS}", steps=3)}})
 
 
 def product_create(client, n):
@@ -82,43 +72,43 @@ def read_queries(client, n):
 
 def refused_input(client, n):
     if n % 2:  # refused by the variable coercion (graphql-core's path and messages)
-        graphql(client, MUTATION, {"input": {"process": {"id": n, "name": "x"}}}, expected_error="BAD_USER_INPUT")
+        graphql(client, BENCH_MUTATION, {"input": {"process": {"id": n, "name": "x"}}}, expected_error="BAD_USER_INPUT")
     else:  # refused by the domain rules
         steps = [{"id": "twice"}, {"id": "twice"}]
-        graphql(client, MUTATION, {"input": {"process": {"id": "leak_bad", "name": "x", "steps": steps}}},
+        graphql(client, BENCH_MUTATION, {"input": {"process": {"id": "leak_bad", "name": "x", "steps": steps}}},
                 expected_error="twice")
 
 
 def single_upload(client, n):
     data = blob(PNG, 20_000 + n % 7)
-    response = client.post("/uploads", headers=AUTH, data={
+    response = client.post("/uploads", headers=HEADERS, data={
         "destinationId": "stepImage", "sha": hashlib.sha256(data).hexdigest(), "file": (io.BytesIO(data), "p.png")})
     assert response.status_code == 201, response.get_json()
 
 
 def chunked_stream(client, n):
     data = blob(MP4, 30_000 + n % 7)
-    response = client.post("/uploads", headers=AUTH, json={
+    response = client.post("/uploads", headers=HEADERS, json={
         "destinationId": "stepVideo", "fileName": "clip.mp4", "fileSize": len(data),
         "sha": hashlib.sha256(data).hexdigest()})
     assert response.status_code == 201, response.get_json()
     stream_id = response.get_json()["streamId"]
     chunks = [data[i:i + 10_000] for i in range(0, len(data), 10_000)]
     for index in (1, 0, *range(2, len(chunks))):  # one out of order
-        response = client.patch(f"/uploads/{stream_id}", headers=AUTH, data={
+        response = client.patch(f"/uploads/{stream_id}", headers=HEADERS, data={
             "chunkIndex": str(index), "totalChunks": str(len(chunks)), "file": (io.BytesIO(chunks[index]), "blob")})
         assert response.status_code in (200, 201), response.get_json()
     assert response.status_code == 201
-    assert client.get(f"/uploads/{stream_id}", headers=AUTH).status_code == 200
+    assert client.get(f"/uploads/{stream_id}", headers=HEADERS).status_code == 200
 
 
 def media_range(client, n):
     if n == 0:  # the first request of the test stores the file the others read
-        response = client.post("/uploads", headers=AUTH, data={
+        response = client.post("/uploads", headers=HEADERS, data={
             "destinationId": "stepImage", "file": (io.BytesIO(blob(PNG, 50_000)), "m.png")})
         client.media_path = response.get_json()["path"]
     start = n % 1000
-    response = client.get(client.media_path, headers={**AUTH, "Range": f"bytes={start}-{start + 4095}"})
+    response = client.get(client.media_path, headers={**HEADERS, "Range": f"bytes={start}-{start + 4095}"})
     assert response.status_code == 206 and len(response.data) == 4096
     response.close()
 

@@ -9,8 +9,8 @@ import time
 import pytest
 import requests
 
-from conftest import TOKEN, GunicornServer
-from test_ops_observability import metric_value
+from support import HEADERS, TOKEN, GunicornServer, metric_value
+
 
 CONFIG = ("-c", "python:service.gunicorn_config")
 
@@ -73,7 +73,7 @@ def test_metrics_are_summed_over_both_workers(tmp_path):
 
 def test_access_log_is_json_with_request_id_and_never_the_token(logged_server):
     server, (access_log, error_log) = logged_server
-    headers = {"x-service-api-org": TOKEN, "X-Request-Id": "ops-check-1"}
+    headers = {**HEADERS, "X-Request-Id": "ops-check-1"}
     requests.get(server.url + "/healthz", headers=headers, timeout=5)
     requests.get(server.url + f"/no-such-route?token={TOKEN}", headers=headers, timeout=5)
     requests.get(server.url + "/healthz", timeout=5)

@@ -9,21 +9,9 @@ import time
 
 import pytest
 
-from conftest import TOKEN, TOKENS
 from service import create_app
 from service.observability import json_handler
-
-
-def metric_value(text, name, **labels):
-    """The value of one sample in Prometheus text, or 0 when absent."""
-    for line in text.splitlines():
-        match = re.fullmatch(r"(\w+)(?:\{(.*)\})? (\S+)", line)
-        if not match or match.group(1) != name:
-            continue
-        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
-        if all(found.get(key) == value for key, value in labels.items()):
-            return float(match.group(3))
-    return 0.0
+from support import HEADERS, TOKEN, TOKENS, metric_value
 
 
 @pytest.fixture
@@ -68,7 +56,7 @@ def test_500_is_logged_with_traceback_and_request_id_but_never_the_token(tmp_pat
     def boom():
         raise RuntimeError("exploded while serving")
 
-    response = app.test_client().get("/boom", headers={"x-service-api-org": TOKEN, "X-Request-Id": "req-500"})
+    response = app.test_client().get("/boom", headers={**HEADERS, "X-Request-Id": "req-500"})
 
     assert response.status_code == 500
     assert response.get_json() == {"error": "internal server error"}

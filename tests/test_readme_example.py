@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import TOKEN, GunicornServer
 
 from service.domain.uploads import media_name
+from support import HEADERS, GunicornServer
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 EXAMPLE_BLOCK = re.compile(r"<!-- example (request|answer): ([\w-]+) -->\n```json\n(.*?)\n```", re.S)
@@ -35,7 +35,7 @@ def server(tmp_path_factory):
 
 
 def test_the_readme_example_answers_as_shown(server):
-    headers = {"x-service-api-org": TOKEN}
+    headers = HEADERS
     # Step 1 of the example: the curl upload of "gearbox housing.png".
     png = b"\x89PNG\r\n\x1a\n" + bytes(2048)
     upload = requests.post(f"{server.url}/uploads", headers=headers, data={"destinationId": "stepImage"},

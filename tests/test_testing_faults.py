@@ -2,9 +2,8 @@
 import pytest
 import requests
 
-from conftest import TOKEN, GunicornServer
 from service.testing import ServiceSession, ThreadedServer
-from test_testing_server import PNG, upload_png
+from support import SMALL_PNG, TOKEN, GunicornServer, upload_png
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +33,7 @@ def test_status_fault_answers_the_next_matching_requests_without_doing_the_work(
     add_fault(session, method="post", path="^/uploads$", status=503, error="maintenance", times=2)
 
     for _ in range(2):
-        response = session.post("/uploads", files={"file": ("a.png", PNG)}, data={"destinationId": "stepImage"})
+        response = session.post("/uploads", files={"file": ("a.png", SMALL_PNG)}, data={"destinationId": "stepImage"})
         assert response.status_code == 503
         assert response.json() == {"error": "maintenance"}
     assert stored_media(session) == []
@@ -46,21 +45,22 @@ def test_status_fault_only_hits_matching_method_and_path(session):
     assert session.get("/healthz").status_code == 200
     path = upload_png(session)
     assert session.get(path).status_code == 500
-    assert session.get(path).content == PNG
+    assert session.get(path).content == SMALL_PNG
 
 
 def test_delay_fault_lets_the_request_succeed(session):
     add_fault(session, path="^/uploads$", delay=0.2)
-    upload_png(session)
+    path = upload_png(session)
     assert session.get("/_test/faults").json() == {"faults": []}
+    assert stored_media(session) == [path] and session.get(path).content == SMALL_PNG
 
 
 def test_dropped_response_after_the_work_is_done(session):
     add_fault(session, method="POST", path="^/uploads$", drop=True)
     with pytest.raises(requests.ConnectionError):
-        session.post("/uploads", files={"file": ("a.png", PNG)}, data={"destinationId": "stepImage"}, timeout=10)
+        session.post("/uploads", files={"file": ("a.png", SMALL_PNG)}, data={"destinationId": "stepImage"}, timeout=10)
     [path] = stored_media(session)
-    assert session.get(path).content == PNG
+    assert session.get(path).content == SMALL_PNG
 
 
 def test_delete_removes_pending_faults(session):
@@ -99,9 +99,9 @@ def test_faults_hold_across_gunicorn_workers_and_drop_works_there(tmp_path, extr
 
             add_fault(session, method="POST", path="^/uploads$", drop=True)
             with pytest.raises(requests.ConnectionError):
-                session.post("/uploads", files={"file": ("a.png", PNG)}, data={"destinationId": "stepImage"},
+                session.post("/uploads", files={"file": ("a.png", SMALL_PNG)}, data={"destinationId": "stepImage"},
                              timeout=10)
             [path] = stored_media(session)
-            assert session.get(path).content == PNG
+            assert session.get(path).content == SMALL_PNG
     finally:
         server.stop()

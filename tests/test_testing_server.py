@@ -7,18 +7,9 @@ import sys
 import pytest
 import requests
 
-from conftest import TOKENS
 from service import create_app
 from service.testing import ServiceSession, ThreadedServer
-
-PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
-
-
-def upload_png(session, name="pic.png"):
-    response = session.post("/uploads", files={"file": (name, PNG)}, data={"destinationId": "stepImage"}, timeout=10)
-    assert response.status_code == 201, response.text
-    return response.json()["path"]
-
+from support import SMALL_PNG, TOKEN_HEADER, TOKENS, upload_png
 
 def open_stream(session, size=100):
     response = session.post("/uploads", json={"destinationId": "stepImage", "fileName": "big.png", "fileSize": size,
@@ -46,8 +37,8 @@ def test_threaded_server_keeps_a_data_dir_it_was_given(tmp_path):
         assert server.url.startswith("http://127.0.0.1:")
         with server.session() as session:
             path = upload_png(session)
-        response = requests.get(server.url + path, headers={"x-service-api-org": "given-token-123"}, timeout=5)
-        assert response.content == PNG
+        response = requests.get(server.url + path, headers={TOKEN_HEADER: "given-token-123"}, timeout=5)
+        assert response.content == SMALL_PNG
     assert (tmp_path / "data" / "orgs" / "acme").is_dir()
 
 

@@ -7,10 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from conftest import TOKEN, GunicornServer
+from support import (HEADERS, MB, GunicornServer, create_stream_over_http, media_files, mp4,
+                     send_chunk_over_http)
 
-HEADERS = {"x-service-api-org": TOKEN}
-MB = 1024 * 1024
 
 
 @pytest.fixture(params=["sync", "gthread"])
@@ -20,27 +19,6 @@ def server(request, tmp_path):
                              extra_args=("--worker-class", request.param, "--threads", "4"))
     yield started
     started.stop()
-
-
-def mp4_bytes(size, seed):
-    rng = random.Random(seed)
-    return b"\x00\x00\x00\x18ftypmp42" + rng.randbytes(size - 12)
-
-
-def create_stream(url, data, name="line.mp4"):
-    response = requests.post(f"{url}/uploads", headers=HEADERS, timeout=30, json={
-        "destinationId": "stepVideo", "fileName": name, "fileSize": len(data),
-        "sha": hashlib.sha256(data).hexdigest()})
-    assert response.status_code == 201, response.text
-    return response.json()["streamId"]
-
-
-def send_chunk(url, stream_id, index, total, chunk):
-    response = requests.patch(f"{url}/uploads/{stream_id}", headers=HEADERS, timeout=60,
-                              data={"chunkIndex": index, "totalChunks": total,
-                                    "sha": hashlib.sha256(chunk).hexdigest()},
-                              files={"file": ("blob", chunk)})
-    return response.status_code, response.json()
 
 
 def download_sha(url, path):
@@ -53,19 +31,20 @@ def download_sha(url, path):
     return digest.hexdigest()
 
 
-def media_files(data_dir):
-    return sorted(p.name for p in (data_dir / "orgs" / "default" / "media" / "videos").glob("*"))
+def media_names(data_dir):
+    return [path.name for path in media_files(data_dir, "videos")]
 
 
 def test_parallel_out_of_order_chunks_complete_exactly_once(server):
-    data = mp4_bytes(30 * MB + 12345, seed=1)
+    data = mp4(30 * MB + 12345, seed=1)
     chunk_size = MB
     chunks = [data[i:i + chunk_size] for i in range(0, len(data), chunk_size)]
     order = list(range(len(chunks)))
     random.Random(2).shuffle(order)
-    stream_id = create_stream(server.url, data)
+    stream_id = create_stream_over_http(server.url, data)
     with ThreadPoolExecutor(max_workers=6) as pool:
-        results = list(pool.map(lambda i: send_chunk(server.url, stream_id, i, len(chunks), chunks[i]),
+        results = list(pool.map(lambda i: send_chunk_over_http(server.url, stream_id, i, len(chunks), chunks[i],
+                                                               with_sha=True),
                                 order))
     completions = [body for status, body in results if status == 201]
     assert len(completions) == 1
@@ -73,23 +52,23 @@ def test_parallel_out_of_order_chunks_complete_exactly_once(server):
     assert len(set(acknowledged)) == len(acknowledged) == len(chunks) - 1
     path = completions[0]["path"]
     assert download_sha(server.url, path) == hashlib.sha256(data).hexdigest()
-    assert media_files(server.data_dir) == [path.rsplit("/", 1)[1]]
+    assert media_names(server.data_dir) == [path.rsplit("/", 1)[1]]
 
 
 def test_the_same_last_chunks_sent_at_once_complete_the_stream_once(server):
-    data = mp4_bytes(6 * MB, seed=3)
+    data = mp4(6 * MB, seed=3)
     chunks = [data[i:i + MB] for i in range(0, len(data), MB)]
     total = len(chunks)
-    stream_id = create_stream(server.url, data)
+    stream_id = create_stream_over_http(server.url, data)
     for index in range(total - 2):
-        assert send_chunk(server.url, stream_id, index, total, chunks[index])[0] == 200
+        assert send_chunk_over_http(server.url, stream_id, index, total, chunks[index], with_sha=True)[0] == 200
     senders = 8
     barrier = threading.Barrier(senders)
 
     def send_last(sender):
         barrier.wait(timeout=30)
         index = total - 1 - sender % 2
-        return send_chunk(server.url, stream_id, index, total, chunks[index])
+        return send_chunk_over_http(server.url, stream_id, index, total, chunks[index], with_sha=True)
 
     with ThreadPoolExecutor(max_workers=senders) as pool:
         results = list(pool.map(send_last, range(senders)))
@@ -98,7 +77,7 @@ def test_the_same_last_chunks_sent_at_once_complete_the_stream_once(server):
     assert len(paths) == 1
     path = paths.pop()
     assert download_sha(server.url, path) == hashlib.sha256(data).hexdigest()
-    assert media_files(server.data_dir) == [path.rsplit("/", 1)[1]]
+    assert media_names(server.data_dir) == [path.rsplit("/", 1)[1]]
     status = requests.get(f"{server.url}/uploads/{stream_id}", headers=HEADERS, timeout=30).json()
     assert (status["state"], status["path"]) == ("complete", path)
 

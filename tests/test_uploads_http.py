@@ -1,6 +1,5 @@
 """Upload endpoints through the Flask test client: single uploads, chunked streams, media serving."""
 import errno
-import hashlib
 import io
 import os
 import re
@@ -8,46 +7,12 @@ import time
 
 import pytest
 
-from conftest import TOKENS
 from service import create_app
 from service.domain import uploads
 from service.storage import SWEEP_INTERVAL_SECONDS, get_repository
 from service.storage.files import disk_errors
 from service.storage.incoming import IncomingFile
-
-MB = 1024 * 1024
-PNG = b"\x89PNG\r\n\x1a\n"
-JPEG = b"\xff\xd8\xff\xe0"
-GIF = b"GIF89a"
-MP4 = b"\x00\x00\x00\x18ftypmp42"
-
-
-def blob(magic, size, seed=0):
-    """`size` bytes starting with `magic`, the rest a cheap non-constant pattern."""
-    body = (bytes(range(seed % 256, 256)) + bytes(range(256))) * (size // 256 + 2)
-    return magic + body[: size - len(magic)]
-
-
-def sha(data):
-    return hashlib.sha256(data).hexdigest()
-
-
-def upload(client, headers, data, destination="stepImage", name="photo.png", **fields):
-    form = {"destinationId": destination, "file": (io.BytesIO(data), name), **fields}
-    return client.post("/uploads", headers=headers, data=form)
-
-
-def create(client, headers, data, destination="stepVideo", name="clip.mp4"):
-    response = client.post("/uploads", headers=headers, json={
-        "destinationId": destination, "fileName": name, "fileSize": len(data), "sha": sha(data)})
-    assert response.status_code == 201, response.get_json()
-    return response.get_json()["streamId"]
-
-
-def send(client, headers, stream_id, index, total, chunk, **fields):
-    form = {"chunkIndex": str(index), "totalChunks": str(total), "file": (io.BytesIO(chunk), "blob"), **fields}
-    return client.patch(f"/uploads/{stream_id}", headers=headers, data=form)
-
+from support import GIF, JPEG, MB, MP4, PNG, TOKEN_HEADER, TOKENS, blob, create_stream, send_chunk, sha256, upload
 
 def split(data, size):
     return [data[i:i + size] for i in range(0, len(data), size)]
@@ -62,7 +27,7 @@ def files_under(app, *parts):
 
 def test_single_upload_returns_a_path_serving_the_same_bytes(client, auth):
     data = blob(PNG, 5000)
-    response = upload(client, auth, data, sha=sha(data))
+    response = upload(client, auth, data, sha=sha256(data))
     assert response.status_code == 201
     path = response.get_json()["path"]
     assert re.fullmatch(r"/api/v1/images/[0-9a-f]{16}-photo\.png", path)
@@ -102,9 +67,13 @@ def test_wrong_format_is_refused_naming_the_accepted_ones(app, client, auth, des
     assert files_under(app, "default", "media") == []
 
 
-def test_exactly_the_destination_limit_is_accepted(client, auth):
-    response = upload(client, auth, blob(PNG, 8 * MB))
+def test_exactly_the_destination_limit_is_accepted(app, client, auth):
+    data = blob(PNG, 8 * MB)
+    response = upload(client, auth, data)
     assert response.status_code == 201
+    path = response.get_json()["path"]
+    assert files_under(app, "default", "media") == [path.rsplit("/", 1)[1]]
+    assert client.get(path, headers=auth).get_data() == data
 
 
 @pytest.mark.parametrize("destination, magic, size, message", [
@@ -159,7 +128,7 @@ def test_form_fields_that_make_the_body_too_large_are_a_413_about_the_body(app, 
 
 def test_sha_of_a_single_upload_is_checked(app, client, auth):
     data = blob(PNG, 1000)
-    response = upload(client, auth, data, sha=sha(data + b"x"))
+    response = upload(client, auth, data, sha=sha256(data + b"x"))
     assert response.status_code == 400
     assert response.get_json()["error"].startswith("sha: ")
     assert files_under(app, "default", "media") == []
@@ -255,39 +224,41 @@ def test_image_is_not_served_under_videos(client, auth, stored):
 def test_stream_completes_from_chunks_sent_out_of_order(client, auth):
     data = blob(MP4, 50_000)
     chunks = split(data, 12_000)
-    stream_id = create(client, auth, data)
+    stream_id = create_stream(client, auth, data)
     assert re.fullmatch(r"[0-9a-f]{32}", stream_id)
     for index in (3, 1, 4, 2):
-        response = send(client, auth, stream_id, index, len(chunks), chunks[index])
+        response = send_chunk(client, auth, stream_id, index, len(chunks), chunks[index])
         assert response.status_code == 200
         assert response.get_json() == {"streamId": stream_id, "chunkIndex": index}
-    response = send(client, auth, stream_id, 0, len(chunks), chunks[0], sha=sha(chunks[0]))
+    response = send_chunk(client, auth, stream_id, 0, len(chunks), chunks[0], sha=sha256(chunks[0]))
     assert response.status_code == 201
     path = response.get_json()["path"]
     assert re.fullmatch(r"/api/v1/videos/[0-9a-f]{16}-clip\.mp4", path)
     assert client.get(path, headers=auth).data == data
 
 
-def test_resending_any_chunk_after_completion_answers_the_same_path(client, auth):
+def test_resending_any_chunk_after_completion_answers_the_same_path(app, client, auth):
     data = blob(MP4, 3000)
     chunks = split(data, 1000)
-    stream_id = create(client, auth, data)
-    path = [send(client, auth, stream_id, i, 3, c) for i, c in enumerate(chunks)][-1].get_json()["path"]
+    stream_id = create_stream(client, auth, data)
+    path = [send_chunk(client, auth, stream_id, i, 3, c) for i, c in enumerate(chunks)][-1].get_json()["path"]
     for index in (2, 0):
-        response = send(client, auth, stream_id, index, 3, chunks[index])
+        response = send_chunk(client, auth, stream_id, index, 3, chunks[index])
         assert response.status_code == 201
         assert response.get_json() == {"path": path}
+    assert files_under(app, "default", "media") == [path.rsplit("/", 1)[1]]
+    assert client.get(path, headers=auth).get_data() == data
 
 
 def test_resending_a_chunk_before_completion_replaces_it(client, auth):
     data = blob(MP4, 3000)
     chunks = split(data, 1000)
-    stream_id = create(client, auth, data)
-    assert send(client, auth, stream_id, 0, 3, chunks[0]).status_code == 200
-    assert send(client, auth, stream_id, 1, 3, b"corrupted in transit").status_code == 200
-    assert send(client, auth, stream_id, 1, 3, chunks[1]).status_code == 200
-    assert send(client, auth, stream_id, 0, 3, chunks[0]).status_code == 200
-    response = send(client, auth, stream_id, 2, 3, chunks[2])
+    stream_id = create_stream(client, auth, data)
+    assert send_chunk(client, auth, stream_id, 0, 3, chunks[0]).status_code == 200
+    assert send_chunk(client, auth, stream_id, 1, 3, b"corrupted in transit").status_code == 200
+    assert send_chunk(client, auth, stream_id, 1, 3, chunks[1]).status_code == 200
+    assert send_chunk(client, auth, stream_id, 0, 3, chunks[0]).status_code == 200
+    response = send_chunk(client, auth, stream_id, 2, 3, chunks[2])
     assert response.status_code == 201
     assert client.get(response.get_json()["path"], headers=auth).data == data
 
@@ -295,34 +266,34 @@ def test_resending_a_chunk_before_completion_replaces_it(client, auth):
 def test_chunk_sha_mismatch_is_400_and_the_stream_stays_usable(client, auth):
     data = blob(MP4, 2000)
     chunks = split(data, 1000)
-    stream_id = create(client, auth, data)
-    response = send(client, auth, stream_id, 0, 2, chunks[0], sha=sha(b"something else"))
+    stream_id = create_stream(client, auth, data)
+    response = send_chunk(client, auth, stream_id, 0, 2, chunks[0], sha=sha256(b"something else"))
     assert response.status_code == 400
     assert response.get_json()["error"].startswith("sha: ")
     assert client.get(f"/uploads/{stream_id}", headers=auth).get_json()["receivedChunks"] == []
-    assert send(client, auth, stream_id, 0, 2, chunks[0], sha=sha(chunks[0])).status_code == 200
-    assert send(client, auth, stream_id, 1, 2, chunks[1], sha=sha(chunks[1])).status_code == 201
+    assert send_chunk(client, auth, stream_id, 0, 2, chunks[0], sha=sha256(chunks[0])).status_code == 200
+    assert send_chunk(client, auth, stream_id, 1, 2, chunks[1], sha=sha256(chunks[1])).status_code == 201
 
 
 def test_whole_file_sha_mismatch_discards_the_stream(app, client, auth):
     data = blob(MP4, 2000)
-    stream_id = create(client, auth, data)
+    stream_id = create_stream(client, auth, data)
     wrong = b"X" * 1000
-    send(client, auth, stream_id, 1, 2, wrong)
-    response = send(client, auth, stream_id, 0, 2, data[:1000])
+    send_chunk(client, auth, stream_id, 1, 2, wrong)
+    response = send_chunk(client, auth, stream_id, 0, 2, data[:1000])
     assert response.status_code == 400
     assert response.get_json()["error"].startswith("sha: ")
     assert client.get(f"/uploads/{stream_id}", headers=auth).status_code == 404
-    assert send(client, auth, stream_id, 1, 2, data[1000:]).status_code == 404
+    assert send_chunk(client, auth, stream_id, 1, 2, data[1000:]).status_code == 404
     assert files_under(app, "default", "media") == []
     assert files_under(app, "default", "streams") == []
 
 
 def test_size_mismatch_on_completion_discards_the_stream(client, auth):
     data = blob(MP4, 2000)
-    stream_id = create(client, auth, data)
-    send(client, auth, stream_id, 0, 2, data[:1000])
-    response = send(client, auth, stream_id, 1, 2, data[1000:1500])
+    stream_id = create_stream(client, auth, data)
+    send_chunk(client, auth, stream_id, 0, 2, data[:1000])
+    response = send_chunk(client, auth, stream_id, 1, 2, data[1000:1500])
     assert response.status_code == 400
     assert response.get_json()["error"].startswith("fileSize: ")
     assert client.get(f"/uploads/{stream_id}", headers=auth).status_code == 404
@@ -330,11 +301,11 @@ def test_size_mismatch_on_completion_discards_the_stream(client, auth):
 
 def test_wrong_format_at_chunk_0_is_400_naming_the_accepted_formats(client, auth):
     data = blob(MP4, 2000)
-    stream_id = create(client, auth, data)
-    response = send(client, auth, stream_id, 0, 2, blob(PNG, 1000))
+    stream_id = create_stream(client, auth, data)
+    response = send_chunk(client, auth, stream_id, 0, 2, blob(PNG, 1000))
     assert response.status_code == 400
     assert "stepVideo accepts MP4 only" in response.get_json()["error"]
-    assert send(client, auth, stream_id, 0, 2, data[:1000]).status_code == 200
+    assert send_chunk(client, auth, stream_id, 0, 2, data[:1000]).status_code == 200
 
 
 @pytest.mark.parametrize("index, total, named", [
@@ -342,7 +313,7 @@ def test_wrong_format_at_chunk_0_is_400_naming_the_accepted_formats(client, auth
     ("2", "2", "chunkIndex"), ("0", "two", "totalChunks"), ("0", "0", "totalChunks"), ("0", "2001", "totalChunks"),
 ])
 def test_bad_chunk_fields_are_400_naming_the_field(client, auth, index, total, named):
-    stream_id = create(client, auth, blob(MP4, 2000))
+    stream_id = create_stream(client, auth, blob(MP4, 2000))
     form = {"chunkIndex": index, "totalChunks": total, "file": (io.BytesIO(blob(MP4, 1000)), "blob")}
     response = client.patch(f"/uploads/{stream_id}", headers=auth, data=form)
     assert response.status_code == 400
@@ -351,32 +322,32 @@ def test_bad_chunk_fields_are_400_naming_the_field(client, auth, index, total, n
 
 def test_total_chunks_may_not_change(client, auth):
     data = blob(MP4, 3000)
-    stream_id = create(client, auth, data)
-    send(client, auth, stream_id, 0, 3, data[:1000])
-    response = send(client, auth, stream_id, 1, 4, data[1000:2000])
+    stream_id = create_stream(client, auth, data)
+    send_chunk(client, auth, stream_id, 0, 3, data[:1000])
+    response = send_chunk(client, auth, stream_id, 1, 4, data[1000:2000])
     assert response.status_code == 400
     assert response.get_json()["error"] == "totalChunks: this stream has 3 chunks, not 4"
 
 
 def test_received_bytes_may_not_exceed_file_size(client, auth):
     data = blob(MP4, 2000)
-    stream_id = create(client, auth, data)
-    send(client, auth, stream_id, 0, 2, data[:1000])
-    response = send(client, auth, stream_id, 1, 2, b"y" * 1001)
+    stream_id = create_stream(client, auth, data)
+    send_chunk(client, auth, stream_id, 0, 2, data[:1000])
+    response = send_chunk(client, auth, stream_id, 1, 2, b"y" * 1001)
     assert response.status_code == 400
     assert response.get_json()["error"].startswith("file: ")
 
 
 def test_chunk_over_10mb_is_413(client, auth):
-    stream_id = create(client, auth, blob(MP4, 30 * MB))
-    response = send(client, auth, stream_id, 1, 3, b"z" * (10 * MB + 1))
+    stream_id = create_stream(client, auth, blob(MP4, 30 * MB))
+    response = send_chunk(client, auth, stream_id, 1, 3, b"z" * (10 * MB + 1))
     assert response.status_code == 413
     assert response.get_json() == {"error": "file of size 10.1MB is larger than 10MB"}
 
 
 def test_chunk_body_over_the_request_limit_names_the_size_of_its_chunk(app, client, auth):
-    stream_id = create(client, auth, blob(MP4, 30 * MB))
-    response = send(client, auth, stream_id, 1, 3, b"z" * 10_695_475)
+    stream_id = create_stream(client, auth, blob(MP4, 30 * MB))
+    response = send_chunk(client, auth, stream_id, 1, 3, b"z" * 10_695_475)
     assert response.status_code == 413
     assert response.get_json() == {"error": "file of size 10.2MB is larger than 10MB"}
     assert client.get(f"/uploads/{stream_id}", headers=auth).get_json()["receivedChunks"] == []
@@ -408,61 +379,61 @@ def test_bad_stream_creation_is_400_naming_the_field(client, auth, body, named):
 
 def test_stream_status_tells_what_to_resend(client, auth):
     data = blob(MP4, 2500)
-    stream_id = create(client, auth, data, name="line 3.mp4")
-    send(client, auth, stream_id, 2, 3, data[2000:])
-    send(client, auth, stream_id, 0, 3, data[:1000])
+    stream_id = create_stream(client, auth, data, name="line 3.mp4")
+    send_chunk(client, auth, stream_id, 2, 3, data[2000:])
+    send_chunk(client, auth, stream_id, 0, 3, data[:1000])
     status = client.get(f"/uploads/{stream_id}", headers=auth).get_json()
     expires = status.pop("expiresAt")
     assert status == {"streamId": stream_id, "destinationId": "stepVideo", "fileName": "line 3.mp4",
                       "fileSize": 2500, "totalChunks": 3, "receivedChunks": [0, 2], "receivedBytes": 1500,
                       "state": "open"}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", expires)
-    path = send(client, auth, stream_id, 1, 3, data[1000:2000]).get_json()["path"]
+    path = send_chunk(client, auth, stream_id, 1, 3, data[1000:2000]).get_json()["path"]
     status = client.get(f"/uploads/{stream_id}", headers=auth).get_json()
     assert (status["state"], status["path"], status["receivedChunks"], status["receivedBytes"]) == (
         "complete", path, [0, 1, 2], 2500)
 
 
 def test_new_stream_status_before_any_chunk(client, auth):
-    stream_id = create(client, auth, blob(MP4, 100))
+    stream_id = create_stream(client, auth, blob(MP4, 100))
     status = client.get(f"/uploads/{stream_id}", headers=auth).get_json()
     assert (status["totalChunks"], status["receivedChunks"], status["receivedBytes"]) == (None, [], 0)
 
 
 def test_delete_aborts_a_stream(app, client, auth):
     data = blob(MP4, 2000)
-    stream_id = create(client, auth, data)
-    send(client, auth, stream_id, 0, 2, data[:1000])
+    stream_id = create_stream(client, auth, data)
+    send_chunk(client, auth, stream_id, 0, 2, data[:1000])
     assert client.delete(f"/uploads/{stream_id}", headers=auth).status_code == 204
     assert client.get(f"/uploads/{stream_id}", headers=auth).get_json() == {"error": "stream not found"}
-    assert send(client, auth, stream_id, 1, 2, data[1000:]).status_code == 404
+    assert send_chunk(client, auth, stream_id, 1, 2, data[1000:]).status_code == 404
     assert client.delete(f"/uploads/{stream_id}", headers=auth).status_code == 404
     assert files_under(app, "default", "streams") == []
 
 
 def test_streams_of_another_org_are_not_found(client, auth, other_auth):
     data = blob(MP4, 2000)
-    stream_id = create(client, auth, data)
+    stream_id = create_stream(client, auth, data)
     for response in (client.get(f"/uploads/{stream_id}", headers=other_auth),
-                     send(client, other_auth, stream_id, 0, 2, data[:1000]),
+                     send_chunk(client, other_auth, stream_id, 0, 2, data[:1000]),
                      client.delete(f"/uploads/{stream_id}", headers=other_auth)):
         assert response.status_code == 404
         assert response.get_json() == {"error": "stream not found"}
-    assert send(client, auth, stream_id, 0, 2, data[:1000]).status_code == 200
+    assert send_chunk(client, auth, stream_id, 0, 2, data[:1000]).status_code == 200
 
 
 @pytest.mark.parametrize("stream_id", ["0" * 32, "..%2f..%2fdefault-token", "%2e%2e", "A" * 32, "0" * 31 + "g"])
 def test_unknown_or_malformed_stream_ids_are_404(client, auth, stream_id):
     for response in (client.get(f"/uploads/{stream_id}", headers=auth),
-                     send(client, auth, stream_id, 0, 1, blob(MP4, 10)),
+                     send_chunk(client, auth, stream_id, 0, 1, blob(MP4, 10)),
                      client.delete(f"/uploads/{stream_id}", headers=auth)):
         assert response.status_code == 404
 
 
 def test_expired_streams_are_swept_and_then_not_found(app, client, auth):
     data = blob(MP4, 2000)
-    stream_id = create(client, auth, data)
-    send(client, auth, stream_id, 0, 2, data[:1000])
+    stream_id = create_stream(client, auth, data)
+    send_chunk(client, auth, stream_id, 0, 2, data[:1000])
     repo = get_repository(app)
     assert repo.sweep() == 0
     ttl = app.config["STREAM_TTL_HOURS"] * 3600
@@ -476,7 +447,7 @@ def test_expired_streams_are_swept_and_then_not_found(app, client, auth):
 def test_idle_stream_is_not_found_once_past_its_expiry(tmp_path, auth):
     app = create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS, "STREAM_TTL_HOURS": 1.0})
     client = app.test_client()
-    stream_id = create(client, auth, blob(MP4, 100))
+    stream_id = create_stream(client, auth, blob(MP4, 100))
     directory = get_repository(app).orgs_root / "default" / "streams" / stream_id
     os.utime(directory, (time.time() - 3601, time.time() - 3601))
     assert client.get(f"/uploads/{stream_id}", headers=auth).status_code == 404
@@ -484,7 +455,7 @@ def test_idle_stream_is_not_found_once_past_its_expiry(tmp_path, auth):
 
 def test_the_first_request_after_start_up_sweeps_expired_streams(tmp_path, auth):
     config = {"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS, "STREAM_TTL_HOURS": 1.0}
-    stream_id = create(create_app(config).test_client(), auth, blob(MP4, 100))
+    stream_id = create_stream(create_app(config).test_client(), auth, blob(MP4, 100))
     directory = tmp_path / "data" / "orgs" / "default" / "streams" / stream_id
     os.utime(directory, (time.time() - 3601, time.time() - 3601))
     restarted = create_app(config)
@@ -499,7 +470,7 @@ def test_the_first_request_after_start_up_sweeps_expired_streams(tmp_path, auth)
     ("post", "/uploads"), ("patch", "/uploads/" + "0" * 32), ("get", "/uploads/" + "0" * 32),
     ("delete", "/uploads/" + "0" * 32), ("get", "/api/v1/images/x.png"), ("head", "/api/v1/videos/x.mp4"),
 ])
-@pytest.mark.parametrize("headers", [{}, {"x-service-api-org": "wrong-token"}])
+@pytest.mark.parametrize("headers", [{}, {TOKEN_HEADER: "wrong-token"}])
 def test_every_upload_endpoint_needs_a_token(client, method, url, headers):
     response = getattr(client, method)(url, headers=headers)
     assert response.status_code == 401
@@ -533,7 +504,7 @@ def test_unexpected_failure_is_500_without_traceback(client, auth, monkeypatch):
 def test_requests_sweep_expired_streams_once_the_interval_has_passed(tmp_path, auth, monkeypatch):
     app = create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS, "STREAM_TTL_HOURS": 1.0})
     client = app.test_client()
-    stream_id = create(client, auth, blob(MP4, 100))  # the first request: its sweep found nothing
+    stream_id = create_stream(client, auth, blob(MP4, 100))  # the first request: its sweep found nothing
     directory = get_repository(app).orgs_root / "default" / "streams" / stream_id
     os.utime(directory, (time.time() - 3601, time.time() - 3601))
     client.get("/uploads/" + "0" * 32, headers=auth).close()
@@ -554,7 +525,7 @@ def test_client_gone_mid_chunk_leaves_no_part_and_the_stream_usable(app, client,
 
     monkeypatch.setattr(uploads, "new_chunk_file", new_chunk_file)
     data = blob(MP4, 2000)
-    stream_id = create(client, auth, data)
+    stream_id = create_stream(client, auth, data)
     boundary = "cut-here"
     head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"chunkIndex\"\r\n\r\n0\r\n"
             f"--{boundary}\r\nContent-Disposition: form-data; name=\"totalChunks\"\r\n\r\n2\r\n"
@@ -565,8 +536,8 @@ def test_client_gone_mid_chunk_leaves_no_part_and_the_stream_usable(app, client,
     assert response.status_code == 400
     assert started[0].size == 500  # half a chunk had been written to disk when the body ended
     assert files_under(app, "default", "streams", stream_id) == ["boundaries", "merged", "meta.json", "prefix"]
-    assert send(client, auth, stream_id, 0, 2, data[:1000]).status_code == 200
-    assert send(client, auth, stream_id, 1, 2, data[1000:]).status_code == 201
+    assert send_chunk(client, auth, stream_id, 0, 2, data[:1000]).status_code == 200
+    assert send_chunk(client, auth, stream_id, 1, 2, data[1000:]).status_code == 201
 
 
 def multipart_body(boundary, *parts):

@@ -257,7 +257,7 @@ def test_merged_parts_are_removed_so_each_byte_is_stored_once(repo):
         assert stream.part_sizes() == {0: 1000, 2: 1000}
 
 
-def test_crash_after_replacing_a_merged_chunk_loses_no_acknowledged_chunk(repo):
+def test_crash_after_replacing_a_merged_chunk_loses_no_acknowledged_chunk(repo, monkeypatch):
     stream_id = new_stream(repo, CHUNKS)
     for index in range(3):
         put(repo, stream_id, index, CHUNKS[index])
@@ -267,7 +267,7 @@ def test_crash_after_replacing_a_merged_chunk_loses_no_acknowledged_chunk(repo):
     def killed():
         raise OSError("worker killed before the new part was renamed into place")
 
-    incoming.finish = killed
+    monkeypatch.setattr(incoming, "finish", killed)
     with repo.streams.open(ORG, stream_id) as stream:
         with pytest.raises(OSError):
             stream.put_part(1, incoming)
