@@ -51,8 +51,8 @@ def create_tus_upload(repo, org, length, metadata, raw_metadata):
 
 def tus_upload_state(repo, org, stream_id, ttl_seconds):
     """(meta, committed offset, expiry as a timestamp) of a live tus upload."""
+    _open_upload(repo, org, stream_id, ttl_seconds)
     meta, offset, touched = repo.streams.tus_offset(org, stream_id, ttl_seconds, time.time())
-    require_tus(meta)
     return meta, offset, touched + ttl_seconds
 
 
