@@ -214,7 +214,7 @@ def _tus_create(repo, org):
 
 
 def _tus_append(repo, org, stream_id, ttl, offset, checksum):
-    body = tus.RequestBody(request.environ["wsgi.input"], request.content_length)
+    body = tus.RequestBody(request.environ, request.content_length)
     offset, path, outcome = tus_uploads.append_tus(repo, org, stream_id, ttl, offset, body, request.content_length,
                                                    checksum)
     if outcome == tus_uploads.UPLOAD_COMPLETED:

@@ -8,7 +8,9 @@ directory fsync, and the file stays 256 bytes whatever the number of PATCHes.
 """
 import contextlib
 import os
+import queue
 import struct
+import threading
 import zlib
 
 from filelock import Timeout
@@ -23,6 +25,10 @@ TUS_RECORD = "tus"
 _SLOT = struct.Struct(">QQ104sI")
 _BODY = struct.Struct(">QQ104s")
 SLOT_SIZE = 128
+# O_DIRECT writes from an aligned buffer were tried: on this machine's ext4 they were not faster than the page cache
+# with the fdatasync (12 ms against 7 ms per 5 MB, medians of alternated runs), so the page cache it is.
+# Blocks waiting for the append's writer thread: with the one being written and the one being received, three.
+_QUEUED = 1
 
 
 class TusRecord:
@@ -84,9 +90,11 @@ class TusAppend:
             self._fd = os.open(directory / PREFIX, os.O_RDWR)
             # Bytes past the committed offset are from a PATCH that was never committed.
             os.ftruncate(self._fd, self.offset)
-            os.lseek(self._fd, self.offset, os.SEEK_SET)
         self._hasher = PySha256.deserialize(state)
         self.size = 0
+        self._writer = self._queue = self._failure = None
+        # Bytes of this PATCH the writer thread has written so far.
+        self._written = 0
 
     @classmethod
     def start(cls, directory, timeout):
@@ -106,47 +114,84 @@ class TusAppend:
             raise
 
     def write(self, data):
-        """Append `data` past the committed offset and hash it."""
-        with disk_errors():
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view):]
-        self._hasher.update(data)
+        """Append `data` (bytes) past the committed offset and hash it. The writing and hashing happen in a thread of
+        this append while the caller receives the next block (both release the GIL on large buffers); at most
+        `_QUEUED` blocks wait, so memory stays bounded by a few blocks."""
+        self._raise_failure()
+        if self._writer is None:
+            self._queue = queue.Queue(maxsize=_QUEUED)
+            self._writer = threading.Thread(target=self._write_queued, name="tus-append", daemon=True)
+            self._writer.start()
+        self._queue.put(data)
         self.size += len(data)
+
+    def _write_queued(self):
+        while (data := self._queue.get()) is not None:
+            if self._failure is not None:
+                continue
+            try:
+                with disk_errors():
+                    view = memoryview(data)
+                    while view:
+                        written = os.pwrite(self._fd, view, self.offset + self._written)
+                        self._written += written
+                        view = view[written:]
+                self._hasher.update(data)
+            except BaseException as exc:
+                self._failure = exc
+
+    def _drain(self):
+        """Wait until every block handed to `write` is written and hashed."""
+        if self._writer is not None:
+            self._queue.put(None)
+            self._writer.join()
+            self._writer = None
+        self._raise_failure()
+
+    def _raise_failure(self):
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
 
     def head(self, size):
         """The first `size` bytes of the upload (committed and just written)."""
+        self._drain()
         with disk_errors():
             return os.pread(self._fd, size, 0)
 
     def state(self):
         """The serialized SHA-256 state at the end of what was written."""
+        self._drain()
         return self._hasher.serialize()
 
     def sha256(self):
         """Hex SHA-256 of the whole upload up to the end of what was written."""
-        return PySha256.deserialize(self._hasher.serialize()).finalize()
+        return PySha256.deserialize(self.state()).finalize()
 
     def commit(self):
         """Make the written bytes part of the upload: fdatasync them, then move the offset past them."""
+        self._drain()
         with disk_errors():
             os.fdatasync(self._fd)
             self._sequence += 1
             self._record.commit(self._sequence, self.offset + self.size, self._hasher.serialize())
         self.offset += self.size
-        self.size = 0
+        self.size = self._written = 0
         os.utime(self.directory)
 
     def rollback(self):
         """Cut what was written since the last commit off the prefix (best effort: the next PATCH cuts it anyway)."""
+        with contextlib.suppress(Exception):
+            self._drain()
         with contextlib.suppress(OSError):
             os.ftruncate(self._fd, self.offset)
-            os.lseek(self._fd, self.offset, os.SEEK_SET)
-        self.size = 0
+        self.size = self._written = 0
         with contextlib.suppress(OSError):
             self._hasher = PySha256.deserialize(self._record.read()[2])
 
     def close(self):
+        with contextlib.suppress(Exception):
+            self._drain()
         with contextlib.suppress(OSError):
             os.close(self._fd)
         self._lock.release()
