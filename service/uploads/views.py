@@ -36,7 +36,13 @@ def authenticate():
         require_org()
 
 
+# The endpoints tus shares with the chunk API.
+TUS_ENDPOINTS = {"uploads.create_upload", "uploads.send_chunk", "uploads.stream_status", "uploads.delete_stream"}
+
+
 def _is_tus():
+    if request.endpoint not in TUS_ENDPOINTS:
+        return False
     # HEAD on a stream exists only in tus: the chunk API reads a stream's status with GET.
     return request.method == "HEAD" or tus.is_tus_request(request.headers, request.mimetype)
 
@@ -244,7 +250,7 @@ def _tus_head(repo, org, stream_id, ttl):
 @bp.after_request
 def tus_answer_headers(response):
     """Every answer to a tus request says which tus version it speaks; a 412 also lists the versions spoken."""
-    if request.endpoint != "uploads.tus_options" and _is_tus():
+    if _is_tus():
         response.headers["Tus-Resumable"] = TUS_VERSION
         if response.status_code == 412:
             response.headers["Tus-Version"] = TUS_VERSION
