@@ -308,7 +308,8 @@ def test_creation_with_an_unfit_body_stores_nothing(url, server):
     streams = server.data_dir / "orgs" / "default" / "streams"
     before = {path.name for path in streams.iterdir()} if streams.exists() else set()
     response = requests.post(f"{url}/uploads", data=MP4 + b"x" * 100, timeout=30, headers=dict(
-        TUS, **{"Upload-Length": "112", "Upload-Metadata": metadata(destinationId="stepImage"), "Content-Type": OCTETS}))
+        TUS, **{"Upload-Length": "112", "Upload-Metadata": metadata(destinationId="stepImage"),
+                "Content-Type": OCTETS}))
     assert_json_error(response, 400, "MP4")
     assert "Location" not in response.headers
     assert {path.name for path in streams.iterdir() if path.is_dir()} <= before

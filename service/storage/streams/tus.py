@@ -13,12 +13,11 @@ import struct
 import threading
 import zlib
 
-from filelock import Timeout
 from rehashes import PySha256
 
 from service.errors import UploadLocked
-from service.storage.files import disk_errors, lock
-from service.storage.streams.layout import META, PREFIX, _append_lock_path, read_json
+from service.storage.files import disk_errors
+from service.storage.streams.layout import META, PREFIX, take_append_lock
 
 TUS_RECORD = "tus"
 # sequence, offset, serialized SHA-256 state, CRC-32 of the three
@@ -100,11 +99,9 @@ class TusAppend:
     def start(cls, directory, timeout):
         """Take the append lock (waiting up to `timeout` s for a PATCH still being received, e.g. one whose client
         went away and which is about to commit what it got), then open the prefix at the committed offset."""
-        append_lock = lock(_append_lock_path(directory), timeout=timeout)
-        try:
-            append_lock.acquire()
-        except Timeout:
-            raise UploadLocked() from None
+        append_lock = take_append_lock(directory, timeout)
+        if append_lock is None:
+            raise UploadLocked()
         try:
             if not (directory / META).exists():
                 raise FileNotFoundError(directory / META)
