@@ -3,6 +3,7 @@ headers of the answers, and the PATCH body read from the server's input in large
 import base64
 import binascii
 import re
+import threading
 from email.utils import formatdate
 
 from service.errors import InvalidRequest, TusVersionUnsupported, UnsupportedChecksum
@@ -153,7 +154,7 @@ class RequestBody:
     def _from_socket(self, sock, held, reader):
         if held:
             yield held
-        buffer = memoryview(bytearray(min(READ_SIZE, reader.length) or 1))
+        buffer = _receive_buffer()
         while reader.length > 0:
             want = min(len(buffer), reader.length)
             got = 0
@@ -174,6 +175,18 @@ class RequestBody:
                 yield bytes(buffer[:got])
             if self.cut_off:
                 return
+
+
+# One receive buffer per server thread, reused by every PATCH it serves: a fresh 4 MB buffer per PATCH cost a memset
+# and a page fault per 4 KB (about a tenth of a worker's time in a perf profile).
+_thread_buffers = threading.local()
+
+
+def _receive_buffer():
+    buffer = getattr(_thread_buffers, "buffer", None)
+    if buffer is None:
+        buffer = _thread_buffers.buffer = memoryview(bytearray(READ_SIZE))
+    return buffer
 
 
 def _gunicorn_body(environ):
