@@ -4,6 +4,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from service import auth, cors, error_handlers, health, storage
 from service.config import load_config
+from service.interface import TUS_CONTENT_TYPE
 
 
 def create_app(config_overrides=None):
@@ -45,8 +46,11 @@ def refuse_oversized_bodies():
     see a truncated document and answer 400.
     """
     limit = current_app.config["MAX_CONTENT_LENGTH"]
+    view = current_app.view_functions.get(request.endpoint)
+    if request.mimetype == TUS_CONTENT_TYPE and getattr(view, "reads_raw_body", False):
+        # A tus body is bounded by its upload's Upload-Length, which the view checks before reading it.
+        return
     if request.content_length is not None:
-        view = current_app.view_functions.get(request.endpoint)
         if request.mimetype == "multipart/form-data":
             # An upload view reads a body somewhat over the limit itself, to name its file's size in the 413.
             limit = max(limit, getattr(view, "oversized_body_read_limit", limit))

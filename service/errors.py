@@ -17,9 +17,16 @@ RESPONSES = {
     "size_mismatch": (400, "BAD_REQUEST"),
     "invalid_chunk": (400, "BAD_REQUEST"),
     "unauthenticated": (401, "UNAUTHENTICATED"),
+    "unsupported_checksum": (400, "BAD_REQUEST"),
     "stream_not_found": (404, "NOT_FOUND"),
     "media_not_found": (404, "NOT_FOUND"),
+    "offset_mismatch": (409, "CONFLICT"),
+    "wrong_protocol": (409, "CONFLICT"),
+    "tus_version_unsupported": (412, "PRECONDITION_FAILED"),
     "file_too_large": (413, "PAYLOAD_TOO_LARGE"),
+    "beyond_upload_length": (413, "PAYLOAD_TOO_LARGE"),
+    "upload_locked": (423, "LOCKED"),
+    "body_checksum_mismatch": (460, "BAD_REQUEST"),
     "body_too_large": (413, "PAYLOAD_TOO_LARGE"),
     "storage_failed": (503, "SERVICE_UNAVAILABLE"),
     "storage_full": (507, "INSUFFICIENT_STORAGE"),
@@ -130,3 +137,45 @@ class StorageFailed(ServiceError):
     code = "storage_failed"
     message = ("the server's storage failed (I/O error) while handling this request; "
                "it did not take effect, try again later")
+
+
+class UnsupportedChecksum(ServiceError):
+    """An Upload-Checksum with an algorithm this server does not compute, or not in `<algorithm> <base64>` form."""
+    code = "unsupported_checksum"
+    message = "Upload-Checksum: unsupported checksum algorithm"
+
+
+class OffsetMismatch(ServiceError):
+    """A tus PATCH whose Upload-Offset is not the upload's current offset: nothing is appended."""
+    code = "offset_mismatch"
+    message = "Upload-Offset: not the upload's current offset"
+
+
+class WrongProtocol(ServiceError):
+    """A tus request on a chunk stream, or a multipart chunk on a tus upload."""
+    code = "wrong_protocol"
+    message = "this stream speaks another upload protocol"
+
+
+class TusVersionUnsupported(ServiceError):
+    """A tus request without `Tus-Resumable: 1.0.0`."""
+    code = "tus_version_unsupported"
+    message = "Tus-Resumable: send Tus-Resumable: 1.0.0 (the only tus version this server speaks)"
+
+
+class BeyondUploadLength(ServiceError):
+    """A tus PATCH body that would take the upload past its Upload-Length: nothing is appended."""
+    code = "beyond_upload_length"
+    message = "the body goes past the upload's Upload-Length"
+
+
+class UploadLocked(ServiceError):
+    """Another PATCH on the same tus upload is still being received."""
+    code = "upload_locked"
+    message = "another PATCH on this upload is still in progress; retry after a HEAD"
+
+
+class BodyChecksumMismatch(ServiceError):
+    """The PATCH body does not match its Upload-Checksum (tus checksum extension): nothing is appended."""
+    code = "body_checksum_mismatch"
+    message = "Upload-Checksum: the body does not match its checksum; nothing was appended"

@@ -41,6 +41,15 @@ DESTINATIONS = {
     "stepVideoGif": Destination(150 * MB, ("gif",), "video"),
 }
 
+# tus 1.0 on /uploads (CONTRACT 7): what OPTIONS announces.
+TUS_VERSION = "1.0.0"
+TUS_EXTENSIONS = ("creation", "creation-with-upload", "termination", "expiration", "checksum")
+TUS_CHECKSUM_ALGORITHMS = ("sha1", "sha256")
+TUS_MAX_SIZE = max(destination.limit for destination in DESTINATIONS.values())
+TUS_CONTENT_TYPE = "application/offset+octet-stream"
+# The two protocols a stream may speak, as GET /uploads/<id> names them.
+CHUNKS_PROTOCOL, TUS_PROTOCOL = "chunks", "tus"
+
 # Media paths as clients see them: /api/v1/images/<name> and /api/v1/videos/<name>.
 MEDIA_PATH_ROOT = "/api/v1/"
 SEGMENT_BY_KIND = {"image": "images", "video": "videos"}

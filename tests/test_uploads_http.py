@@ -386,7 +386,7 @@ def test_stream_status_tells_what_to_resend(client, auth):
     expires = status.pop("expiresAt")
     assert status == {"streamId": stream_id, "destinationId": "stepVideo", "fileName": "line 3.mp4",
                       "fileSize": 2500, "totalChunks": 3, "receivedChunks": [0, 2], "receivedBytes": 1500,
-                      "state": "open"}
+                      "state": "open", "protocol": "chunks"}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", expires)
     path = send_chunk(client, auth, stream_id, 1, 3, data[1000:2000]).get_json()["path"]
     status = client.get(f"/uploads/{stream_id}", headers=auth).get_json()

@@ -11,10 +11,11 @@ from datetime import datetime, timezone
 
 from service.errors import (
     ChecksumMismatch, FileTooLarge, InvalidChunk, InvalidRequest, MediaNotFound, SizeMismatch, StorageFailed, StorageFull,
-    StreamNotFound, UnknownDestination, WrongFormat,
+    StreamNotFound, UnknownDestination, WrongFormat, WrongProtocol,
 )
 from service.interface import (
-    DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES, media_path, sniff_format,
+    CHUNKS_PROTOCOL, DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES, TUS_PROTOCOL,
+    media_path, sniff_format,
 )
 
 # A chunkIndex as clients send it; anything else is left to the form's validation.
@@ -134,9 +135,18 @@ def create_stream(repo, org, destination_id, file_name, file_size, sha):
 
 
 def require_stream(repo, org, stream_id):
-    """404 unless the org has this stream and it has not expired."""
-    if repo.streams.read(org, stream_id) is None:
+    """The meta of the org's stream; 404 unless it exists and has not expired."""
+    meta = repo.streams.read(org, stream_id)
+    if meta is None:
         raise StreamNotFound()
+    return meta
+
+
+def require_chunked(meta):
+    """409 naming tus when a multipart chunk comes to a tus upload."""
+    if meta.get("protocol", CHUNKS_PROTOCOL) != CHUNKS_PROTOCOL:
+        raise WrongProtocol("this stream is a tus upload: continue it with tus (HEAD for its Upload-Offset, then PATCH "
+                            "with Tus-Resumable: 1.0.0 and Content-Type: application/offset+octet-stream)")
 
 
 def new_chunk_file(repo, org, stream_id, chunk_index=None):
@@ -161,6 +171,7 @@ def receive_chunk(repo, org, stream_id, index, total, incoming, sha=None):
     check_sha(sha, incoming, f"chunk {index}")
     with repo.streams.open(org, stream_id) as stream:
         meta = stream.meta
+        require_chunked(meta)
         if meta["state"] == "complete":
             return {"path": meta["path"]}, ALREADY_COMPLETE
         _check_chunk(meta, index, total, incoming, stream.part_sizes())
@@ -210,7 +221,12 @@ def _complete(stream, meta, length):
     if problem:
         stream.discard()
         raise problem
-    name = media_name(meta["fileName"], meta["format"], meta["mediaPrefix"])
+    return publish_stream(stream, meta, meta["format"])
+
+
+def publish_stream(stream, meta, fmt):
+    """Publish a stream's verified file under its media name (fixed by its meta, so a retry finds the same path)."""
+    name = media_name(meta["fileName"], fmt, meta["mediaPrefix"])
     path = media_path(DESTINATIONS[meta["destinationId"]].kind, name)
     stream.publish(path)
     return path
@@ -218,18 +234,26 @@ def _complete(stream, meta, length):
 
 def stream_status(repo, org, stream_id):
     """What the server holds of a stream, so a client knows what to resend."""
-    meta, sizes, expires_at = repo.streams.status(org, stream_id)
+    meta = require_stream(repo, org, stream_id)
+    if meta.get("protocol", CHUNKS_PROTOCOL) == TUS_PROTOCOL:
+        meta, offset, expires_at = repo.streams.tus_offset(org, stream_id)
+        sizes = {}
+    else:
+        meta, sizes, expires_at = repo.streams.status(org, stream_id)
     complete = meta["state"] == "complete"
     if not complete and sizes and len(sizes) == meta["totalChunks"]:
         # Every chunk is held, yet no request completed the stream (it failed, or the server died, while completing):
         # the last chunk is reported missing so that a resuming client resends it, and that request completes it.
         del sizes[meta["totalChunks"] - 1]
-    received = list(range(meta["totalChunks"])) if complete else sorted(sizes)
+    received = list(range(meta["totalChunks"])) if complete and meta["totalChunks"] else sorted(sizes)
     status = {
         "streamId": stream_id, "destinationId": meta["destinationId"], "fileName": meta["fileName"],
         "fileSize": meta["fileSize"], "totalChunks": meta["totalChunks"], "receivedChunks": received,
         "receivedBytes": meta["fileSize"] if complete else sum(sizes.values()), "state": meta["state"],
+        "protocol": meta.get("protocol", CHUNKS_PROTOCOL),
     }
+    if status["protocol"] == TUS_PROTOCOL:
+        status["receivedChunks"], status["receivedBytes"] = [], offset
     if complete:
         status["path"] = meta["path"]
     expires = datetime.fromtimestamp(expires_at, timezone.utc)

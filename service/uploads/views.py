@@ -6,14 +6,15 @@ from flask import Blueprint, current_app, g, jsonify, request, send_file
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from service.auth import require_org
+from service.domain import tus as tus_uploads
 from service.domain import uploads
 from service.errors import BodyTooLarge, InvalidRequest, MalformedBody
 from service.interface import (
-    FORM_FIELD_LIMIT, KIND_BY_SEGMENT, MB, MEDIA_PATH_ROOT, REQUEST_FILE_LIMIT, media_path,
+    FORM_FIELD_LIMIT, KIND_BY_SEGMENT, MB, MEDIA_PATH_ROOT, REQUEST_FILE_LIMIT, TUS_VERSION, media_path,
 )
 from service.observability import get_metrics
 from service.storage import get_repository
-from service.uploads import multipart
+from service.uploads import multipart, tus
 from service.uploads.schemas import ChunkSchema, SingleUploadSchema, StreamCreateSchema, load
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,31 @@ log = logging.getLogger(__name__)
 OVERSIZED_BODY_READ_LIMIT = 32 * MB
 
 bp = Blueprint("uploads", __name__)
-bp.before_request(require_org)
+
+
+@bp.before_request
+def authenticate():
+    # tus clients discover the server with OPTIONS /uploads before they have anything to authenticate.
+    if request.endpoint != "uploads.tus_options":
+        require_org()
+
+
+# The endpoints tus shares with the chunk API.
+TUS_ENDPOINTS = {"uploads.create_upload", "uploads.send_chunk", "uploads.stream_status", "uploads.delete_stream"}
+
+
+def _is_tus():
+    if request.endpoint not in TUS_ENDPOINTS:
+        return False
+    # HEAD on a stream exists only in tus: the chunk API reads a stream's status with GET.
+    return request.method == "HEAD" or tus.is_tus_request(request.headers, request.mimetype)
+
+
+def reads_raw_body(view):
+    """Mark a view that reads an application/offset+octet-stream body itself, bounded by the upload's Upload-Length
+    rather than by MAX_CONTENT_LENGTH."""
+    view.reads_raw_body = True
+    return view
 
 
 def _repo():
@@ -90,11 +115,15 @@ def _multipart(new_file):
             incoming.discard()
 
 
-@bp.post("/uploads")
+# OPTIONS /uploads is tus discovery (tus_options), not Flask's automatic answer.
+@bp.route("/uploads", methods=["POST"], provide_automatic_options=False)
 @measures_oversized_files
+@reads_raw_body
 def create_upload():
     """Single-request upload (multipart) or creation of a chunked stream (JSON)."""
     repo, org = _repo(), g.org
+    if _is_tus():
+        return _tus_create(repo, org)
     if request.is_json:
         data = load(StreamCreateSchema(), request.get_json(silent=True))
         stream_id = uploads.create_stream(repo, org, data["destinationId"], data["fileName"], data["fileSize"],
@@ -112,9 +141,12 @@ def create_upload():
 
 @bp.patch("/uploads/<stream_id>")
 @measures_oversized_files
+@reads_raw_body
 def send_chunk(stream_id):
     repo, org = _repo(), g.org
-    uploads.require_stream(repo, org, stream_id)
+    if _is_tus():
+        return _tus_patch(repo, org, stream_id)
+    uploads.require_chunked(uploads.require_stream(repo, org, stream_id))
 
     if (request.mimetype == "multipart/form-data" and request.content_length is not None
             and request.content_length > current_app.config["MAX_CONTENT_LENGTH"]):
@@ -134,13 +166,87 @@ def send_chunk(stream_id):
 
 @bp.get("/uploads/<stream_id>")
 def stream_status(stream_id):
+    if request.method == "HEAD":
+        return _tus_head(_repo(), g.org, stream_id)
     return jsonify(uploads.stream_status(_repo(), g.org, stream_id))
 
 
 @bp.delete("/uploads/<stream_id>")
 def delete_stream(stream_id):
+    """Ends a stream of either protocol (tus termination, or the chunk API's DELETE)."""
+    if _is_tus():
+        tus.require_version(request.headers)
     uploads.delete_stream(_repo(), g.org, stream_id)
     return "", 204
+
+
+# -- tus 1.0 (CONTRACT 7) --------------------------------------------------------------------------
+
+@bp.route("/uploads", methods=["OPTIONS"], provide_automatic_options=False)
+def tus_options():
+    return "", 204, tus.OPTIONS_HEADERS
+
+
+def _tus_create(repo, org):
+    tus.require_version(request.headers)
+    length = tus.creation_length(request.headers)
+    raw_metadata = request.headers.get("Upload-Metadata", "")
+    metadata = tus.parse_metadata(raw_metadata)
+    with_body = bool(request.content_length) or "Transfer-Encoding" in request.headers
+    checksum = tus.parse_checksum(request.headers.get("Upload-Checksum"))
+    if with_body:
+        tus.require_body_type(request.mimetype)
+    stream_id = tus_uploads.create_tus_upload(repo, org, length, metadata, raw_metadata)
+    offset, path = 0, None
+    if with_body:
+        # creation-with-upload: a body that cannot be stored leaves nothing behind, the upload included.
+        try:
+            offset, path, outcome = _tus_append(repo, org, stream_id, 0, checksum)
+        except Exception:
+            with contextlib.suppress(Exception):
+                uploads.delete_stream(repo, org, stream_id)
+            raise
+    # The upload was active just now: it expires a whole TTL from now.
+    headers = tus.upload_headers(offset if with_body else None, tus_uploads.upload_expires(repo), path)
+    headers["Location"] = f"/uploads/{stream_id}"
+    return "", 201, headers
+
+
+def _tus_append(repo, org, stream_id, offset, checksum):
+    body = tus.RequestBody(request.environ, request.content_length)
+    offset, path, outcome = tus_uploads.append_tus(repo, org, stream_id, offset, body, request.content_length, checksum)
+    if outcome == tus_uploads.UPLOAD_COMPLETED:
+        get_metrics(current_app).streams_completed.inc()
+    return offset, path, outcome
+
+
+def _tus_patch(repo, org, stream_id):
+    tus.require_version(request.headers)
+    tus.require_body_type(request.mimetype)
+    offset = tus.integer_header(request.headers, "Upload-Offset")
+    checksum = tus.parse_checksum(request.headers.get("Upload-Checksum"))
+    offset, path, _ = _tus_append(repo, org, stream_id, offset, checksum)
+    return "", 204, tus.upload_headers(offset, tus_uploads.upload_expires(repo), path)
+
+
+def _tus_head(repo, org, stream_id):
+    tus.require_version(request.headers)
+    meta, offset, expires = tus_uploads.tus_upload_state(repo, org, stream_id)
+    headers = tus.upload_headers(offset, expires, meta["path"])
+    headers.update({"Upload-Length": str(meta["fileSize"]), "Cache-Control": "no-store"})
+    if meta["uploadMetadata"]:
+        headers["Upload-Metadata"] = meta["uploadMetadata"]
+    return "", 200, headers
+
+
+@bp.after_request
+def tus_answer_headers(response):
+    """Every answer to a tus request says which tus version it speaks; a 412 also lists the versions spoken."""
+    if _is_tus():
+        response.headers["Tus-Resumable"] = TUS_VERSION
+        if response.status_code == 412:
+            response.headers["Tus-Version"] = TUS_VERSION
+    return response
 
 
 @bp.get(f"{MEDIA_PATH_ROOT}<any({', '.join(KIND_BY_SEGMENT)}):segment>/<path:name>")

@@ -20,9 +20,15 @@ needs a second one, `streams/<streamId>.append.lock`, which a chunk being receiv
 for as long as its bytes arrive (a slow client must not hold up the other chunks' bookkeeping). The lock
 files sit beside the directory so a stream can be removed while its locks are held.
 
+A tus upload (`meta.json` has `"protocol": "tus"`) uses the same directory, prefix and append lock, but no parts
+and no boundary records: its bytes only ever grow at the end of the prefix, so one commit point is enough, the
+`tus` file (`tus.TusRecord`: two CRC-checked slots holding offset and SHA-256 state, written alternately). A PATCH
+holds the append lock while its body arrives (`tus.TusAppend`), fdatasyncs the prefix, then the next slot.
+
 The modules, each importing only those below it: `store` (StreamStore: create, find, open, delete, sweep),
-`stream` (LockedStream: acknowledge, merge, rewind, publish), `append` (PrefixAppend), `boundaries`
-(BoundaryRecords, the `boundaries` file) and `layout` (file names, JSON helpers, the append lock, removal).
+`stream` (LockedStream: acknowledge, merge, rewind, publish), `append` (PrefixAppend), `tus` (TusRecord,
+TusAppend), `boundaries` (BoundaryRecords, the `boundaries` file) and `layout` (file names, JSON helpers, the
+append lock, removal).
 """
 from service.storage.streams.store import StreamStore
 

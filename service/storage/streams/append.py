@@ -27,7 +27,9 @@ class PrefixAppend(Receiving):
         try:
             meta, merged = read_json(directory / META), read_json(directory / MERGED)
             total = meta and meta["totalChunks"]
+            # A tus upload's prefix is never a chunk's to append to (its offset lives in the `tus` record).
             if meta is None or merged is None or meta["state"] != "open" or merged["next"] != index or \
+                    meta.get("protocol", "chunks") != "chunks" or \
                     (total is not None and index >= total):
                 append_lock.release()
                 return None

@@ -54,9 +54,9 @@ def _append_lock_path(directory):
     return f"{directory}.append"
 
 
-def take_append_lock(directory):
-    """The stream's append lock, acquired, or None at once when another request holds it."""
-    append_lock = lock(_append_lock_path(directory), timeout=0)
+def take_append_lock(directory, timeout=0):
+    """The stream's append lock, acquired, or None when another request holds it (at once, or after `timeout` s)."""
+    append_lock = lock(_append_lock_path(directory), timeout=timeout)
     try:
         append_lock.acquire()
     except Timeout:

@@ -15,6 +15,7 @@ from service.storage.streams.append import PrefixAppend
 from service.storage.streams.boundaries import BoundaryRecords
 from service.storage.streams.layout import META, MERGED, PREFIX, STREAM_ID, read_json, remove_stream, write_json
 from service.storage.streams.stream import LockedStream
+from service.storage.streams.tus import TusAppend, TusRecord
 
 # Long enough for one request to merge a whole stream's parts while others wait for the lock.
 LOCK_TIMEOUT = 60
@@ -34,8 +35,9 @@ class StreamStore:
             raise StreamNotFound()
         return self.orgs_root / id_to_name(org) / "streams" / stream_id
 
-    def create(self, org, meta):
-        """Make a new stream directory with its bookkeeping; return the server-made stream id."""
+    def create(self, org, meta, tus=False):
+        """Make a new stream directory with its bookkeeping (`tus`: a tus upload's offset record too); return the
+        server-made stream id."""
         stream_id = secrets.token_hex(16)
         directory = self._directory(org, stream_id)
         with disk_errors():
@@ -44,6 +46,8 @@ class StreamStore:
                 open(directory / PREFIX, "wb").close()
                 BoundaryRecords(directory).create()
                 write_json(directory / MERGED, {"next": 0})
+                if tus:
+                    TusRecord(directory).create()
                 # meta.json last: a stream exists for readers only once its bookkeeping is complete.
                 write_json(directory / META, meta)
             except BaseException:
@@ -88,6 +92,26 @@ class StreamStore:
                 remove_stream(directory)
                 raise StreamNotFound()
             yield LockedStream(directory, meta, self.media, org)
+
+    def tus_append(self, org, stream_id, lock_timeout):
+        """A TusAppend at the committed offset of a tus upload, holding its append lock; 404 when it is gone."""
+        directory = self._directory(org, stream_id)
+        try:
+            return TusAppend.start(directory, lock_timeout)
+        except (FileNotFoundError, NotADirectoryError):
+            raise StreamNotFound() from None
+
+    def tus_offset(self, org, stream_id):
+        """(meta, committed offset, time it expires if left idle) of a live tus upload, else 404."""
+        directory = self._directory(org, stream_id)
+        meta = self.read(org, stream_id)
+        if meta is None:
+            raise StreamNotFound()
+        try:
+            offset = meta["fileSize"] if meta["state"] != "open" else TusRecord(directory).read()[1]
+            return meta, offset, directory.stat().st_mtime + self.ttl_seconds
+        except (FileNotFoundError, NotADirectoryError):
+            raise StreamNotFound() from None
 
     def status(self, org, stream_id):
         """(meta, {chunk index: size}, time it expires if left idle) of a live stream, else 404."""

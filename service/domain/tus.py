@@ -1,0 +1,144 @@
+"""tus 1.0 uploads (CONTRACT 7): a tus upload is a stream in the same store as chunked streams, whose bytes only ever
+grow at the end of its prefix. Views hand these functions parsed header values; the body arrives as an iterable of
+blocks (its `cut_off` tells, once iterated, whether the client went away before the end)."""
+import hashlib
+import re
+
+from service.domain.uploads import check_format, check_size, destination_for, new_media_prefix, publish_stream
+from service.errors import (
+    BeyondUploadLength, BodyChecksumMismatch, ChecksumMismatch, InvalidRequest, OffsetMismatch, StreamNotFound,
+    WrongProtocol,
+)
+from service.interface import CHUNKS_PROTOCOL, SNIFF_BYTES, TUS_PROTOCOL
+
+SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
+DEFAULT_FILE_NAME = "upload"
+# How long a PATCH waits for the one before it on the same upload (one whose client went away commits what it got
+# as soon as its read ends); past that it is 423 and the client retries after a HEAD.
+APPEND_LOCK_TIMEOUT = 10
+
+UPLOAD_APPENDED, UPLOAD_COMPLETED, ALREADY_COMPLETE = "appended", "completed", "already complete"
+
+
+def require_tus(meta):
+    """409 naming the chunk API when a tus request comes to a chunked stream."""
+    if meta.get("protocol", CHUNKS_PROTOCOL) != TUS_PROTOCOL:
+        raise WrongProtocol("this stream is a chunked stream, not a tus upload: send its chunks as multipart/form-data "
+                            "PATCH requests (chunkIndex, totalChunks, file), without Tus-Resumable")
+
+
+def create_tus_upload(repo, org, length, metadata, raw_metadata):
+    """Open a tus upload of `length` bytes from its decoded Upload-Metadata; refuse at once a file over the
+    destination limit. Return the stream id."""
+    if "destinationId" not in metadata:
+        raise InvalidRequest("Upload-Metadata: destinationId is required (tus metadata: 'destinationId <base64>')")
+    destination_id = metadata["destinationId"]
+    destination = destination_for(destination_id)
+    if length < 1:
+        raise InvalidRequest("Upload-Length: must be at least 1 byte")
+    check_size(length, destination.limit)
+    sha = metadata.get("sha256")
+    if sha is not None and not SHA256_HEX.fullmatch(sha):
+        raise InvalidRequest("Upload-Metadata: sha256 must be the file's SHA-256 as 64 hex digits")
+    file_name = metadata.get("filename") or metadata.get("name") or DEFAULT_FILE_NAME
+    return repo.streams.create(org, {
+        "protocol": TUS_PROTOCOL, "destinationId": destination_id, "fileName": file_name, "fileSize": length,
+        "sha": sha.lower() if sha else None, "uploadMetadata": raw_metadata, "totalChunks": None, "format": None,
+        "mediaPrefix": new_media_prefix(), "state": "open", "path": None,
+    }, tus=True)
+
+
+def tus_upload_state(repo, org, stream_id):
+    """(meta, committed offset, expiry as a timestamp) of a live tus upload."""
+    _open_upload(repo, org, stream_id)
+    return repo.streams.tus_offset(org, stream_id)
+
+
+def upload_expires(repo):
+    """When an upload active now expires if left idle (a timestamp)."""
+    return repo.streams.clock() + repo.streams.ttl_seconds
+
+
+def _open_upload(repo, org, stream_id):
+    meta = repo.streams.read(org, stream_id)
+    if meta is None:
+        raise StreamNotFound()
+    require_tus(meta)
+    return meta
+
+
+def append_tus(repo, org, stream_id, offset, body, body_length=None, checksum=None):
+    """Append a PATCH body at `offset`; return (new offset, media path or None, outcome).
+
+    `body` is an iterable of blocks with a `cut_off` attribute; `body_length` its Content-Length when sent;
+    `checksum` (algorithm, expected digest bytes) of the body. Bytes count only once fsynced and committed; a body cut
+    off mid-way commits what arrived (unless a checksum was to be verified) so that the client resumes from HEAD.
+    """
+    meta = _open_upload(repo, org, stream_id)
+    if meta["state"] == "complete":
+        if offset == meta["fileSize"] and not body_length:
+            return offset, meta["path"], ALREADY_COMPLETE
+        raise OffsetMismatch(f"Upload-Offset: the upload is complete at offset {meta['fileSize']}, not {offset}")
+    appending = repo.streams.tus_append(org, stream_id, APPEND_LOCK_TIMEOUT)
+    try:
+        if offset != appending.offset:
+            raise OffsetMismatch(f"Upload-Offset: the upload is at offset {appending.offset}, not {offset}; "
+                                 "nothing was appended (HEAD gives the offset to continue from)")
+        room = meta["fileSize"] - offset
+        if body_length is not None and body_length > room:
+            raise BeyondUploadLength(f"the body of {body_length} bytes at offset {offset} goes past the Upload-Length "
+                                     f"of {meta['fileSize']}; nothing was appended")
+        _receive(appending, body, room, meta, offset, checksum)
+        if body.cut_off and checksum is not None:
+            # What arrived cannot be checked against a checksum of the whole body: none of it is kept.
+            appending.rollback()
+            raise InvalidRequest("the body ended before its Content-Length; with an Upload-Checksum nothing is kept")
+        _check_body_format(appending, meta)
+        with repo.streams.open(org, stream_id) as stream:
+            appending.commit()
+            if appending.offset < meta["fileSize"]:
+                outcome = (appending.offset, None, UPLOAD_APPENDED)
+            else:
+                outcome = (appending.offset, _complete(stream, meta, appending), UPLOAD_COMPLETED)
+        if body.cut_off:
+            raise InvalidRequest(f"the body ended before its Content-Length; the {appending.offset - offset} bytes "
+                                 f"that arrived are kept (Upload-Offset {appending.offset})")
+        return outcome
+    except BaseException:
+        appending.rollback()
+        raise
+    finally:
+        appending.close()
+
+
+def _receive(appending, body, room, meta, offset, checksum):
+    digest = hashlib.new(checksum[0]) if checksum else None
+    for block in body:
+        if appending.size + len(block) > room:
+            raise BeyondUploadLength(f"the body goes past the Upload-Length of {meta['fileSize']} from offset "
+                                     f"{offset}; nothing was appended")
+        appending.write(block)
+        if digest is not None:
+            digest.update(block)
+    if digest is not None and not body.cut_off and digest.digest() != checksum[1]:
+        raise BodyChecksumMismatch(f"Upload-Checksum: the {checksum[0]} of the body is not the one sent; "
+                                   "nothing was appended")
+
+
+def _check_body_format(appending, meta):
+    """The format is decided by the bytes that reach SNIFF_BYTES (or the end of a shorter file): the PATCH that
+    carries them is refused with nothing appended when its destination does not accept that format."""
+    end = appending.offset + appending.size
+    if appending.offset < SNIFF_BYTES and (end >= SNIFF_BYTES or end == meta["fileSize"]):
+        check_format(meta["destinationId"], appending.head(SNIFF_BYTES))
+
+
+def _complete(stream, meta, appending):
+    """Verify the whole file from the running SHA-256 (nothing is read again) and publish it."""
+    if meta["sha"] is not None and (digest := appending.sha256()) != meta["sha"]:
+        stream.discard()
+        raise ChecksumMismatch(f"Upload-Metadata: the SHA-256 of the file is {digest}, not the sha256 sent "
+                               f"({meta['sha']}); the upload is discarded")
+    fmt = check_format(meta["destinationId"], appending.head(SNIFF_BYTES))
+    return publish_stream(stream, meta, fmt)
+
