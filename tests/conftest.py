@@ -4,12 +4,16 @@ system's headless Chromium, driven by Playwright) with a server of static pages 
 Only fixtures live here; what tests import (tokens, media makers, request helpers, the servers) is in support.py.
 """
 import os
+import shutil
+import subprocess
 
 import pytest
 
 from service import create_app
 from service.client import Client
-from support import CHROMIUM, CHROMIUM_ARGS, HEADERS, OTHER_HEADERS, TOKEN, TOKENS, GunicornServer, PageServer
+from support import (
+    CHROMIUM, CHROMIUM_ARGS, HEADERS, JS_DIR, OTHER_HEADERS, TOKEN, TOKENS, GunicornServer, PageServer,
+)
 
 
 @pytest.fixture
@@ -84,3 +88,17 @@ def serve_pages():
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def node():
+    """Node.js with tus-js-client installed into tests/js; the tests fail (not skip) without Node and npm."""
+    node_binary, npm = shutil.which("node"), shutil.which("npm")
+    if not node_binary or not npm:
+        pytest.fail("the tus-js-client tests need Node.js (>= 18) and npm on PATH: apt-get install nodejs npm")
+    if not (JS_DIR / "node_modules" / "tus-js-client").is_dir():
+        result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True, text=True,
+                                timeout=300)
+        if result.returncode != 0:
+            pytest.fail(f"npm ci in {JS_DIR} failed:\n{result.stdout}\n{result.stderr}")
+    return node_binary

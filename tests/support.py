@@ -324,6 +324,10 @@ class GunicornServer:
         return self._stderr.read().decode(errors="replace")
 
 
+# tus-js-client (its Node and browser builds), installed into tests/js by the `node` fixture.
+JS_DIR = Path(__file__).parent / "js"
+
+
 class PageServer:
     """Static files on an origin of their own (a free 127.0.0.1 port): pages that call the service from another
     origin, as a web app does. `files` maps URL paths to files or bytes; more may be added while it runs."""

@@ -4,19 +4,16 @@ fetched back are the bytes sent."""
 import hashlib
 import json
 import os
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import requests
 from tusclient import client as tus_client
 
-from support import HEADERS, TOKEN, GunicornServer
+from support import HEADERS, JS_DIR, TOKEN, GunicornServer
 
 AUTH = HEADERS
 MB = 1024 * 1024
-JS_DIR = Path(__file__).parent / "js"
 
 
 @pytest.fixture(scope="module")
@@ -36,20 +33,6 @@ def media(tmp_path_factory):
     video = directory / "line 3.mp4"
     video.write_bytes(b"\x00\x00\x00\x18ftypmp42" + os.urandom(30 * MB - 12))
     return image, video
-
-
-@pytest.fixture(scope="session")
-def node():
-    """Node.js with tus-js-client installed into tests/js; the tests fail (not skip) without Node and npm."""
-    node_binary, npm = shutil.which("node"), shutil.which("npm")
-    if not node_binary or not npm:
-        pytest.fail("the tus-js-client tests need Node.js (>= 18) and npm on PATH: apt-get install nodejs npm")
-    if not (JS_DIR / "node_modules" / "tus-js-client").is_dir():
-        result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True, text=True,
-                                timeout=300)
-        if result.returncode != 0:
-            pytest.fail(f"npm ci in {JS_DIR} failed:\n{result.stdout}\n{result.stderr}")
-    return node_binary
 
 
 def fetched(url, path):
