@@ -52,6 +52,15 @@ def server(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def gthread_server(tmp_path_factory):
+    """Two gthread workers of four threads: requests of one upload meet in one process as well as across two."""
+    server = GunicornServer(tmp_path_factory.mktemp("gthread") / "data", workers=2,
+                            extra_args=("--worker-class", "gthread", "--threads", "4"))
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def api(server):
     """service.client for `server`, with the default token and no back-off between retries."""

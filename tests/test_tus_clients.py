@@ -10,18 +10,15 @@ import pytest
 import requests
 from tusclient import client as tus_client
 
-from support import HEADERS, JS_DIR, TOKEN, GunicornServer
+from support import HEADERS, JS_DIR, TOKEN
 
 AUTH = HEADERS
 MB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    started = GunicornServer(tmp_path_factory.mktemp("tus-clients") / "data", workers=2,
-                             extra_args=("--worker-class", "gthread", "--threads", "4"))
-    yield started
-    started.stop()
+def server(gthread_server):
+    return gthread_server
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,8 @@ MP4 = b"\x00\x00\x00\x18ftypmp42"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    started = GunicornServer(tmp_path_factory.mktemp("tus") / "data", workers=2,
-                             extra_args=("--worker-class", "gthread", "--threads", "4"))
-    yield started
-    started.stop()
+def server(gthread_server):
+    return gthread_server
 
 
 @pytest.fixture(scope="module")
