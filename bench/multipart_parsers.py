@@ -1,0 +1,150 @@
+"""CPU per GB of two multipart parsers on a chunk body of the upload API, in-process (no HTTP, no disk).
+
+The body is what requests sends for one chunk (`data={"chunkIndex", "totalChunks"}, files={"file": ...}`: the two
+fields, then a 5 MB file part of random bytes). It is read 1 MB at a time from a BytesIO, as
+service/uploads/multipart.py reads wsgi.input, and parsed by
+  (a) werkzeug's sans-IO MultipartDecoder, in the loop service/uploads/multipart.py runs (fields into a bytearray,
+      file data written to a sink), and
+  (b) streaming-form-data's compiled StreamingFormDataParser, with a Target that writes the file part to the same
+      kind of sink and ValueTargets for the two fields.
+The sink counts bytes (and the script checks the count and the fields). A third entry, the 1 MB reads alone, shows
+what the loop costs before any parsing. They alternate, round by round; the first round is a
+warm-up and discarded; the figure is the median over the rest, in CPU seconds (process_time) per GB of body.
+
+    .venv/bin/python bench/multipart_parsers.py [--rounds 9] [--bodies-per-round 40] [--size-mb 5]
+"""
+import argparse
+import io
+import os
+import statistics
+import time
+
+import requests
+from streaming_form_data import StreamingFormDataParser
+from streaming_form_data.targets import BaseTarget, ValueTarget
+from werkzeug.http import parse_options_header
+from werkzeug.sansio.multipart import Data, Epilogue, Field, File, MultipartDecoder, NeedData
+
+READ_SIZE = 1024 * 1024
+
+
+def chunk_body(size):
+    """(content type, body bytes) of one chunk as requests encodes it."""
+    request = requests.Request("PATCH", "http://127.0.0.1/uploads/x", data={"chunkIndex": 3, "totalChunks": 40},
+                               files={"file": ("c", os.urandom(size))}).prepare()
+    return request.headers["Content-Type"], request.body
+
+
+class Sink:
+    def __init__(self):
+        self.size = 0
+
+    def write(self, data):
+        self.size += len(data)
+
+
+def parse_werkzeug(body, content_type):
+    """The loop of service/uploads/multipart.py, without its error mapping."""
+    boundary = parse_options_header(content_type)[1]["boundary"]
+    decoder = MultipartDecoder(boundary.encode("latin-1"), max_parts=100)
+    stream, remaining = io.BytesIO(body), len(body)
+    fields, sink, part, buffer = {}, None, None, None
+    while True:
+        data = stream.read(min(READ_SIZE, remaining))
+        remaining -= len(data)
+        decoder.receive_data(data or None)
+        event = decoder.next_event()
+        while not isinstance(event, (NeedData, Epilogue)):
+            if isinstance(event, Field):
+                part, buffer = event, bytearray()
+            elif isinstance(event, File):
+                part, buffer, sink = event, None, Sink()
+            elif isinstance(event, Data):
+                if buffer is not None:
+                    buffer += event.data
+                    if not event.more_data:
+                        fields.setdefault(part.name, buffer.decode("utf-8", "replace"))
+                else:
+                    sink.write(event.data)
+            event = decoder.next_event()
+        if isinstance(event, Epilogue) or not data:
+            return fields, sink
+
+
+class SinkTarget(BaseTarget):
+    """A streaming-form-data Target writing the part's bytes to a sink."""
+
+    def __init__(self, sink):
+        super().__init__()
+        self.sink = sink
+
+    def on_data_received(self, chunk):
+        self.sink.write(chunk)
+
+
+def parse_sfd(body, content_type):
+    parser = StreamingFormDataParser(headers={"Content-Type": content_type})
+    sink = Sink()
+    values = {name: ValueTarget() for name in ("chunkIndex", "totalChunks")}
+    for name, target in values.items():
+        parser.register(name, target)
+    parser.register("file", SinkTarget(sink))
+    stream, remaining = io.BytesIO(body), len(body)
+    while remaining:
+        data = stream.read(min(READ_SIZE, remaining))
+        remaining -= len(data)
+        parser.data_received(data)
+    return {name: target.value.decode() for name, target in values.items()}, sink
+
+
+def read_only(body, content_type):
+    """The reads alone, no parsing: what the loop costs before either parser does anything."""
+    stream, remaining = io.BytesIO(body), len(body)
+    sink = Sink()
+    while remaining:
+        data = stream.read(min(READ_SIZE, remaining))
+        remaining -= len(data)
+        sink.write(data)
+    return sink
+
+
+def main():
+    arguments = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    arguments.add_argument("--rounds", type=int, default=9)
+    arguments.add_argument("--bodies-per-round", type=int, default=40)
+    arguments.add_argument("--size-mb", type=int, default=5)
+    arguments.add_argument("--distinct", type=int, default=1,
+                           help="distinct bodies to cycle through (e.g. 40: 200 MB, so the body is not cache-hot)")
+    options = arguments.parse_args()
+    size = options.size_mb * 1024 * 1024
+    bodies = [chunk_body(size) for _ in range(options.distinct)]
+    content_type, body = bodies[0]
+    parsers = {"werkzeug MultipartDecoder": parse_werkzeug, "streaming-form-data": parse_sfd}
+    for name, parse in list(parsers.items()):
+        fields, sink = parse(body, content_type)
+        assert fields == {"chunkIndex": "3", "totalChunks": "40"}, (name, fields)
+        assert sink.size == size, (name, sink.size)
+    parsers["1 MB reads alone (baseline)"] = read_only
+    seconds = {name: [] for name in parsers}
+    gigabytes = len(body) * options.bodies_per_round / 1e9
+    for round_ in range(options.rounds):
+        order = list(parsers.items())[::1 if round_ % 2 == 0 else -1]
+        for name, parse in order:
+            start = time.process_time()
+            for index in range(options.bodies_per_round):
+                parse(*bodies[index % len(bodies)][::-1])
+            if round_:  # the first round warms up
+                seconds[name].append((time.process_time() - start) / gigabytes)
+    print(f"body {len(body)} bytes ({len(bodies)} distinct), read {READ_SIZE} at a time; {options.bodies_per_round} bodies per round, "
+          f"{options.rounds - 1} rounds after a warm-up")
+    medians = {name: statistics.median(values) for name, values in seconds.items()}
+    for name, values in seconds.items():
+        print(f"{name:28s} median {medians[name]:.3f} CPU s/GB  (min {min(values):.3f}, max {max(values):.3f}, "
+              f"{1 / medians[name]:.2f} GB/CPU s)")
+    werkzeug, sfd = medians["werkzeug MultipartDecoder"], medians["streaming-form-data"]
+    print(f"streaming-form-data / werkzeug CPU per GB: {sfd / werkzeug:.2f} "
+          f"({abs(1 - sfd / werkzeug) * 100:.0f} % {'less' if sfd < werkzeug else 'more'})")
+
+
+if __name__ == "__main__":
+    main()
