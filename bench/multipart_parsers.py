@@ -3,8 +3,8 @@
 The body is what requests sends for one chunk (`data={"chunkIndex", "totalChunks"}, files={"file": ...}`: the two
 fields, then a 5 MB file part of random bytes). It is read 1 MB at a time from a BytesIO, as
 service/uploads/multipart.py reads wsgi.input, and parsed by
-  (a) werkzeug's sans-IO MultipartDecoder, in the loop service/uploads/multipart.py runs (fields into a bytearray,
-      file data written to a sink), and
+  (a) the service's own parser, service/uploads/multipart.py (werkzeug's sans-IO MultipartDecoder; fields into a
+      bytearray, file data written to a sink), and
   (b) streaming-form-data's compiled StreamingFormDataParser, with a Target that writes the file part to the same
       kind of sink and ValueTargets for the two fields.
 The sink counts bytes (and the script checks the count and the fields). A third entry, the 1 MB reads alone, shows
@@ -22,10 +22,10 @@ import time
 import requests
 from streaming_form_data import StreamingFormDataParser
 from streaming_form_data.targets import BaseTarget, ValueTarget
-from werkzeug.http import parse_options_header
-from werkzeug.sansio.multipart import Data, Epilogue, Field, File, MultipartDecoder, NeedData
 
-READ_SIZE = 1024 * 1024
+from service.uploads import multipart
+
+READ_SIZE = multipart.READ_SIZE
 
 
 def chunk_body(size):
@@ -44,31 +44,9 @@ class Sink:
 
 
 def parse_werkzeug(body, content_type):
-    """The loop of service/uploads/multipart.py, without its error mapping."""
-    boundary = parse_options_header(content_type)[1]["boundary"]
-    decoder = MultipartDecoder(boundary.encode("latin-1"), max_parts=100)
-    stream, remaining = io.BytesIO(body), len(body)
-    fields, sink, part, buffer = {}, None, None, None
-    while True:
-        data = stream.read(min(READ_SIZE, remaining))
-        remaining -= len(data)
-        decoder.receive_data(data or None)
-        event = decoder.next_event()
-        while not isinstance(event, (NeedData, Epilogue)):
-            if isinstance(event, Field):
-                part, buffer = event, bytearray()
-            elif isinstance(event, File):
-                part, buffer, sink = event, None, Sink()
-            elif isinstance(event, Data):
-                if buffer is not None:
-                    buffer += event.data
-                    if not event.more_data:
-                        fields.setdefault(part.name, buffer.decode("utf-8", "replace"))
-                else:
-                    sink.write(event.data)
-            event = decoder.next_event()
-        if isinstance(event, Epilogue) or not data:
-            return fields, sink
+    """The service's own parser (service/uploads/multipart.py, over werkzeug's sans-IO MultipartDecoder)."""
+    fields, files = multipart.parse(io.BytesIO(body), content_type, len(body), lambda fields_so_far: Sink())
+    return fields, files["file"][1]
 
 
 class SinkTarget(BaseTarget):
