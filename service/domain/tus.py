@@ -56,7 +56,7 @@ def tus_upload_state(repo, org, stream_id):
 
 def upload_expires(repo):
     """When an upload active now expires if left idle (a timestamp)."""
-    return repo.streams.clock() + repo.streams.ttl_seconds
+    return repo.streams.expiry_from_now()
 
 
 def _open_upload(repo, org, stream_id):

@@ -65,9 +65,17 @@ class StreamStore:
 
     def _expired(self, directory):
         try:
-            return directory.stat().st_mtime + self.ttl_seconds < self.clock()
+            return self._expires_at(directory) < self.clock()
         except FileNotFoundError:
             return True
+
+    def _expires_at(self, directory):
+        """When a stream expires if left idle: its last activity (the directory's mtime) plus the time-to-live."""
+        return directory.stat().st_mtime + self.ttl_seconds
+
+    def expiry_from_now(self):
+        """When a stream active now expires if left idle."""
+        return self.clock() + self.ttl_seconds
 
     def new_incoming(self, org, stream_id, head_size, index=None):
         """Where chunk `index` (None: not known yet) is received: onto the end of the prefix when it is the next
@@ -109,7 +117,7 @@ class StreamStore:
             raise StreamNotFound()
         try:
             offset = meta["fileSize"] if meta["state"] != "open" else TusRecord(directory).read()[1]
-            return meta, offset, directory.stat().st_mtime + self.ttl_seconds
+            return meta, offset, self._expires_at(directory)
         except (FileNotFoundError, NotADirectoryError):
             raise StreamNotFound() from None
 
@@ -120,9 +128,9 @@ class StreamStore:
         if meta is None:
             raise StreamNotFound()
         if meta["state"] != "open":
-            return meta, {}, directory.stat().st_mtime + self.ttl_seconds
+            return meta, {}, self._expires_at(directory)
         with self.open(org, stream_id) as stream:
-            return stream.meta, stream.part_sizes(), directory.stat().st_mtime + self.ttl_seconds
+            return stream.meta, stream.part_sizes(), self._expires_at(directory)
 
     def open_ids(self, org):
         """Ids of an org's streams that are still open (not complete, not yet swept), in no particular order."""
