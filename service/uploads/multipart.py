@@ -74,6 +74,3 @@ class ByteCounter:
 
     def write(self, data):
         self.size += len(data)
-
-    def discard(self):
-        pass

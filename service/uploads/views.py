@@ -71,16 +71,15 @@ def measures_oversized_files(view):
 
 
 def _refuse_oversized_file(destination_limits):
-    """413 for a body over MAX_CONTENT_LENGTH, naming its file's size: the body is read, its file counted, not kept.
-    `destination_limits(fields)` gives the limits of the destination the fields name, beside the per-request one."""
-    counters = []
-
-    def open_file(fields):
-        counters.append((fields, multipart.ByteCounter()))
-        return counters[-1][1]
-
+    """For a multipart body over MAX_CONTENT_LENGTH, a 413 naming its file's size: the body is read, its file counted,
+    not kept. `destination_limits(fields)` gives the limits of the destination the fields name, beside the
+    per-request one. A body within the limit passes."""
+    if (request.mimetype != "multipart/form-data" or request.content_length is None
+            or request.content_length <= current_app.config["MAX_CONTENT_LENGTH"]):
+        return
     try:
-        fields, files = multipart.parse(_body(), request.content_type, request.content_length, open_file)
+        fields, files = multipart.parse(_body(), request.content_type, request.content_length,
+                                        lambda fields_so_far: multipart.ByteCounter())
     except (MalformedBody, BodyTooLarge):
         # Not a readable form: the body's own size is all there is to say.
         raise RequestEntityTooLarge() from None
@@ -89,7 +88,7 @@ def _refuse_oversized_file(destination_limits):
     # The file itself is within its limits; the form fields around it made the body too large.
     limit = current_app.config["MAX_CONTENT_LENGTH"]
     raise BodyTooLarge(f"request body is larger than the limit of {limit} bytes: at most "
-                          f"{REQUEST_FILE_LIMIT // MB} MB of file and {FORM_FIELD_LIMIT // 1024} KB of form fields")
+                       f"{REQUEST_FILE_LIMIT // MB} MB of file and {FORM_FIELD_LIMIT // 1024} KB of form fields")
 
 
 @contextlib.contextmanager
@@ -131,8 +130,7 @@ def create_upload():
         return jsonify(streamId=stream_id), 201
     if request.mimetype != "multipart/form-data":
         raise InvalidRequest("send multipart/form-data to upload a file, or application/json to create a chunked stream")
-    if request.content_length is not None and request.content_length > current_app.config["MAX_CONTENT_LENGTH"]:
-        _refuse_oversized_file(lambda fields: uploads.destination_limits(fields.get("destinationId")))
+    _refuse_oversized_file(lambda fields: uploads.destination_limits(fields.get("destinationId")))
     with _multipart(lambda fields: uploads.new_upload_file(repo, org)) as (form, (file_name, incoming)):
         data = load(SingleUploadSchema(), form)
         path = uploads.upload_single(repo, org, data["destinationId"], file_name, incoming, data["sha"])
@@ -147,10 +145,7 @@ def send_chunk(stream_id):
     if _is_tus():
         return _tus_patch(repo, org, stream_id)
     uploads.require_chunked(uploads.require_stream(repo, org, stream_id))
-
-    if (request.mimetype == "multipart/form-data" and request.content_length is not None
-            and request.content_length > current_app.config["MAX_CONTENT_LENGTH"]):
-        _refuse_oversized_file(lambda fields: ())
+    _refuse_oversized_file(lambda fields: ())  # a chunk has no limit but the per-request one
 
     def new_file(fields):
         return uploads.new_chunk_file(repo, org, stream_id, fields.get("chunkIndex"))
