@@ -22,6 +22,11 @@ DEFAULTS = {
     "EXPLORER_PERSIST_HEADERS": False,
     # Origins whose pages may call the service from a browser (CORS); none by default: no CORS headers at all.
     "CORS_ORIGINS": (),
+    # The shared backend (CONTRACT 8): PostgreSQL for documents, stream state and the media index, an S3 bucket for
+    # the bytes. Both or neither; with neither, everything stays under DATA_DIR.
+    "DATABASE_URL": None,
+    "S3_BUCKET": None,
+    "S3_PREFIX": "",
 }
 
 # What a browser sends in the Origin header: scheme, host (a name, IPv4 or [IPv6]) and a port, nothing more.
@@ -61,6 +66,11 @@ ENVIRONMENT = {
     "WIS_METRICS_REQUIRE_TOKEN": ("METRICS_REQUIRE_TOKEN", _flag),
     "WIS_EXPLORER_PERSIST_HEADERS": ("EXPLORER_PERSIST_HEADERS", _flag),
     "WIS_CORS_ORIGINS": ("CORS_ORIGINS", parse_origins),
+    # Procfile platforms set DATABASE_URL when a database is attached; WIS_DATABASE_URL wins (read after it).
+    "DATABASE_URL": ("DATABASE_URL", str),
+    "WIS_DATABASE_URL": ("DATABASE_URL", str),
+    "WIS_S3_BUCKET": ("S3_BUCKET", str),
+    "WIS_S3_PREFIX": ("S3_PREFIX", str),
 }
 # Settings whose overrides are parsed as their variable is (an embedding caller may give a string or a list).
 PARSED_OVERRIDES = {"CORS_ORIGINS": "WIS_CORS_ORIGINS"}
@@ -111,7 +121,26 @@ def load_config(overrides=None, environ=None):
     # Made absolute once, against the working directory at start-up: libraries resolve a relative path
     # against bases of their own (Flask's send_file against the package folder), so every store gets this.
     config["DATA_DIR"] = os.path.abspath(os.path.expanduser(str(config["DATA_DIR"])))
+    check_backend(config)
     return config
+
+
+def uses_shared_backend(config):
+    return bool(config["DATABASE_URL"])
+
+
+def check_backend(config):
+    """A ConfigurationError for half a shared-backend configuration, or one without tokens: an ephemeral disk keeps
+    no default token, and every node must accept the same ones."""
+    if config["DATABASE_URL"] and not config["S3_BUCKET"]:
+        raise ConfigurationError("WIS_S3_BUCKET is required with a database URL (WIS_DATABASE_URL or DATABASE_URL): "
+                                 "media and upload bytes go to that S3 bucket")
+    if config["S3_BUCKET"] and not config["DATABASE_URL"]:
+        raise ConfigurationError("WIS_DATABASE_URL (or DATABASE_URL) is required with WIS_S3_BUCKET: documents, "
+                                 "stream state and the media index go to that PostgreSQL database")
+    if config["DATABASE_URL"] and not str(config["API_TOKENS"]).strip():
+        raise ConfigurationError("WIS_API_TOKENS is required with the shared backend (WIS_DATABASE_URL and "
+                                 "WIS_S3_BUCKET): there is no default token on a shared or ephemeral disk")
 
 
 def load_server_config(environ=None):

@@ -30,6 +30,8 @@ RESPONSES = {
     "body_too_large": (413, "PAYLOAD_TOO_LARGE"),
     "storage_failed": (503, "SERVICE_UNAVAILABLE"),
     "storage_full": (507, "INSUFFICIENT_STORAGE"),
+    "database_unavailable": (503, "SERVICE_UNAVAILABLE"),
+    "object_store_unavailable": (503, "SERVICE_UNAVAILABLE"),
     "internal_error": (500, "INTERNAL_SERVER_ERROR"),
 }
 
@@ -137,6 +139,20 @@ class StorageFailed(ServiceError):
     code = "storage_failed"
     message = ("the server's storage failed (I/O error) while handling this request; "
                "it did not take effect, try again later")
+
+
+class DatabaseUnavailable(StorageFailed):
+    """The shared backend's PostgreSQL database does not answer (stopped, unreachable, out of connections)."""
+    code = "database_unavailable"
+    message = ("the database (PostgreSQL) is unavailable; this request did not take effect, "
+               "try again when it is back")
+
+
+class ObjectStoreUnavailable(StorageFailed):
+    """The shared backend's S3-compatible object store does not answer, or fails."""
+    code = "object_store_unavailable"
+    message = ("the object store (S3) is unavailable; this request did not take effect, "
+               "try again when it is back")
 
 
 class UnsupportedChecksum(ServiceError):

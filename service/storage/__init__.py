@@ -1,7 +1,9 @@
-"""The repository: every store of the service, rooted in one data directory."""
+"""The repository: every store of the service. The file backend (this module's Repository, rooted in one data
+directory) is the default; the shared backend (service.storage.shared) keeps everything in PostgreSQL and an S3
+bucket. Both offer the same stores with the same methods (`documents`, `media`, `streams`, `faults`), and `orgs`,
+`sweep`, `sweep_due`, `reset` and `check_ready`; nothing above this package knows which one it talks to."""
 import os
 import shutil
-import threading
 import time
 from pathlib import Path
 
@@ -9,10 +11,10 @@ from service.storage import names
 from service.storage.documents import DocumentStore
 from service.storage.faults import FaultStore
 from service.storage.media import MediaStore
+from service.storage.schedule import SWEEP_INTERVAL_SECONDS, SweepSchedule
 from service.storage.streams import StreamStore
 
-# Each process sweeps expired streams at most this often (besides the first request it serves, and `wis gc`).
-SWEEP_INTERVAL_SECONDS = 300
+__all__ = ["Repository", "SWEEP_INTERVAL_SECONDS", "open_repository", "init_app", "get_repository"]
 
 
 class Repository:
@@ -27,9 +29,7 @@ class Repository:
         self.media = MediaStore(self.orgs_root, names)
         self.streams = StreamStore(self.orgs_root, self.media, stream_ttl_seconds, clock)
         self.faults = FaultStore(self.data_dir)
-        # Due at once: the first request a process serves sweeps what expired while it was down.
-        self._next_sweep = clock()
-        self._sweep_schedule = threading.Lock()
+        self._sweep_schedule = SweepSchedule(clock)
 
     def orgs(self):
         """Every org that has stored something, sorted."""
@@ -46,12 +46,11 @@ class Repository:
     def sweep_due(self):
         """True for exactly one caller once SWEEP_INTERVAL_SECONDS have passed since the last sweep was claimed
         (the 32 threads of a worker share this repository)."""
-        with self._sweep_schedule:
-            now = self.clock()
-            if now < self._next_sweep:
-                return False
-            self._next_sweep = now + SWEEP_INTERVAL_SECONDS
-            return True
+        return self._sweep_schedule.due()
+
+    def check_ready(self):
+        """Nothing to check: the data directory is this process's own disk (a failing one answers 503 per request)."""
+        return {}
 
     def reset(self):
         """Remove every org's documents, media and streams, and every pending fault (test mode)."""
@@ -60,8 +59,19 @@ class Repository:
         self.faults.clear()
 
 
+def open_repository(config, clock=time.time):
+    """The repository the configuration names: the shared backend with a database URL, else the data directory."""
+    ttl_seconds = config["STREAM_TTL_HOURS"] * 3600
+    if config.get("DATABASE_URL"):
+        from service.storage.shared import SharedRepository  # psycopg and boto3 load only when used
+
+        return SharedRepository(config["DATA_DIR"], config["DATABASE_URL"], config["S3_BUCKET"],
+                                config["S3_PREFIX"], ttl_seconds, clock)
+    return Repository(config["DATA_DIR"], ttl_seconds, clock)
+
+
 def init_app(app):
-    app.extensions["repository"] = Repository(app.config["DATA_DIR"], app.config["STREAM_TTL_HOURS"] * 3600)
+    app.extensions["repository"] = open_repository(app.config)
 
 
 def get_repository(app):

@@ -1,0 +1,84 @@
+"""The shared backend (CONTRACT 8): documents, stream state and the media index in PostgreSQL, media and upload bytes
+in an S3-compatible bucket. No node keeps anything another node needs: its data directory holds only what is received
+before it goes to the store (spooled request bodies) and the test-mode faults of that node.
+
+Modules, each importing only those after it: `streams` and `tus` (upload streams), `media` (published media),
+`documents`, `database` (PostgreSQL: pool, transactions, schema), `objects` (the bucket).
+"""
+import shutil
+import time
+from pathlib import Path
+
+from service.storage.faults import FaultStore
+from service.storage.schedule import SweepSchedule
+from service.storage.shared.database import Database
+from service.storage.shared.documents import SharedDocumentStore
+from service.storage.shared.media import SharedMediaStore
+from service.storage.shared.objects import ObjectStore
+from service.storage.shared.streams import SharedStreamStore
+
+# Where this node spools request bodies on their way to the bucket.
+SPOOL = "spool"
+
+
+class SharedRepository:
+    """The stores of the shared backend; the same methods as service.storage.Repository."""
+
+    def __init__(self, data_dir, database_url, bucket, prefix="", stream_ttl_seconds=24 * 3600, clock=time.time):
+        self.data_dir = Path(data_dir)
+        self.spool = self.data_dir / SPOOL
+        self.spool.mkdir(parents=True, exist_ok=True)
+        self.clock = clock
+        self.database = Database(database_url)
+        self.objects = ObjectStore(bucket, prefix)
+        self.documents = SharedDocumentStore(self.database)
+        self.media = SharedMediaStore(self.database, self.objects, self.spool, clock)
+        self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds, clock)
+        self.faults = FaultStore(self.data_dir)
+        self._sweep_schedule = SweepSchedule(clock)
+
+    def orgs(self):
+        """Every org that has stored something, sorted."""
+        with self.database.transaction() as connection:
+            rows = connection.execute(
+                "SELECT org FROM documents UNION SELECT org FROM media UNION SELECT org FROM streams ORDER BY 1")
+            return [org for (org,) in rows]
+
+    def sweep(self):
+        """Remove expired streams (aborting their multipart uploads, removing their staged objects) and spooled bodies
+        their worker left; return how many streams."""
+        cutoff = self.clock() - self.streams.ttl_seconds
+        for leftover in self.spool.iterdir():
+            try:
+                if leftover.stat().st_mtime < cutoff:
+                    leftover.unlink()
+            except FileNotFoundError:
+                pass
+        return self.streams.sweep()
+
+    def sweep_due(self):
+        return self._sweep_schedule.due()
+
+    def check_ready(self):
+        """{component: problem} for each engine that does not answer; empty when both do."""
+        problems = {}
+        for name, check in (("database", self.database.ping), ("objectStore", self.objects.check)):
+            try:
+                check()
+            except Exception as error:  # any failure means not ready; the message says which engine
+                problems[name] = str(error)
+        return problems
+
+    def check_start(self):
+        """At start-up: ConfigurationError naming the database URL or the bucket when either is wrong."""
+        self.database.check_schema()
+        self.objects.check()
+
+    def reset(self):
+        """Remove every org's documents, media and streams, and every pending fault (test mode)."""
+        self.streams.remove_all()
+        self.media.remove_all()
+        self.documents.remove_all()
+        shutil.rmtree(self.spool, ignore_errors=True)
+        self.spool.mkdir(parents=True, exist_ok=True)
+        self.faults.clear()
