@@ -180,6 +180,10 @@ class LockedStream:
                     with open(self.directory / PREFIX, "r+b") as prefix:
                         prefix.truncate(self._boundaries.read(merged)[0])
 
+    def commit_tus(self, appending):
+        """Make a tus PATCH body received onto the prefix (a TusAppend holding the append lock) part of the upload."""
+        appending.commit()
+
     def merged_sha256(self):
         """Hex SHA-256 of the prefix as merged so far."""
         return PySha256.deserialize(self._boundaries.read(self._next())[1]).finalize()
