@@ -95,7 +95,7 @@ def append_tus(repo, org, stream_id, offset, body, body_length=None, checksum=No
             raise InvalidRequest("the body ended before its Content-Length; with an Upload-Checksum nothing is kept")
         _check_body_format(appending, meta)
         with repo.streams.open(org, stream_id) as stream:
-            appending.commit()
+            stream.commit_tus(appending)
             if appending.offset < meta["fileSize"]:
                 outcome = (appending.offset, None, UPLOAD_APPENDED)
             else:

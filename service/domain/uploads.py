@@ -170,6 +170,7 @@ def receive_chunk(repo, org, stream_id, index, total, incoming, sha=None):
     STREAM_COMPLETED (this request completed the stream, {"path"}) or ALREADY_COMPLETE (a retry, {"path"})."""
     check_size(incoming.size, REQUEST_FILE_LIMIT)
     check_sha(sha, incoming, f"chunk {index}")
+    repo.streams.prepare(org, stream_id, index, incoming)
     with repo.streams.open(org, stream_id) as stream:
         meta = stream.meta
         require_chunked(meta)

@@ -88,6 +88,9 @@ class StreamStore:
         except (FileNotFoundError, NotADirectoryError):
             raise StreamNotFound() from None
 
+    def prepare(self, org, stream_id, index, incoming):
+        """Work a received chunk needs before the stream's lock is taken: none here (the chunk is on this disk)."""
+
     @contextlib.contextmanager
     def open(self, org, stream_id):
         """Hold the stream's lock and yield a LockedStream; 404 when it does not exist or has expired."""
