@@ -7,6 +7,7 @@ each other.
 import hashlib
 import importlib.util
 import io
+import itertools
 import os
 import random
 import re
@@ -275,14 +276,66 @@ def free_port():
         return sock.getsockname()[1]
 
 
-class GunicornServer:
-    """Real gunicorn on a free 127.0.0.1 port with its own data directory."""
+def store_media(repo, org, path, data=None):
+    """Publish `data` (by default the signature of the path's kind) at a media path, as an upload would, on either
+    backend."""
+    if data is None:
+        data = PNG if "/images/" in path else MP4
+    with tempfile.TemporaryDirectory() as directory:
+        source = Path(directory) / "media"
+        source.write_bytes(data)
+        assert repo.media.publish(org, path, source), f"{path} is taken"
 
-    def __init__(self, data_dir, workers=2, env=None, extra_args=()):
+
+# -- backends ---------------------------------------------------------------------------------------------------------
+# The behaviour tests run against both storage backends (the `backend` fixture in conftest.py). Each app or server a
+# test starts gets stores of its own: a data directory, and on the shared backend also a fresh PostgreSQL database and
+# a key prefix of its own in the session's bucket.
+
+class FileBackend:
+    name = "file"
+
+    def settings(self):
+        """Config overrides for create_app (beside DATA_DIR, which every app gets)."""
+        return {}
+
+    def environment(self, settings):
+        """The same settings as environment variables of a server process."""
+        return {}
+
+
+class SharedBackend:
+    name = "shared"
+    _prefixes = itertools.count(1)
+
+    def __init__(self, postgres, bucket):
+        self.postgres = postgres
+        self.bucket = bucket
+
+    def settings(self):
+        from service.storage.shared.database import Database
+
+        url = self.postgres.new_database()
+        Database(url).upgrade()
+        return {"DATABASE_URL": url, "S3_BUCKET": self.bucket, "S3_PREFIX": f"t{os.getpid()}-{next(self._prefixes)}/"}
+
+    def environment(self, settings):
+        return {"WIS_DATABASE_URL": settings["DATABASE_URL"], "WIS_S3_BUCKET": settings["S3_BUCKET"],
+                "WIS_S3_PREFIX": settings["S3_PREFIX"]}
+
+
+class GunicornServer:
+    """Real gunicorn on a free 127.0.0.1 port with its own data directory (and its own shared stores when `backend`
+    is the shared one)."""
+
+    def __init__(self, data_dir, workers=2, env=None, extra_args=(), backend=None):
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         environment = dict(os.environ, WIS_DATA_DIR=str(data_dir), WIS_API_TOKENS=TOKENS)
+        if backend is not None:
+            self.settings = backend.settings()
+            environment.update(backend.environment(self.settings))
         environment.update(env or {})
         # A file, not a pipe: a pipe nobody reads fills up and blocks a chatty server.
         self._stderr = tempfile.TemporaryFile()

@@ -10,6 +10,7 @@ import os
 import threading
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from service.errors import ConfigurationError, DatabaseUnavailable
@@ -89,6 +90,12 @@ def _is_unavailable(error):
         error, psycopg.errors.QueryCanceled)
 
 
+def _with_statement_timeout(url):
+    """`url` with a statement timeout added to the libpq `options` it may already carry (a search_path, say)."""
+    options = conninfo_to_dict(url).get("options") or ""
+    return make_conninfo(url, options=f"{options} -c statement_timeout={STATEMENT_TIMEOUT_MS}".strip())
+
+
 class Database:
     """The service's PostgreSQL database at `url` (a libpq URL or conninfo string)."""
 
@@ -105,11 +112,10 @@ class Database:
             with self._opening:
                 if self._pool is None or self._pool_pid != os.getpid():
                     self._pool = ConnectionPool(
-                        self.url, min_size=1, max_size=self._pool_size, timeout=POOL_WAIT_SECONDS, open=False,
+                        _with_statement_timeout(self.url), min_size=1, max_size=self._pool_size, timeout=POOL_WAIT_SECONDS, open=False,
                         # A connection that died with the server is noticed when it is taken, not by a request.
                         check=ConnectionPool.check_connection,
-                        kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS, "autocommit": False,
-                                "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"})
+                        kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS, "autocommit": False})
                     self._pool.open(wait=False)
                     self._pool_pid = os.getpid()
         return self._pool
