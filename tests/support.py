@@ -287,6 +287,44 @@ def store_media(repo, org, path, data=None):
         assert repo.media.publish(org, path, source), f"{path} is taken"
 
 
+def stored_names(app, org, area, *under):
+    """What an org has stored under `area` ("media", optionally "images" or "videos"; or "streams", optionally a stream
+    id), to check that a request left exactly what it should. File backend: the names of the files there. Shared
+    backend: media names in the index, or ids of stream rows, plus the key of every object of the org in that area
+    that the index does not name, and of every file left in the node's spool (both leftovers)."""
+    from service.storage import get_repository
+
+    repo = get_repository(app)
+    if not hasattr(repo, "database"):
+        root = repo.orgs_root.joinpath(org, area, *under)
+        return sorted(path.name for path in root.rglob("*") if path.is_file()) if root.exists() else []
+    with repo.database.transaction() as connection:
+        if area == "media":
+            rows = connection.execute("SELECT path, object_key FROM media WHERE org = %s", (org,)).fetchall()
+            folder = f"/{under[0]}/" if under else "/"
+            names = [path.rsplit("/", 1)[1] for path, _ in rows if folder in path]
+            indexed = {key for _, key in rows}
+        else:
+            rows = connection.execute("SELECT id FROM streams WHERE org = %s", (org,)).fetchall()
+            names = [stream_id for (stream_id,) in rows if not under or stream_id == under[0]]
+            indexed = set()
+    leftovers = [key for key in repo.objects.keys(f"{area}/{org}/{'/'.join(under)}") if key not in indexed]
+    spooled = [path.name for path in repo.spool.iterdir()]
+    return sorted(names + leftovers + spooled)
+
+
+def stream_ids(server, org="default"):
+    """Ids of every stream a GunicornServer holds for an org, on either backend."""
+    settings = getattr(server, "settings", {})
+    if settings.get("DATABASE_URL"):
+        import psycopg
+
+        with psycopg.connect(settings["DATABASE_URL"]) as connection:
+            return {stream_id for (stream_id,) in connection.execute("SELECT id FROM streams WHERE org = %s", (org,))}
+    streams = server.data_dir / "orgs" / org / "streams"
+    return {path.name for path in streams.iterdir() if path.is_dir()} if streams.exists() else set()
+
+
 # -- backends ---------------------------------------------------------------------------------------------------------
 # The behaviour tests run against both storage backends (the `backend` fixture in conftest.py). Each app or server a
 # test starts gets stores of its own: a data directory, and on the shared backend also a fresh PostgreSQL database and
@@ -333,6 +371,7 @@ class GunicornServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         environment = dict(os.environ, WIS_DATA_DIR=str(data_dir), WIS_API_TOKENS=TOKENS)
+        self.settings = {}
         if backend is not None:
             self.settings = backend.settings()
             environment.update(backend.environment(self.settings))

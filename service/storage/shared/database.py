@@ -159,7 +159,7 @@ class Database:
         except psycopg.OperationalError as error:
             reason = " ".join(str(error).split())
             raise DatabaseUnavailable(
-                f"cannot connect to the database at WIS_DATABASE_URL (or DATABASE_URL): {reason}") from error
+                f"cannot connect to the database (PostgreSQL) at WIS_DATABASE_URL (or DATABASE_URL): {reason}") from error
         with connection, connection.transaction():
             yield connection
 
