@@ -287,8 +287,17 @@ def test_a_node_killed_mid_request_loses_nothing_acknowledged_and_its_uploads_re
     cut_tus = start_partial_request(doomed.url, "PATCH", f"/uploads/{tus_id}", dict(TUS, **{
         "Upload-Offset": str(4 * MB), "Content-Type": OCTETS}), clip[4 * MB:], 3 * MB)
 
-    threads = [threading.Thread(target=upserter, args=(thread,)) for thread in range(4)]
-    threads.append(threading.Thread(target=uploader))
+    failures = []
+
+    def recording(target, *args):
+        def run():
+            try:
+                target(*args)
+            except BaseException as error:  # an assertion in a thread must fail the test, not only be printed
+                failures.append(error)
+        return threading.Thread(target=run)
+
+    threads = [recording(upserter, thread) for thread in range(4)] + [recording(uploader)]
     for thread in threads:
         thread.start()
     try:
@@ -303,6 +312,7 @@ def test_a_node_killed_mid_request_loses_nothing_acknowledged_and_its_uploads_re
         cut_chunk.close()
         cut_tus.close()
     assert not any(thread.is_alive() for thread in threads)
+    assert not failures, failures
     assert sum(acknowledged.values()) >= 20 and len(media) >= 3, (acknowledged, media)
 
     # Every acknowledged write is there; at most the one write in flight per thread was done without an answer.
