@@ -19,7 +19,7 @@ from service.errors import ConfigurationError, DatabaseUnavailable
 # this must stay under the server's max_connections (100 by default).
 POOL_SIZE = 4
 # How long a request waits for a pooled connection before it is a 503.
-POOL_WAIT_SECONDS = 10
+POOL_WAIT_SECONDS = 5
 CONNECT_TIMEOUT_SECONDS = 5
 # Any one statement longer than this is a database in trouble; the request answers 503 instead of hanging.
 STATEMENT_TIMEOUT_MS = 30_000
@@ -134,8 +134,9 @@ class Database:
             raise
 
     def ping(self):
-        """Raise DatabaseUnavailable unless the database answers."""
-        with self.transaction() as connection:
+        """Raise DatabaseUnavailable unless the database answers now: on a connection of its own, so a readiness probe
+        gets its answer within CONNECT_TIMEOUT_SECONDS, not after the pool's POOL_WAIT_SECONDS."""
+        with self._one_off_transaction() as connection:
             connection.execute("SELECT 1")
 
     def close(self):
@@ -152,8 +153,7 @@ class Database:
         threads) across the fork; and a database out of reach must be said at once, with libpq's reason, not after
         the pool's POOL_WAIT_SECONDS of retries."""
         try:
-            connection = psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_SECONDS,
-                                         options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}")
+            connection = psycopg.connect(_with_statement_timeout(self.url), connect_timeout=CONNECT_TIMEOUT_SECONDS)
         except psycopg.ProgrammingError as error:  # not a URL or conninfo string libpq can read
             raise ConfigurationError(f"WIS_DATABASE_URL (or DATABASE_URL) is not a PostgreSQL URL: {error}") from None
         except psycopg.OperationalError as error:
