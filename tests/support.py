@@ -362,18 +362,39 @@ class SharedBackend:
                 "WIS_S3_PREFIX": settings["S3_PREFIX"]}
 
 
+def process_children(pid):
+    """The ids of a process's children (from /proc/<pid>/task/*/children)."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return children
+
+
+def process_alive(pid):
+    """True while `pid` runs (a zombie, dead but not yet reaped, is not alive)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 class GunicornServer:
     """Real gunicorn on a free 127.0.0.1 port with its own data directory (and its own shared stores when `backend`
     is the shared one)."""
 
-    def __init__(self, data_dir, workers=2, env=None, extra_args=(), backend=None):
+    def __init__(self, data_dir, workers=2, env=None, extra_args=(), backend=None, settings=None):
+        """`settings` (from backend.settings()) puts this server on stores another server uses too: two nodes of one
+        deployment; without it the server gets stores of its own."""
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         environment = dict(os.environ, WIS_DATA_DIR=str(data_dir), WIS_API_TOKENS=TOKENS)
         self.settings = {}
         if backend is not None:
-            self.settings = backend.settings()
+            self.settings = settings if settings is not None else backend.settings()
             environment.update(backend.environment(self.settings))
         environment.update(env or {})
         # A file, not a pipe: a pipe nobody reads fills up and blocks a chatty server.
@@ -408,6 +429,21 @@ class GunicornServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    def kill(self):
+        """SIGKILL the master and its workers at once, as a machine crash would: no request in flight is finished."""
+        master = self.process.pid
+        workers = process_children(master)
+        for pid in (master, *workers):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while any(process_alive(pid) for pid in workers):
+            assert time.monotonic() < deadline, f"gunicorn workers {workers} outlived SIGKILL"
+            time.sleep(0.05)
 
     @property
     def stderr_text(self):
