@@ -73,11 +73,6 @@ MIGRATIONS = [
         state_after bytea,
         PRIMARY KEY (org, stream_id, index)
     );
-    CREATE TABLE orphan_objects (
-        object_key text PRIMARY KEY,
-        upload_id text,
-        since double precision NOT NULL
-    );
     """,
 ]
 # Taken by `upgrade` for its transaction, so several nodes running it at once apply each migration once.

@@ -186,7 +186,8 @@ class SharedStreamStore:
 
     def _remove_objects(self, keys):
         for key in keys:
-            with contextlib.suppress(Exception):  # best effort: the sweep of orphans finishes the job
+            # Best effort: a key left behind is garbage no row names (the README suggests a lifecycle rule for them).
+            with contextlib.suppress(Exception):
                 self.objects.delete(key)
 
     def tus_append(self, org, stream_id, lock_timeout):
