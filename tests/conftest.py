@@ -11,6 +11,7 @@ import pytest
 
 from service import create_app
 from service.client import Client
+from engines import POSTGRES_INSTALL, WEED_INSTALL, PostgresServer, SeaweedServer, postgres_bin, weed_binary
 from support import (
     CHROMIUM, CHROMIUM_ARGS, HEADERS, JS_DIR, OTHER_HEADERS, TOKEN, TOKENS, GunicornServer, PageServer,
 )
@@ -111,3 +112,29 @@ def node():
         if result.returncode != 0:
             pytest.fail(f"npm ci in {JS_DIR} failed:\n{result.stdout}\n{result.stderr}")
     return node_binary
+
+
+# -- real engines for the shared backend ----------------------------------------------------------------------------
+# Started the first time a test asks (session fixtures are lazy), stopped by pid at the end of the session. Without
+# the engine the tests fail and say how to install it: they must not pass by not running.
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL cluster (tests.engines.PostgresServer) for the session: `postgres.new_database()` gives each test
+    a database of its own."""
+    if postgres_bin() is None:
+        pytest.fail(f"the shared-backend tests need PostgreSQL: {POSTGRES_INSTALL}", pytrace=False)
+    server = PostgresServer()
+    yield server
+    server.remove()
+
+
+@pytest.fixture(scope="session")
+def seaweed():
+    """A SeaweedFS S3 server (tests.engines.SeaweedServer) for the session: `seaweed.create_bucket(name)` gives each
+    test a bucket of its own, `seaweed.env()` the environment of a service process."""
+    if weed_binary() is None:
+        pytest.fail(f"the shared-backend tests need SeaweedFS's weed: {WEED_INSTALL}", pytrace=False)
+    server = SeaweedServer()
+    yield server
+    server.remove()
