@@ -29,7 +29,7 @@ class Repository:
         self.media = MediaStore(self.orgs_root, names)
         self.streams = StreamStore(self.orgs_root, self.media, stream_ttl_seconds, clock)
         self.faults = FaultStore(self.data_dir)
-        self._sweep_schedule = SweepSchedule(clock)
+        self._sweep_schedule = SweepSchedule(lambda: self.clock())  # the clock may be replaced (tests)
 
     def orgs(self):
         """Every org that has stored something, sorted."""

@@ -35,7 +35,7 @@ class SharedRepository:
         self.media = SharedMediaStore(self.database, self.objects, self.spool, clock)
         self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds, clock)
         self.faults = FaultStore(self.data_dir)
-        self._sweep_schedule = SweepSchedule(clock)
+        self._sweep_schedule = SweepSchedule(lambda: self.clock())  # the clock may be replaced (tests)
 
     def orgs(self):
         """Every org that has stored something, sorted."""

@@ -253,6 +253,48 @@ class SharedStreamStore:
         record["tail"] = orjson.loads(record["tail"])
         return record
 
+    def import_stream(self, org, stream_id, meta, pieces, received):
+        """Copy an open stream of the file backend (`wis migrate`), keeping its id: `pieces` yields (chunk index, or
+        None for a tus upload's bytes, open binary file, size) in the order they are to be received; `received` is
+        what the source holds ({chunk index: size}, or the tus offset). A stream already copied with the same
+        received data is "unchanged"; one copied only in part (an interrupted run) is copied again."""
+        current = self.peek(org, stream_id)
+        if current is not None:
+            if current["protocol"] == "tus":
+                held = current["length"]
+            else:
+                held = self.status(org, stream_id)[1]
+            if held == received:
+                return "unchanged"
+            self.delete(org, stream_id)
+        tus = meta.get("protocol") == "tus"
+        with self.database.transaction() as connection:
+            connection.execute(
+                "INSERT INTO streams (org, id, meta, protocol, state, touched_at, hash_state) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (org, stream_id, orjson.dumps(meta).decode(), "tus" if tus else "chunks", meta["state"], self.clock(),
+                 EMPTY_STATE))
+        for index, file, size in pieces:
+            if tus:
+                appending = self.tus_append(org, stream_id, 0)
+                try:
+                    _copy(file, size, appending)
+                    with self.open(org, stream_id) as stream:
+                        stream.commit_tus(appending)
+                finally:
+                    appending.close()
+                continue
+            incoming = self.new_incoming(org, stream_id, SNIFF_BYTES, index)
+            try:
+                _copy(file, size, incoming)
+                self.prepare(org, stream_id, index, incoming)
+                with self.open(org, stream_id) as stream:
+                    stream.put_part(index, incoming)
+                    stream.merge_available()
+            finally:
+                incoming.discard()
+        return "copied"
+
     def remove_all(self):
         """Every stream of every org (test-mode reset)."""
         with self.database.transaction() as connection:
@@ -261,6 +303,12 @@ class SharedStreamStore:
             for org, stream_id, *rest in rows:
                 keys += self.forget(connection, org, stream_id, self._record_of(rest))
         self._remove_objects(keys)
+
+
+def _copy(source, size, target):
+    while size > 0 and (block := source.read(min(BUFFER_SIZE, size))):
+        target.write(block)
+        size -= len(block)
 
 
 class SpooledChunk(Receiving):

@@ -11,6 +11,7 @@ from service.storage.streams.append import PrefixAppend
 from service.storage.streams.boundaries import BoundaryRecords
 from service.storage.streams.layout import (MERGED, META, PREFIX, copy_range, part_path, part_sizes, read_json,
                                              remove_stream, take_append_lock, write_json)
+from service.storage.streams.tus import committed_offset
 
 
 class LockedStream:
@@ -179,6 +180,28 @@ class LockedStream:
                 if writable:
                     with open(self.directory / PREFIX, "r+b") as prefix:
                         prefix.truncate(self._boundaries.read(merged)[0])
+
+    def export(self):
+        """(pieces, received) of this open stream, for copying it to another backend (`wis migrate`): pieces yields
+        (chunk index, or None for a tus upload's bytes, open binary file at the piece's start, size) in order;
+        received is {chunk index: size}, or a tus upload's committed offset."""
+        if self.meta.get("protocol") == "tus":
+            offset = committed_offset(self.directory)
+            return self._pieces([(None, self.directory / PREFIX, 0, offset)]), offset
+        merged = self._next()
+        lengths = self._boundaries.lengths(0, merged + 1)
+        places = [(index, self.directory / PREFIX, lengths[index], lengths[index + 1] - lengths[index])
+                  for index in range(merged)]
+        places += [(index, self._part(index), 0, size)
+                   for index, size in sorted(part_sizes(self.directory).items()) if index >= merged]
+        return self._pieces(places), self.part_sizes()
+
+    @staticmethod
+    def _pieces(places):
+        for index, path, start, size in places:
+            with open(path, "rb") as file:
+                file.seek(start)
+                yield index, file, size
 
     def commit_tus(self, appending):
         """Make a tus PATCH body received onto the prefix (a TusAppend holding the append lock) part of the upload."""
