@@ -1,4 +1,5 @@
-"""`wis`: serve the service, upload media, push work instructions from files, collect garbage."""
+"""`wis`: serve the service, upload media, push work instructions from files, collect garbage, upgrade the shared
+backend's database and move a data directory into it."""
 import argparse
 import os
 import re
@@ -10,11 +11,12 @@ from pathlib import Path
 from tqdm import tqdm
 
 from service.client import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, Client, ClientError, describe
-from service.config import load_config
+from service.config import load_config, uses_shared_backend
 from service.domain.media_gc import delete_media, unreferenced_media
-from service.errors import ConfigurationError
+from service.errors import ConfigurationError, StorageFailed
 from service.interface import DESTINATIONS, MB
-from service.storage import Repository
+from service.storage import Repository, open_repository
+from service.storage.migration import copy_data_directory, is_data_directory
 from service.storage.tokens import DEFAULT_TOKEN_FILE
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -102,6 +104,20 @@ def build_parser():
                          "that is about to be pushed is spared (default 1)")
     gc.add_argument("--delete", action="store_true", help="delete the unreferenced media")
     gc.set_defaults(run=gc_command)
+
+    db = commands.add_parser("db", help="the shared backend's PostgreSQL database (WIS_DATABASE_URL)")
+    db_commands = db.add_subparsers(dest="db_command", required=True, metavar="DB_COMMAND")
+    upgrade = db_commands.add_parser("upgrade", help="bring the database schema up to date (safe to run again, and "
+                                                     "from several nodes at once)")
+    upgrade.set_defaults(run=db_upgrade_command)
+
+    migrate = commands.add_parser(
+        "migrate", help="copy a data directory into the shared backend",
+        description="Copy the documents (keeping createdAt, updatedAt and revision), media and open upload streams of "
+                    "a file data directory into the shared backend configured by WIS_DATABASE_URL and WIS_S3_BUCKET. "
+                    "Safe to run again: what is already there is left unchanged.")
+    migrate.add_argument("--from-data-dir", required=True, metavar="DIR", help="the data directory to copy from")
+    migrate.set_defaults(run=migrate_command)
     return parser
 
 
@@ -113,6 +129,8 @@ def main(argv=None):
     except ClientError as error:
         print(f"error: {describe(error)}", file=sys.stderr)
     except (UsageError, ConfigurationError, ValueError) as error:  # ValueError: a request the client refused
+        print(f"error: {error}", file=sys.stderr)
+    except StorageFailed as error:  # the database, the bucket or the disk of a storage command failed
         print(f"error: {error}", file=sys.stderr)
     except OSError as error:
         # A local file or directory (input, upload state, data directory) that cannot be used.
@@ -206,14 +224,23 @@ def push_command(args):
     return 1 if any(result.error is not None for result in results) else 0
 
 
-# -- gc ---------------------------------------------------------------------------------------------
+# -- storage commands: gc, db upgrade, migrate ------------------------------------------------------
+
+def open_checked_repository(config):
+    """The configured repository; the shared backend's is checked first (database reachable and upgraded, bucket
+    there), so a wrong setting is one line, not a failure half-way."""
+    repo = open_repository(config)
+    if uses_shared_backend(config):
+        repo.check_start()
+    return repo
+
 
 def gc_command(args):
     overrides = {"DATA_DIR": args.data_dir} if args.data_dir else {}
-    config = load_config(overrides)
-    if not Path(config["DATA_DIR"]).is_dir():
+    config = load_config(overrides, serving=False)
+    if not uses_shared_backend(config) and not Path(config["DATA_DIR"]).is_dir():
         raise UsageError(f"data directory {config['DATA_DIR']} does not exist")
-    repo = Repository(config["DATA_DIR"], config["STREAM_TTL_HOURS"] * 3600)
+    repo = open_checked_repository(config)
     removed = repo.sweep()
     print(f"removed {removed} expired upload stream(s)", file=sys.stderr)
     garbage = unreferenced_media(repo, older_than=time.time() - args.min_age_hours * 3600)
@@ -223,3 +250,30 @@ def gc_command(args):
         print(f"{org}\t{path}")
     verb = "deleted" if args.delete else "found (use --delete to delete them)"
     print(f"{len(garbage)} unreferenced media file(s) {verb}", file=sys.stderr)
+
+
+def db_upgrade_command(args):
+    config = load_config(serving=False)
+    if not uses_shared_backend(config):
+        raise UsageError("no database configured: set WIS_DATABASE_URL (or DATABASE_URL) to the PostgreSQL database "
+                         "of the shared backend")
+    from service.storage.shared.database import Database  # psycopg loads only for the shared backend
+
+    before, after = Database(config["DATABASE_URL"]).upgrade()
+    print(f"database schema at version {after} " + (f"(was {before})" if before != after else "(already up to date)"))
+
+
+def migrate_command(args):
+    config = load_config(serving=False)
+    if not uses_shared_backend(config):
+        raise UsageError("wis migrate copies into the shared backend: set WIS_DATABASE_URL (or DATABASE_URL) and "
+                         "WIS_S3_BUCKET to the database and bucket to copy into")
+    if not is_data_directory(args.from_data_dir):
+        raise UsageError(f"{args.from_data_dir} is not a data directory of the service (it has no orgs folder)")
+    target = open_checked_repository(config)
+    source = Repository(args.from_data_dir, config["STREAM_TTL_HOURS"] * 3600)
+    counts = copy_data_directory(source, target)
+    for what, outcomes in counts.items():
+        print(f"{what}: {outcomes['copied']} copied, {outcomes['unchanged']} unchanged")
+    copied = sum(outcomes["copied"] for outcomes in counts.values())
+    print(f"{copied} item(s) copied" if copied else "nothing changed: the shared backend already holds everything")

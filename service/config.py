@@ -110,8 +110,9 @@ def _parse(variable, parse, raw):
         raise ConfigurationError(f"invalid value for {variable}: {raw!r} ({exc})") from None
 
 
-def load_config(overrides=None, environ=None):
-    """Return the effective configuration as a plain dict."""
+def load_config(overrides=None, environ=None, serving=True):
+    """Return the effective configuration as a plain dict. `serving=False` for the commands that work on the storage
+    alone (`wis db upgrade`, `wis migrate`, `wis gc`): they answer no request, so they need no API tokens."""
     overrides = overrides or {}
     config = read_environment(ENVIRONMENT, DEFAULTS, os.environ if environ is None else environ)
     config.update(overrides)
@@ -121,7 +122,7 @@ def load_config(overrides=None, environ=None):
     # Made absolute once, against the working directory at start-up: libraries resolve a relative path
     # against bases of their own (Flask's send_file against the package folder), so every store gets this.
     config["DATA_DIR"] = os.path.abspath(os.path.expanduser(str(config["DATA_DIR"])))
-    check_backend(config)
+    check_backend(config, serving)
     return config
 
 
@@ -129,16 +130,16 @@ def uses_shared_backend(config):
     return bool(config["DATABASE_URL"])
 
 
-def check_backend(config):
-    """A ConfigurationError for half a shared-backend configuration, or one without tokens: an ephemeral disk keeps
-    no default token, and every node must accept the same ones."""
+def check_backend(config, serving=True):
+    """A ConfigurationError for half a shared-backend configuration, or one without tokens for a service that serves
+    requests: an ephemeral disk keeps no default token, and every node must accept the same ones."""
     if config["DATABASE_URL"] and not config["S3_BUCKET"]:
         raise ConfigurationError("WIS_S3_BUCKET is required with a database URL (WIS_DATABASE_URL or DATABASE_URL): "
                                  "media and upload bytes go to that S3 bucket")
     if config["S3_BUCKET"] and not config["DATABASE_URL"]:
         raise ConfigurationError("WIS_DATABASE_URL (or DATABASE_URL) is required with WIS_S3_BUCKET: documents, "
                                  "stream state and the media index go to that PostgreSQL database")
-    if config["DATABASE_URL"] and not str(config["API_TOKENS"]).strip():
+    if serving and config["DATABASE_URL"] and not str(config["API_TOKENS"]).strip():
         raise ConfigurationError("WIS_API_TOKENS is required with the shared backend (WIS_DATABASE_URL and "
                                  "WIS_S3_BUCKET): there is no default token on a shared or ephemeral disk")
 

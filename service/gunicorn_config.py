@@ -26,23 +26,27 @@ os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_METRICS_DIR)
 
 from gunicorn.glogging import Logger  # noqa: E402 (after the environment is set)
 
-from service import auth, cycle_collector, observability  # noqa: E402
-from service.config import load_config, load_server_config  # noqa: E402
-from service.errors import ConfigurationError  # noqa: E402
+from service import auth, cycle_collector, observability, storage  # noqa: E402
+from service.config import load_config, load_server_config, uses_shared_backend  # noqa: E402
+from service.errors import ConfigurationError, StorageFailed  # noqa: E402
 from service.graphql import load_schema  # noqa: E402
 from service.openapi import load_document  # noqa: E402
 
 
 def _settings():
     """Gunicorn's settings and the service's, checked before anything starts: a malformed setting, a broken
-    schema or OpenAPI file is one line naming it and exit status 1, not a traceback from every worker."""
+    schema or OpenAPI file, or a shared backend whose database or bucket is out of reach or not ready is one line
+    naming it and exit status 1, not a traceback from every worker."""
     try:
         server = load_server_config()
         service = load_config()
         auth.parse_tokens(service["API_TOKENS"])
         load_schema()
         load_document()
-    except ConfigurationError as error:
+        if uses_shared_backend(service):
+            storage.open_repository(service).check_start()
+    # StorageFailed: the shared backend's database or object store does not answer; the message names its setting.
+    except (ConfigurationError, StorageFailed) as error:
         if _METRICS_DIR_OWNED:
             shutil.rmtree(_METRICS_DIR, ignore_errors=True)
         raise SystemExit(f"work-instruction service: {error}") from None

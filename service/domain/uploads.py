@@ -4,6 +4,7 @@ Views hand these functions the repository, the org and already-validated fields;
 `IncomingFile` (service.storage.incoming) that was hashed and sniffed while it was written to disk.
 """
 import math
+import os
 import re
 import secrets
 import unicodedata
@@ -15,7 +16,7 @@ from service.errors import (
 )
 from service.interface import (
     CHUNKS_PROTOCOL, DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES, TUS_PROTOCOL,
-    media_path, sniff_format,
+    media_path, parse_media_path, sniff_format,
 )
 
 # A chunkIndex as clients send it; anything else is left to the form's validation.
@@ -271,9 +272,11 @@ def delete_stream(repo, org, stream_id):
 # -- serving --------------------------------------------------------------------------------------
 
 def media_file(repo, org, path):
-    """(file, content type) of an org's published media, or 404 as if it did not exist."""
-    file = repo.media.file_for(org, path)
-    content_type = CONTENT_TYPES.get(file.suffix) if file is not None else None
-    if content_type is None or not file.is_file():
+    """(OpenMedia, content type) of an org's published media, or 404 as if it did not exist. The caller closes its
+    file (the response does, once sent)."""
+    parsed = parse_media_path(path)
+    content_type = CONTENT_TYPES.get(os.path.splitext(parsed[1])[1]) if parsed else None
+    opened = repo.media.open(org, path) if content_type else None
+    if opened is None:
         raise MediaNotFound()
-    return file, content_type
+    return opened, content_type

@@ -49,7 +49,8 @@ class Repository:
         return self._sweep_schedule.due()
 
     def check_ready(self):
-        """Nothing to check: the data directory is this process's own disk (a failing one answers 503 per request)."""
+        """{engine: None or its problem} of each engine to check: none, the data directory is this process's own disk
+        (a failing one answers 503 per request)."""
         return {}
 
     def reset(self):

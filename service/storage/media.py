@@ -1,6 +1,7 @@
 """Uploaded media files: `<data>/orgs/<org>/media/<images|videos>/<name>`, one per media path."""
 import contextlib
 import os
+from typing import BinaryIO, NamedTuple
 
 from service.interface import media_path, parse_media_path
 from service.storage.files import disk_errors, fsync_directory
@@ -11,6 +12,14 @@ from service.storage.incoming import IncomingFile
 FOLDER_BY_KIND = {"image": "images", "video": "videos"}
 # Single uploads are received here, beside the media they become, so publishing is a link, not a copy.
 STAGING = ".incoming"
+
+
+class OpenMedia(NamedTuple):
+    """A published media file opened to be served, the same for both backends."""
+    file: BinaryIO  # read-only and seekable; closing it releases what reading holds (a file, a GET)
+    size: int
+    etag: str  # strong (unquoted): another value whenever the bytes differ
+    last_modified: float  # POSIX seconds
 
 
 class MediaStore:
@@ -30,6 +39,22 @@ class MediaStore:
         """True when `path` names a whole, verified media file uploaded by `org`."""
         file = self.file_for(org, path)
         return file is not None and file.is_file()
+
+    def open(self, org, path):
+        """The org's media file at `path` opened to be served (OpenMedia), or None when it has none there."""
+        file = self.file_for(org, path)
+        if file is None:
+            return None
+        try:
+            with disk_errors():
+                opened = open(file, "rb")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+        status = os.fstat(opened.fileno())
+        # A media file is written once and linked into place, never rewritten: its inode and modification time name
+        # its bytes, without reading them.
+        etag = f"{status.st_ino:x}-{status.st_mtime_ns:x}-{status.st_size:x}"
+        return OpenMedia(opened, status.st_size, etag, status.st_mtime)
 
     def list_media(self, org):
         """(media path, last modification time) of every published media file of an org."""

@@ -9,6 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
+from service.errors import ObjectStoreUnavailable
 from service.storage.faults import FaultStore
 from service.storage.schedule import SweepSchedule
 from service.storage.shared.database import Database
@@ -60,19 +61,27 @@ class SharedRepository:
         return self._sweep_schedule.due()
 
     def check_ready(self):
-        """{component: problem} for each engine that does not answer; empty when both do."""
-        problems = {}
+        """{engine: None when it answers, else the problem} for the database and the object store."""
+        states = {}
         for name, check in (("database", self.database.ping), ("objectStore", self.objects.check)):
             try:
                 check()
+                states[name] = None
             except Exception as error:  # any failure means not ready; the message says which engine
-                problems[name] = str(error)
-        return problems
+                states[name] = str(error)
+        return states
 
     def check_start(self):
-        """At start-up: ConfigurationError naming the database URL or the bucket when either is wrong."""
+        """At start-up: ConfigurationError naming the database URL or the bucket when either is wrong (the schema not
+        upgraded, no such bucket, credentials refused); DatabaseUnavailable or ObjectStoreUnavailable, naming the
+        setting, when either engine does not answer."""
         self.database.check_schema()
-        self.objects.check()
+        try:
+            self.objects.check()
+        except ObjectStoreUnavailable as error:
+            raise ObjectStoreUnavailable(
+                f"the object store does not answer for bucket {self.objects.bucket!r}: check AWS_ENDPOINT_URL_S3 "
+                f"({error.__cause__ or error})") from error
 
     def reset(self):
         """Remove every org's documents, media and streams, and every pending fault (test mode)."""

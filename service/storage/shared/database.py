@@ -139,9 +139,27 @@ class Database:
 
     # -- schema ------------------------------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _one_off_transaction(self):
+        """A connection of its own, outside the pool, inside one transaction: for the schema check at start-up and
+        `wis db upgrade`. They run once, in gunicorn's master among others, which must not keep a pool (and its
+        threads) across the fork; and a database out of reach must be said at once, with libpq's reason, not after
+        the pool's POOL_WAIT_SECONDS of retries."""
+        try:
+            connection = psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                                         options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}")
+        except psycopg.ProgrammingError as error:  # not a URL or conninfo string libpq can read
+            raise ConfigurationError(f"WIS_DATABASE_URL (or DATABASE_URL) is not a PostgreSQL URL: {error}") from None
+        except psycopg.OperationalError as error:
+            reason = " ".join(str(error).split())
+            raise DatabaseUnavailable(
+                f"cannot connect to the database at WIS_DATABASE_URL (or DATABASE_URL): {reason}") from error
+        with connection, connection.transaction():
+            yield connection
+
     def schema_version(self):
         """How many migrations the database has; 0 for an empty one."""
-        with self.transaction() as connection:
+        with self._one_off_transaction() as connection:
             exists = connection.execute("SELECT to_regclass('wis_schema') IS NOT NULL").fetchone()[0]
             if not exists:
                 return 0
@@ -151,7 +169,7 @@ class Database:
         """Apply the migrations the database lacks; return (version before, version after). Safe to run from several
         nodes at once: a transaction-scoped advisory lock lets one apply them while the others wait, then find
         nothing left to do."""
-        with self.transaction() as connection:
+        with self._one_off_transaction() as connection:
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (UPGRADE_LOCK,))
             connection.execute("CREATE TABLE IF NOT EXISTS wis_schema (version integer NOT NULL)")
             row = connection.execute("SELECT version FROM wis_schema").fetchone()

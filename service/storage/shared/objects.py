@@ -7,6 +7,7 @@ ObjectStoreUnavailable (503); a refusal that means the configuration is wrong (n
 ConfigurationError at start-up.
 """
 import contextlib
+import io
 import os
 import threading
 
@@ -102,6 +103,19 @@ class ObjectStore:
             return self.client.put_object(Bucket=self.bucket, Key=key, Body=_Limited(file, size),
                                           ContentLength=size)["ETag"]
 
+    def put_file_if_absent(self, key, file, size):
+        """Like put_file, but only while no object is at `key` (`If-None-Match: *`): False, storing nothing, when
+        one is, or when a concurrent put of the same key wins."""
+        with store_errors():
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=_Limited(file, size), ContentLength=size,
+                                       IfNoneMatch="*")
+            except botocore.exceptions.ClientError as error:
+                if error.response.get("Error", {}).get("Code") in {"PreconditionFailed", "ConditionalRequestConflict"}:
+                    return False
+                raise
+        return True
+
     def put_bytes(self, key, data):
         with store_errors():
             return self.client.put_object(Bucket=self.bucket, Key=key, Body=data)["ETag"]
@@ -170,6 +184,80 @@ class ObjectStore:
         """Abort a multipart upload and drop its parts; one already gone is no error."""
         with contextlib.suppress(NoSuchObject), store_errors():
             self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+
+
+class ObjectReader(io.RawIOBase):
+    """One object of `size` bytes as a read-only, seekable binary file that never holds more than one read in memory.
+
+    Reads come from one ranged GET that starts at the current position and runs to the end of the object, read as the
+    caller asks; a seek elsewhere closes it (closing an unfinished GET closes its connection: nothing is left open
+    in the pool). `seek` opens the GET at once, so that a caller can learn of a store failure, or of an object that is
+    gone (`missing` is raised), before it has sent anything; `close` ends the GET.
+    """
+
+    def __init__(self, store, key, size, missing=NoSuchObject):
+        super().__init__()
+        self._store = store
+        self._key = key
+        self.size = size
+        self._missing = missing
+        self._position = 0
+        self._body = None  # the GET under way, positioned at self._position
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self._position
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self.size}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        if base + offset != self._position:
+            self._end_get()
+            self._position = base + offset
+        self._start_get()
+        return self._position
+
+    def read(self, size=-1):
+        if self.closed:
+            raise ValueError("read of a closed ObjectReader")
+        left = max(0, self.size - self._position)
+        size = left if size is None or size < 0 else min(size, left)
+        if size == 0:
+            return b""
+        self._start_get()
+        with store_errors():
+            data = self._body.read(size)
+        if not data:
+            # The store said the object has `size` bytes, then ended the body early.
+            raise ObjectStoreUnavailable()
+        self._position += len(data)
+        return data
+
+    def close(self):
+        self._end_get()
+        super().close()
+
+    def _start_get(self):
+        if self._body is not None or self._position >= self.size:
+            return
+        try:
+            with store_errors():
+                self._body = self._store.client.get_object(Bucket=self._store.bucket, Key=self._key,
+                                                           Range=f"bytes={self._position}-")["Body"]
+        except NoSuchObject:
+            raise self._missing() from None
+
+    def _end_get(self):
+        if self._body is not None:
+            with contextlib.suppress(Exception):
+                self._body.close()
+            self._body = None
 
 
 class _Limited:

@@ -1,0 +1,175 @@
+"""Published media on the shared backend: the bytes are objects in the bucket at `media/<org>/<images|videos>/<name>`,
+the media index is the `media` table. A media path exists when its row does, and a row is written only once its object
+is whole, so a media path never names a partial object, on whichever node it is asked for.
+
+Order of writes: object, then row (publish, register, import_file); row, then object (delete). Only a failure
+between the two can leave an object without a row, which no request can see.
+"""
+import contextlib
+import hashlib
+import os
+
+from service.errors import MediaNotFound, ObjectStoreUnavailable, StorageFailed
+from service.interface import parse_media_path
+from service.storage.incoming import IncomingFile
+from service.storage.media import FOLDER_BY_KIND, OpenMedia
+from service.storage.shared.objects import READ_BLOCK, ObjectReader
+
+# Every media object is under this folder of the bucket's prefix; the org, then the media folder, follow.
+MEDIA_FOLDER = "media/"
+
+
+def file_sha256(file_path):
+    """(size, hex SHA-256) of a local file, read in blocks."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(file_path, "rb") as file:
+        while block := file.read(READ_BLOCK):
+            digest.update(block)
+            size += len(block)
+    return size, digest.hexdigest()
+
+
+class SharedMediaStore:
+    """The same methods, with the same answers, as service.storage.media.MediaStore."""
+
+    def __init__(self, database, objects, spool, clock):
+        self._database = database
+        self._objects = objects
+        self._spool = spool
+        self._clock = clock
+
+    def media_key(self, org, path):
+        """The object key of a media path of an org. Org ids and media names are case-sensitive, as keys are."""
+        parsed = parse_media_path(path)
+        if parsed is None:
+            raise ValueError(f"not a media path: {path!r}")
+        kind, name = parsed
+        return self._objects.key(f"{MEDIA_FOLDER}{org}/{FOLDER_BY_KIND[kind]}/{name}")
+
+    def exists(self, org, path):
+        """True when `path` names a whole, verified media object uploaded by `org`."""
+        with self._database.transaction() as connection:
+            return connection.execute("SELECT 1 FROM media WHERE org = %s AND path = %s", (org, path)).fetchone() \
+                is not None
+
+    def list_media(self, org):
+        """(media path, creation time in POSIX seconds) of every published media object of an org, by path."""
+        with self._database.transaction() as connection:
+            return [(path, created) for path, created in connection.execute(
+                "SELECT path, created_at FROM media WHERE org = %s ORDER BY path", (org,))]
+
+    def open(self, org, path):
+        """The org's media at `path` opened to be served (OpenMedia), or None when it has none there. Nothing is read
+        from the bucket until the file is sought or read; an object deleted meanwhile is then MediaNotFound."""
+        with self._database.transaction() as connection:
+            row = connection.execute("SELECT object_key, size, sha256, created_at FROM media WHERE org = %s AND path = %s",
+                                     (org, path)).fetchone()
+        if row is None:
+            return None
+        key, size, sha256, created_at = row
+        # The SHA-256 of the bytes is a strong validator by definition.
+        return OpenMedia(ObjectReader(self._objects, key, size, missing=MediaNotFound), size, sha256, created_at)
+
+    def delete(self, org, path):
+        """Remove a published media object of an org; False when there was none.
+
+        The object goes inside the transaction that deletes the row: if the store fails, the row stays (503, nothing
+        changed); readers that still saw the row find no object and answer 404."""
+        with self._database.transaction() as connection:
+            row = connection.execute("DELETE FROM media WHERE org = %s AND path = %s RETURNING object_key",
+                                     (org, path)).fetchone()
+            if row is None:
+                return False
+            self._objects.delete(row[0])
+        return True
+
+    def new_incoming(self, org, head_size):
+        """A spool file of this node for a single-request upload: received to disk, hashed and sniffed as it arrives,
+        then published to the bucket."""
+        return IncomingFile(self._spool, head_size)
+
+    def publish(self, org, path, source):
+        """Upload the whole local file `source` to the object of `path`, then index it; False, storing nothing, if
+        that path is already taken."""
+        key = self.media_key(org, path)
+        if self.exists(org, path):
+            return False
+        size, sha256 = file_sha256(source)
+        with open(source, "rb") as file:
+            # Never over another object: the key may belong to a concurrent publish of the same path.
+            if not self._objects.put_file_if_absent(key, file, size):
+                return False
+        try:
+            registered = self._insert(org, path, key, size, sha256)
+        except BaseException:
+            # The request fails and no client learns this path: its object would be an orphan.
+            self._remove_object(key)
+            raise
+        if not registered:
+            self._remove_object(key)
+        return registered
+
+    def register(self, connection, org, path, key, size, sha256):
+        """Index the whole object `key` at `path`, inside the caller's transaction on `connection`; False when the path
+        is taken (the caller decides what becomes of its object)."""
+        return connection.execute(
+            "INSERT INTO media (org, path, object_key, size, sha256, created_at) VALUES (%s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT DO NOTHING RETURNING 1", (org, path, key, size, sha256, self._clock())).fetchone() is not None
+
+    def unpublish(self, org, path):
+        """Take back a media object whose publishing request failed; best effort, since the engines may be failing."""
+        with contextlib.suppress(StorageFailed):
+            self.delete(org, path)
+
+    def remove_all(self):
+        """Every org's media rows and objects (test mode)."""
+        with self._database.transaction() as connection:
+            connection.execute("DELETE FROM media")
+        for key in list(self._objects.keys(MEDIA_FOLDER)):
+            self._objects.delete(key)
+
+    def import_file(self, org, path, file_path):
+        """Copy a media file of a file data directory to `path` (`wis migrate`): "copied", or "unchanged" when the
+        path already holds the same bytes. The object is read back and checked against the file's SHA-256 before it is
+        indexed; its creation time is the file's modification time, so media garbage keeps its age."""
+        size, sha256 = file_sha256(file_path)
+        with self._database.transaction() as connection:
+            row = connection.execute("SELECT sha256 FROM media WHERE org = %s AND path = %s", (org, path)).fetchone()
+        if row is not None and row[0] == sha256:
+            return "unchanged"
+        key = self.media_key(org, path)
+        with open(file_path, "rb") as file:
+            self._objects.put_file(key, file, size)
+        stored_size, stored_sha256 = self._object_sha256(key)
+        if (stored_size, stored_sha256) != (size, sha256):
+            raise ObjectStoreUnavailable(
+                f"the object store returned other bytes for {key} than {file_path} holds ({stored_size} bytes with "
+                f"SHA-256 {stored_sha256}, not {size} bytes with {sha256}); nothing was indexed, run the migration again")
+        with self._database.transaction() as connection:
+            connection.execute(
+                "INSERT INTO media (org, path, object_key, size, sha256, created_at) VALUES (%s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (org, path) DO UPDATE SET object_key = EXCLUDED.object_key, size = EXCLUDED.size, "
+                "sha256 = EXCLUDED.sha256, created_at = EXCLUDED.created_at",
+                (org, path, key, size, sha256, os.stat(file_path).st_mtime))
+        return "copied"
+
+    def _insert(self, org, path, key, size, sha256):
+        with self._database.transaction() as connection:
+            return self.register(connection, org, path, key, size, sha256)
+
+    def _object_sha256(self, key):
+        digest = hashlib.sha256()
+        size = 0
+        blocks = self._objects.read(key)
+        try:
+            for block in blocks:
+                digest.update(block)
+                size += len(block)
+        finally:
+            blocks.close()
+        return size, digest.hexdigest()
+
+    def _remove_object(self, key):
+        with contextlib.suppress(StorageFailed):
+            self._objects.delete(key)
