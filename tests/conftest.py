@@ -12,14 +12,64 @@ import pytest
 from service import create_app
 from service.client import Client
 from engines import POSTGRES_INSTALL, WEED_INSTALL, PostgresServer, SeaweedServer, postgres_bin, weed_binary
+from service.storage import get_repository
 from support import (
-    CHROMIUM, CHROMIUM_ARGS, HEADERS, JS_DIR, OTHER_HEADERS, TOKEN, TOKENS, GunicornServer, PageServer,
+    CHROMIUM, CHROMIUM_ARGS, HEADERS, JS_DIR, OTHER_HEADERS, TOKEN, TOKENS, FileBackend, GunicornServer, PageServer,
+    SharedBackend,
 )
+
+BACKENDS = ("file", "shared")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "file_backend_only(reason): the test is about the file backend itself (its "
+                                       "files, its crash safety) or about something no backend changes; it does "
+                                       "not run on the shared backend")
+
+
+def pytest_generate_tests(metafunc):
+    """Every test that uses the `backend` fixture (through app, client, server, ...) runs against both backends,
+    unless it is marked file_backend_only. Grouped by module, so a module's server is started once per backend."""
+    if "backend" in metafunc.fixturenames:
+        only_file = metafunc.definition.get_closest_marker("file_backend_only") is not None
+        metafunc.parametrize("backend", ["file"] if only_file else list(BACKENDS), indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def backend(request):
+    if request.param == "file":
+        return FileBackend()
+    return request.getfixturevalue("shared_backend")
+
+
+@pytest.fixture(scope="session")
+def shared_backend(postgres, seaweed):
+    """PostgreSQL and SeaweedFS for the session; every app or server gets a database and key prefix of its own."""
+    # boto3 in this process (apps made by create_app) finds the store the way a deployment does: by environment.
+    os.environ.update(seaweed.env())
+    return SharedBackend(postgres, seaweed.create_bucket("wis-tests"))
 
 
 @pytest.fixture
-def app(tmp_path):
-    return create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS, "TESTING": True})
+def make_app(tmp_path, backend):
+    """`make_app(**overrides)`: an app on the test's backend with its own stores, closed after the test."""
+    apps = []
+
+    def make(**overrides):
+        config = {"DATA_DIR": str(tmp_path / f"data{len(apps) or ''}"), "API_TOKENS": TOKENS, "TESTING": True,
+                  **backend.settings()}
+        config.update(overrides)
+        apps.append(create_app(config))
+        return apps[-1]
+
+    yield make
+    for made in apps:
+        get_repository(made).close()
+
+
+@pytest.fixture
+def app(make_app):
+    return make_app()
 
 
 @pytest.fixture
@@ -38,25 +88,25 @@ def other_auth():
 
 
 @pytest.fixture
-def gunicorn_server(tmp_path):
+def gunicorn_server(tmp_path, backend):
     """A fresh gunicorn server for one test."""
-    server = GunicornServer(tmp_path / "gunicorn-data")
+    server = GunicornServer(tmp_path / "gunicorn-data", backend=backend)
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, backend):
     """One gunicorn server (two workers) shared by a module's tests; modules that need another kind define their own."""
-    server = GunicornServer(tmp_path_factory.mktemp("data"), workers=2)
+    server = GunicornServer(tmp_path_factory.mktemp("data"), workers=2, backend=backend)
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="module")
-def gthread_server(tmp_path_factory):
+def gthread_server(tmp_path_factory, backend):
     """Two gthread workers of four threads: requests of one upload meet in one process as well as across two."""
-    server = GunicornServer(tmp_path_factory.mktemp("gthread") / "data", workers=2,
+    server = GunicornServer(tmp_path_factory.mktemp("gthread") / "data", workers=2, backend=backend,
                             extra_args=("--worker-class", "gthread", "--threads", "4"))
     yield server
     server.stop()

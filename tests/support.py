@@ -7,6 +7,7 @@ each other.
 import hashlib
 import importlib.util
 import io
+import itertools
 import os
 import random
 import re
@@ -275,14 +276,126 @@ def free_port():
         return sock.getsockname()[1]
 
 
-class GunicornServer:
-    """Real gunicorn on a free 127.0.0.1 port with its own data directory."""
+def store_media(repo, org, path, data=None):
+    """Publish `data` (by default the signature of the path's kind) at a media path, as an upload would, on either
+    backend."""
+    if data is None:
+        data = PNG if "/images/" in path else MP4
+    with tempfile.TemporaryDirectory() as directory:
+        source = Path(directory) / "media"
+        source.write_bytes(data)
+        assert repo.media.publish(org, path, source), f"{path} is taken"
 
-    def __init__(self, data_dir, workers=2, env=None, extra_args=()):
+
+def stored_names(app, org, area, *under):
+    """What an org has stored under `area` ("media", optionally "images" or "videos"; or "streams", optionally a stream
+    id), to check that a request left exactly what it should. File backend: the names of the files there. Shared
+    backend: media names in the index, or ids of stream rows, plus the key of every object of the org in that area
+    that the index does not name, and of every file left in the node's spool (both leftovers)."""
+    from service.storage import get_repository
+
+    repo = get_repository(app)
+    if not hasattr(repo, "database"):
+        root = repo.orgs_root.joinpath(org, area, *under)
+        return sorted(path.name for path in root.rglob("*") if path.is_file()) if root.exists() else []
+    with repo.database.transaction() as connection:
+        if area == "media":
+            rows = connection.execute("SELECT path, object_key FROM media WHERE org = %s", (org,)).fetchall()
+            folder = f"/{under[0]}/" if under else "/"
+            names = [path.rsplit("/", 1)[1] for path, _ in rows if folder in path]
+            indexed = {key for _, key in rows}
+        else:
+            rows = connection.execute("SELECT id FROM streams WHERE org = %s", (org,)).fetchall()
+            names = [stream_id for (stream_id,) in rows if not under or stream_id == under[0]]
+            indexed = set()
+    leftovers = [key for key in repo.objects.keys(f"{area}/{org}/{'/'.join(under)}") if key not in indexed]
+    spooled = [path.name for path in repo.spool.iterdir()]
+    return sorted(names + leftovers + spooled)
+
+
+def stream_ids(server, org="default"):
+    """Ids of every stream a GunicornServer holds for an org, on either backend."""
+    settings = getattr(server, "settings", {})
+    if settings.get("DATABASE_URL"):
+        import psycopg
+
+        with psycopg.connect(settings["DATABASE_URL"]) as connection:
+            return {stream_id for (stream_id,) in connection.execute("SELECT id FROM streams WHERE org = %s", (org,))}
+    streams = server.data_dir / "orgs" / org / "streams"
+    return {path.name for path in streams.iterdir() if path.is_dir()} if streams.exists() else set()
+
+
+# -- backends ---------------------------------------------------------------------------------------------------------
+# The behaviour tests run against both storage backends (the `backend` fixture in conftest.py). Each app or server a
+# test starts gets stores of its own: a data directory, and on the shared backend also a fresh PostgreSQL database and
+# a key prefix of its own in the session's bucket.
+
+class FileBackend:
+    name = "file"
+
+    def settings(self):
+        """Config overrides for create_app (beside DATA_DIR, which every app gets)."""
+        return {}
+
+    def environment(self, settings):
+        """The same settings as environment variables of a server process."""
+        return {}
+
+
+class SharedBackend:
+    name = "shared"
+    _prefixes = itertools.count(1)
+
+    def __init__(self, postgres, bucket):
+        self.postgres = postgres
+        self.bucket = bucket
+
+    def settings(self):
+        from service.storage.shared.database import Database
+
+        url = self.postgres.new_database()
+        Database(url).upgrade()
+        return {"DATABASE_URL": url, "S3_BUCKET": self.bucket, "S3_PREFIX": f"t{os.getpid()}-{next(self._prefixes)}/"}
+
+    def environment(self, settings):
+        return {"WIS_DATABASE_URL": settings["DATABASE_URL"], "WIS_S3_BUCKET": settings["S3_BUCKET"],
+                "WIS_S3_PREFIX": settings["S3_PREFIX"]}
+
+
+def process_children(pid):
+    """The ids of a process's children (from /proc/<pid>/task/*/children)."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return children
+
+
+def process_alive(pid):
+    """True while `pid` runs (a zombie, dead but not yet reaped, is not alive)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+class GunicornServer:
+    """Real gunicorn on a free 127.0.0.1 port with its own data directory (and its own shared stores when `backend`
+    is the shared one)."""
+
+    def __init__(self, data_dir, workers=2, env=None, extra_args=(), backend=None, settings=None):
+        """`settings` (from backend.settings()) puts this server on stores another server uses too: two nodes of one
+        deployment; without it the server gets stores of its own."""
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         environment = dict(os.environ, WIS_DATA_DIR=str(data_dir), WIS_API_TOKENS=TOKENS)
+        self.settings = {}
+        if backend is not None:
+            self.settings = settings if settings is not None else backend.settings()
+            environment.update(backend.environment(self.settings))
         environment.update(env or {})
         # A file, not a pipe: a pipe nobody reads fills up and blocks a chatty server.
         self._stderr = tempfile.TemporaryFile()
@@ -316,6 +429,21 @@ class GunicornServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    def kill(self):
+        """SIGKILL the master and its workers at once, as a machine crash would: no request in flight is finished."""
+        master = self.process.pid
+        workers = process_children(master)
+        for pid in (master, *workers):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while any(process_alive(pid) for pid in workers):
+            assert time.monotonic() < deadline, f"gunicorn workers {workers} outlived SIGKILL"
+            time.sleep(0.05)
 
     @property
     def stderr_text(self):

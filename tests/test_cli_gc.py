@@ -22,8 +22,13 @@ def open_stream(client, headers):
 
 
 @pytest.fixture
-def data(app, client, auth, other_auth):
-    """Media of two orgs, one of them used by a process, and one open upload stream."""
+def data(app, client, auth, other_auth, monkeypatch):
+    """Media of two orgs, one of them used by a process, and one open upload stream; `wis gc` is pointed at the same
+    stores (on the shared backend through the environment, as an operator would)."""
+    for variable, key in (("WIS_DATABASE_URL", "DATABASE_URL"), ("WIS_S3_BUCKET", "S3_BUCKET"),
+                          ("WIS_S3_PREFIX", "S3_PREFIX")):
+        if app.config[key]:
+            monkeypatch.setenv(variable, app.config[key])
     used = uploaded_path(client, auth, PNG + bytes(100), name="used.png")
     unused = uploaded_path(client, auth, PNG + bytes(100), name="unused.png")
     others = uploaded_path(client, other_auth, PNG + bytes(100), name="theirs.png")

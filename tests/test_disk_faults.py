@@ -13,6 +13,9 @@ from service.storage import get_repository
 from support import (MB, FaultyDisk, create_stream, line_process, mp4, png, read_process, send_chunk, send_file_first,
                      stream_status, upload, upsert_process)
 
+pytestmark = pytest.mark.file_backend_only("they inject failures into the file backend's own disk writes (the shared backend's engine faults are in test_shared_faults.py)")
+
+
 NO_SPACE_MESSAGE = "the server has no space left to store this request; nothing was stored"
 
 

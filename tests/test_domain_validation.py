@@ -7,14 +7,15 @@ from service.domain.products import upsert_product
 from service.domain.reads import PROCESSES, PRODUCTS, STATIONS
 from service.domain.stations import upsert_station
 from service.domain.validation import InvalidInput
-from service.storage import Repository
+from service.storage import get_repository
+from support import store_media
 
 ORG = "default"
 
 
 @pytest.fixture
-def repo(tmp_path):
-    return Repository(tmp_path / "data")
+def repo(app):
+    return get_repository(app)
 
 
 def fields_of(excinfo):
@@ -182,9 +183,7 @@ def test_every_problem_is_reported_at_once(repo):
 # ---------------------------------------------------------------- media paths
 
 def upload(repo, org, path):
-    file = repo.media.file_for(org, path)
-    file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_bytes(b"\x89PNG\r\n\x1a\n" if "/images/" in path else b"\0\0\0\x18ftypmp42")
+    store_media(repo, org, path)
 
 
 def test_media_uploaded_by_the_org_are_accepted(repo):

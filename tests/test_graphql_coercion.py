@@ -90,6 +90,7 @@ def test_compiled_coercion_agrees_with_graphql_core(endpoint, type_name):
     assert 40 <= len(accepted) <= 360
 
 
+@pytest.mark.file_backend_only("compares what the coercer hands the domain; it removes the stored file between runs")
 def test_a_realistic_process_is_stored_as_graphql_core_would_store_it(app, client, auth, monkeypatch):
     endpoint = app.extensions["graphql"]
     documents = get_repository(app).documents

@@ -10,7 +10,7 @@ from service.domain.reads import PROCESSES, STATIONS
 from service.errors import ConfigurationError
 from service.graphql import load_schema
 from service.storage import get_repository
-from support import TOKEN_HEADER, TOKENS
+from support import TOKEN_HEADER, TOKENS, store_media
 
 PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
 PRODUCT_CREATE = "mutation($input: ProductCreateInput!) { productCreate(input: $input) }"
@@ -64,10 +64,8 @@ def bad_fields(body):
 
 
 def upload(app, org, path, data=b"\x89PNG\r\n\x1a\n"):
-    """Put a media file where the upload side stores it."""
-    file = get_repository(app).media.file_for(org, path)
-    file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_bytes(data)
+    """Publish a media file as the upload side does."""
+    store_media(get_repository(app), org, path, data)
 
 
 FULL_PROCESS = {
@@ -210,6 +208,8 @@ def test_first_defaults_to_100_and_is_at_most_1000(app, client, auth):
     assert bad_fields(body) == ["first"]
 
 
+@pytest.mark.file_backend_only("spies on the file store's get; the shared store reads a page in one query "
+                                 "(tests/test_shared_documents.py checks its plan)")
 def test_a_page_opens_only_its_own_documents(app, client, auth, monkeypatch):
     documents = get_repository(app).documents
     for number in range(20):

@@ -197,6 +197,7 @@ def test_gc_works_on_the_shared_backend_without_a_data_directory(tmp_path, upgra
 
 # -- GET /readyz ------------------------------------------------------------------------------------------------
 
+@pytest.mark.file_backend_only("the shared backend's readiness is the next test's")
 def test_readyz_on_the_file_backend_is_always_ready(client):
     response = client.get("/readyz")
     assert response.status_code == 200 and response.get_json() == {"status": "ready", "checks": {}}

@@ -10,6 +10,9 @@ from service.domain.reads import PROCESSES
 from service.storage import documents as documents_module
 from service.storage import get_repository
 
+pytestmark = pytest.mark.file_backend_only("they check which files the file store opens")
+
+
 STORED = 150
 PAGE = "query($after: String) { processes(first: 100, after: $after) { id revision } }"
 

@@ -9,7 +9,7 @@ import time
 import pytest
 import requests
 
-from support import HEADERS, OTHER_TOKEN, TOKEN, TOKEN_HEADER, GunicornServer
+from support import HEADERS, OTHER_TOKEN, TOKEN, TOKEN_HEADER, GunicornServer, stream_ids
 
 AUTH = HEADERS
 TUS = dict(AUTH, **{"Tus-Resumable": "1.0.0"})
@@ -302,14 +302,13 @@ def test_creation_with_upload(url):
 
 
 def test_creation_with_an_unfit_body_stores_nothing(url, server):
-    streams = server.data_dir / "orgs" / "default" / "streams"
-    before = {path.name for path in streams.iterdir()} if streams.exists() else set()
+    before = stream_ids(server)
     response = requests.post(f"{url}/uploads", data=MP4 + b"x" * 100, timeout=30, headers=dict(
         TUS, **{"Upload-Length": "112", "Upload-Metadata": metadata(destinationId="stepImage"),
                 "Content-Type": OCTETS}))
     assert_json_error(response, 400, "MP4")
     assert "Location" not in response.headers
-    assert {path.name for path in streams.iterdir() if path.is_dir()} <= before
+    assert stream_ids(server) <= before
 
 
 def test_termination(url):

@@ -12,6 +12,9 @@ from service.errors import UploadLocked
 from service.storage import get_repository
 from service.storage.streams.tus import SLOT_SIZE, TusAppend, TusRecord
 
+pytestmark = pytest.mark.file_backend_only("they check the file backend's tus record and prefix on disk")
+
+
 OCTETS = "application/offset+octet-stream"
 PNG = b"\x89PNG\r\n\x1a\n"
 

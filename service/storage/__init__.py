@@ -53,6 +53,9 @@ class Repository:
         (a failing one answers 503 per request)."""
         return {}
 
+    def close(self):
+        """Nothing held open between requests."""
+
     def reset(self):
         """Remove every org's documents, media and streams, and every pending fault (test mode)."""
         for org_directory in list(self.orgs_root.iterdir()):

@@ -83,6 +83,10 @@ class SharedRepository:
                 f"the object store does not answer for bucket {self.objects.bucket!r}: check AWS_ENDPOINT_URL_S3 "
                 f"({error.__cause__ or error})") from error
 
+    def close(self):
+        """Close this process's database connections (an embedding caller or test that is done with the app)."""
+        self.database.close()
+
     def reset(self):
         """Remove every org's documents, media and streams, and every pending fault (test mode)."""
         self.streams.remove_all()

@@ -10,6 +10,7 @@ import os
 import threading
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from service.errors import ConfigurationError, DatabaseUnavailable
@@ -18,7 +19,7 @@ from service.errors import ConfigurationError, DatabaseUnavailable
 # this must stay under the server's max_connections (100 by default).
 POOL_SIZE = 4
 # How long a request waits for a pooled connection before it is a 503.
-POOL_WAIT_SECONDS = 10
+POOL_WAIT_SECONDS = 5
 CONNECT_TIMEOUT_SECONDS = 5
 # Any one statement longer than this is a database in trouble; the request answers 503 instead of hanging.
 STATEMENT_TIMEOUT_MS = 30_000
@@ -72,11 +73,6 @@ MIGRATIONS = [
         state_after bytea,
         PRIMARY KEY (org, stream_id, index)
     );
-    CREATE TABLE orphan_objects (
-        object_key text PRIMARY KEY,
-        upload_id text,
-        since double precision NOT NULL
-    );
     """,
 ]
 # Taken by `upgrade` for its transaction, so several nodes running it at once apply each migration once.
@@ -87,6 +83,12 @@ def _is_unavailable(error):
     """True for errors that mean the database is out of reach (not a mistake in what was asked)."""
     return isinstance(error, (psycopg.OperationalError, PoolTimeout)) and not isinstance(
         error, psycopg.errors.QueryCanceled)
+
+
+def _with_statement_timeout(url):
+    """`url` with a statement timeout added to the libpq `options` it may already carry (a search_path, say)."""
+    options = conninfo_to_dict(url).get("options") or ""
+    return make_conninfo(url, options=f"{options} -c statement_timeout={STATEMENT_TIMEOUT_MS}".strip())
 
 
 class Database:
@@ -105,11 +107,10 @@ class Database:
             with self._opening:
                 if self._pool is None or self._pool_pid != os.getpid():
                     self._pool = ConnectionPool(
-                        self.url, min_size=1, max_size=self._pool_size, timeout=POOL_WAIT_SECONDS, open=False,
+                        _with_statement_timeout(self.url), min_size=1, max_size=self._pool_size, timeout=POOL_WAIT_SECONDS, open=False,
                         # A connection that died with the server is noticed when it is taken, not by a request.
                         check=ConnectionPool.check_connection,
-                        kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS, "autocommit": False,
-                                "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"})
+                        kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS, "autocommit": False})
                     self._pool.open(wait=False)
                     self._pool_pid = os.getpid()
         return self._pool
@@ -128,8 +129,9 @@ class Database:
             raise
 
     def ping(self):
-        """Raise DatabaseUnavailable unless the database answers."""
-        with self.transaction() as connection:
+        """Raise DatabaseUnavailable unless the database answers now: on a connection of its own, so a readiness probe
+        gets its answer within CONNECT_TIMEOUT_SECONDS, not after the pool's POOL_WAIT_SECONDS."""
+        with self._one_off_transaction() as connection:
             connection.execute("SELECT 1")
 
     def close(self):
@@ -146,14 +148,13 @@ class Database:
         threads) across the fork; and a database out of reach must be said at once, with libpq's reason, not after
         the pool's POOL_WAIT_SECONDS of retries."""
         try:
-            connection = psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_SECONDS,
-                                         options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}")
+            connection = psycopg.connect(_with_statement_timeout(self.url), connect_timeout=CONNECT_TIMEOUT_SECONDS)
         except psycopg.ProgrammingError as error:  # not a URL or conninfo string libpq can read
             raise ConfigurationError(f"WIS_DATABASE_URL (or DATABASE_URL) is not a PostgreSQL URL: {error}") from None
         except psycopg.OperationalError as error:
             reason = " ".join(str(error).split())
             raise DatabaseUnavailable(
-                f"cannot connect to the database at WIS_DATABASE_URL (or DATABASE_URL): {reason}") from error
+                f"cannot connect to the database (PostgreSQL) at WIS_DATABASE_URL (or DATABASE_URL): {reason}") from error
         with connection, connection.transaction():
             yield connection
 

@@ -186,7 +186,8 @@ class SharedStreamStore:
 
     def _remove_objects(self, keys):
         for key in keys:
-            with contextlib.suppress(Exception):  # best effort: the sweep of orphans finishes the job
+            # Best effort: a key left behind is garbage no row names (the README suggests a lifecycle rule for them).
+            with contextlib.suppress(Exception):
                 self.objects.delete(key)
 
     def tus_append(self, org, stream_id, lock_timeout):
@@ -217,7 +218,7 @@ class SharedStreamStore:
         keys = [key for (key,) in connection.execute(
             "SELECT object_key FROM stream_chunks WHERE org = %s AND stream_id = %s AND object_key IS NOT NULL",
             (org, stream_id))]
-        keys += [key for key, _ in row["tail"]]
+        keys += [key for key, _, _ in row["tail"]]
         connection.execute("DELETE FROM stream_chunks WHERE org = %s AND stream_id = %s", (org, stream_id))
         connection.execute("DELETE FROM streams WHERE org = %s AND id = %s", (org, stream_id))
         if row["upload_id"] and row["state"] == "open":
@@ -439,8 +440,9 @@ class SharedLockedStream:
     def _put_part(self, index, incoming):
         merged = self._row["merged"]
         if index < merged:
-            self._resent_merged(index, incoming)
-            return
+            if not self._resent_merged(index, incoming):
+                return
+            merged = self._row["merged"]
         previous = self._chunk(index)
         if previous is not None and previous[1]:
             self._redundant.append(previous[1])
@@ -459,25 +461,41 @@ class SharedLockedStream:
         self._save_row()
 
     def _resent_merged(self, index, incoming):
-        """A chunk already in the prefix sent again: the same bytes are a safe retry; other bytes cannot replace it
-        here (its part cannot be read back to rebuild the ones after it)."""
+        """A chunk already in the prefix sent again. The same bytes are a safe retry. Other bytes replace it while it
+        and the chunks after it still wait in the tail as objects of their own: they become staged chunks again and
+        the prefix rewinds to it. A chunk joined into a part cannot be replaced: parts cannot be read back to rebuild
+        the ones after it."""
         size, _, state_after = self._chunk(index)
         before = EMPTY_STATE if index == 0 else bytes(self._chunk(index - 1)[2])
         if incoming.size == size and incoming.state_after(before) == bytes(state_after):
             if incoming.staged_key:
                 self._redundant.append(incoming.staged_key)
             self._touch()
-            return
-        raise InvalidChunk(f"chunkIndex: chunk {index} is already joined to the stream's file with other bytes; on the "
-                           "shared backend a joined chunk can only be re-sent unchanged (start a new stream to "
-                           "send other bytes)")
+            return False
+        tail = self._row["tail"]
+        position = next((at for at, (_, _, chunk) in enumerate(tail) if chunk == index), None)
+        if position is None:
+            raise InvalidChunk(f"chunkIndex: chunk {index} is already joined into a part of the stream's file with "
+                               "other bytes; on the shared backend such a chunk can only be re-sent unchanged (start "
+                               "a new stream to send other bytes)")
+        rewound, self._row["tail"] = tail[position:], tail[:position]
+        self._redundant.append(rewound[0][0])
+        for key, length, chunk in rewound[1:]:
+            self._set_chunk(chunk, length, key, None)
+        self._row["merged"] = index
+        self._row["length"] -= sum(length for _, length, _ in rewound)
+        self._row["hash_state"] = before
+        self._connection.execute("DELETE FROM stream_chunks WHERE org = %s AND stream_id = %s AND index = %s",
+                                 (self.org, self.stream_id, index))
+        self._save_row()
+        return True
 
     def _append(self, index, file, size, state, head, staged_key=None):
         """Add `size` bytes of `file` (chunk `index`, or a tus body when index is None) to the prefix: as a part of its
         own, into a part with the tail before it, or onto the tail when they are still too small for a part."""
         row = self._row
         last = row["length"] + size == self.meta["fileSize"]
-        tail_size = sum(length for _, length in row["tail"])
+        tail_size = sum(length for _, length, _ in row["tail"])
         if not row["tail"] and (size >= MIN_PART_SIZE or last):
             if staged_key is not None:
                 self._add_part_copy(staged_key, size)
@@ -491,7 +509,7 @@ class SharedLockedStream:
             if staged_key is None:
                 staged_key = self._store.staged_key(self.org, self.stream_id, "tail")
                 self._objects.put_file(staged_key, file, size)
-            row["tail"].append([staged_key, size])
+            row["tail"].append([staged_key, size, index])
         if len(row["head"]) < SNIFF_BYTES:
             row["head"] = (row["head"] + head)[:SNIFF_BYTES]
         row["length"] += size
@@ -528,7 +546,7 @@ class SharedLockedStream:
         """Join the tail's staged objects and `size` bytes of `file` into one part, through a spool file."""
         with tempfile.TemporaryFile(dir=self._store.spool) as joined:
             total = 0
-            for key, length in self._row["tail"]:
+            for key, length, _ in self._row["tail"]:
                 blocks = self._objects.read(key)
                 try:
                     for block in blocks:
@@ -540,7 +558,7 @@ class SharedLockedStream:
                 joined.write(block)
             total += size
             joined.seek(0)
-            self._redundant.extend(key for key, _ in self._row["tail"])
+            self._redundant.extend(key for key, _, _ in self._row["tail"])
             self._row["tail"] = []
             self._add_part(joined, total)
 
@@ -625,7 +643,7 @@ class SharedLockedStream:
                     raise
         self._store.media.register(self._connection, self.org, path, key, self.meta["fileSize"],
                                    self.merged_sha256())
-        self._redundant.extend(key for key, _ in row["tail"])
+        self._redundant.extend(key for key, _, _ in row["tail"])
         row["tail"] = []
         self._connection.execute("DELETE FROM stream_chunks WHERE org = %s AND stream_id = %s",
                                  (self.org, self.stream_id))

@@ -1,0 +1,379 @@
+"""CONTRACT 8 across nodes: two real gunicorn instances with separate, empty data directories on one PostgreSQL
+database and one bucket prefix. The chunks of one stream meet on both and it completes exactly once; concurrent
+upserts of one id on both lose nothing and count each write once; media uploaded on one are served by the other; a
+node killed with SIGKILL mid-request loses nothing it acknowledged and its streams and tus uploads resume through the
+other; nodes restarted on new empty data directories find everything."""
+import base64
+import concurrent.futures
+import random
+import socket
+import threading
+import time
+from collections import Counter
+
+import pytest
+import requests
+
+from support import (
+    HEADERS, MB, GunicornServer, create_stream_over_http, mp4, png, send_chunk_over_http, sha256,
+)
+
+GRAPH = "/graph/v2"
+STATION_CREATE = "mutation($input: StationCreateInput!) { stationCreate(input: $input) }"
+PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
+PRODUCT_CREATE = "mutation($input: ProductCreateInput!) { productCreate(input: $input) }"
+TUS = dict(HEADERS, **{"Tus-Resumable": "1.0.0"})
+OCTETS = "application/offset+octet-stream"
+# Threads per worker: requests of one node meet in one process as well as across its two workers.
+GTHREAD = ("--worker-class", "gthread", "--threads", "4")
+
+
+def start_nodes(tmp_path, shared_backend, settings, name):
+    """Two nodes on `settings` (one database, one bucket prefix), each with a new empty data directory."""
+    nodes = []
+    try:
+        for number in (1, 2):
+            nodes.append(GunicornServer(tmp_path / f"{name}-node{number}", workers=2, extra_args=GTHREAD,
+                                        backend=shared_backend, settings=settings))
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return nodes
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory, shared_backend):
+    started = start_nodes(tmp_path_factory.mktemp("nodes"), shared_backend, shared_backend.settings(), "pair")
+    yield started
+    for node in started:
+        node.stop()
+
+
+@pytest.fixture
+def fresh_nodes(tmp_path, shared_backend):
+    """A pair of its own for one test, on fresh stores; stopped after it (a node the test killed stays dead)."""
+    settings = shared_backend.settings()
+    started = start_nodes(tmp_path, shared_backend, settings, "fresh")
+    yield settings, started
+    for node in started:
+        node.stop()
+
+
+# -- requests -------------------------------------------------------------------------------------------------------
+
+def gql(url, query, variables=None, session=requests):
+    response = session.post(url + GRAPH, headers=HEADERS, json={"query": query, "variables": variables or {}},
+                            timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def upsert(url, kind, identifier, name, session=requests):
+    """stationCreate or processCreate; return CREATED or UPDATED (an answer with errors fails the test)."""
+    mutation = {"station": STATION_CREATE, "process": PROCESS_CREATE}[kind]
+    answer = gql(url, mutation, {"input": {kind: {"id": identifier, "name": name}}}, session)
+    assert "errors" not in answer, answer
+    return answer["data"][f"{kind}Create"]
+
+
+def revision(url, kind, identifier):
+    answer = gql(url, f"query($id: String!) {{ {kind}(id: $id) {{ revision }} }}", {"id": identifier})
+    return answer["data"][kind]["revision"]
+
+
+def upload_media(url, data, name="photo.png", destination="stepImage"):
+    response = requests.post(url + "/uploads", headers=HEADERS, data={"destinationId": destination},
+                             files={"file": (name, data)}, timeout=30)
+    assert response.status_code == 201, response.text
+    return response.json()["path"]
+
+
+def download(url, path, **headers):
+    response = requests.get(url + path, headers=dict(HEADERS, **headers), timeout=60)
+    assert response.status_code in (200, 206, 304), (response.status_code, response.text[:300])
+    return response
+
+
+def stream_state(url, stream_id):
+    response = requests.get(f"{url}/uploads/{stream_id}", headers=HEADERS, timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def cut_chunks(data, sizes):
+    assert sum(sizes) == len(data)
+    chunks, start = [], 0
+    for size in sizes:
+        chunks.append(data[start:start + size])
+        start += size
+    return chunks
+
+
+def tus_metadata(**fields):
+    return ",".join(f"{key} {base64.b64encode(value.encode()).decode()}" for key, value in fields.items())
+
+
+def tus_create(url, data, name="clip.mp4"):
+    response = requests.post(url + "/uploads", timeout=30, headers=dict(TUS, **{
+        "Upload-Length": str(len(data)),
+        "Upload-Metadata": tus_metadata(destinationId="stepVideo", filename=name, sha256=sha256(data))}))
+    assert response.status_code == 201, response.text
+    return response.headers["Location"].rsplit("/", 1)[1]
+
+
+def tus_patch(url, upload_id, offset, body):
+    return requests.patch(f"{url}/uploads/{upload_id}", data=body, timeout=60, headers=dict(
+        TUS, **{"Upload-Offset": str(offset), "Content-Type": OCTETS}))
+
+
+def tus_offset(url, upload_id):
+    response = requests.head(f"{url}/uploads/{upload_id}", headers=TUS, timeout=30)
+    assert response.status_code == 200, response.headers
+    return int(response.headers["Upload-Offset"])
+
+
+def start_partial_request(url, method, path, headers, body, sent):
+    """Send a request whose body is announced whole but only its first `sent` bytes go out; return the open socket
+    (the request stays in flight at the server until the socket closes)."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = socket.create_connection((host, int(port)), timeout=10)
+    head = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
+    head += [f"{key}: {value}" for key, value in headers.items()]
+    connection.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + body[:sent])
+    return connection
+
+
+def multipart_chunk(index, total, chunk, boundary="partial-chunk"):
+    """A chunk PATCH body (fields first, as clients send them) and its Content-Type."""
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"chunkIndex\"\r\n\r\n{index}\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"totalChunks\"\r\n\r\n{total}\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"blob\"\r\n\r\n").encode()
+    body += chunk + f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+# -- 1. one stream, chunks on both nodes ------------------------------------------------------------------------------
+
+def test_chunks_of_one_stream_on_both_nodes_complete_it_exactly_once(nodes):
+    data = mp4(23 * MB, seed=1)
+    chunks = cut_chunks(data, [5 * MB, 5 * MB, 3 * MB, 5 * MB, 2 * MB, 3 * MB])
+    stream_id = create_stream_over_http(nodes[0].url, data)
+    order = list(range(len(chunks)))
+    random.Random(7).shuffle(order)
+
+    def send(position, index):
+        node = nodes[position % 2]  # alternately to each node, in shuffled order
+        return index, send_chunk_over_http(node.url, stream_id, index, len(chunks), chunks[index])
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda args: send(*args), enumerate(order)))
+
+    completions = [body for _index, (status, body) in answers if status == 201]
+    assert len(completions) == 1, answers
+    path = completions[0]["path"]
+    for index, (status, body) in answers:
+        assert (status, body) in ((201, {"path": path}), (200, {"streamId": stream_id, "chunkIndex": index}))
+
+    # A retry after completion, on either node, answers 201 with the same path.
+    for node in nodes:
+        assert send_chunk_over_http(node.url, stream_id, 2, len(chunks), chunks[2]) == (201, {"path": path})
+    for node in nodes:
+        assert sha256(download(node.url, path).content) == sha256(data)
+        state = stream_state(node.url, stream_id)
+        assert (state["state"], state["path"], state["receivedBytes"]) == ("complete", path, len(data))
+
+
+# -- 2. concurrent upserts on both nodes ------------------------------------------------------------------------------
+
+def test_concurrent_upserts_on_both_nodes_lose_nothing_and_count_each_write_once(nodes):
+    ids = ["shared_a", "Shared_B", "shared_c"]
+    acknowledged = Counter()
+    created = Counter()
+    lock = threading.Lock()
+
+    def writer(node, thread):
+        with requests.Session() as session:
+            for number in range(25):
+                kind = ("station", "process")[number % 2]
+                identifier = ids[(thread + number) % len(ids)]
+                result = upsert(node.url, kind, identifier, f"{node.port}-{thread}-{number}", session)
+                assert result in ("CREATED", "UPDATED")
+                with lock:
+                    acknowledged[kind, identifier] += 1
+                    created[kind, identifier] += result == "CREATED"
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        for future in [pool.submit(writer, node, thread) for node in nodes for thread in range(4)]:
+            future.result()
+
+    assert sum(acknowledged.values()) == 2 * 4 * 25
+    for (kind, identifier), count in acknowledged.items():
+        assert created[kind, identifier] == 1, (kind, identifier)
+        for node in nodes:
+            assert revision(node.url, kind, identifier) == count, (kind, identifier)
+
+
+# -- 3. media across nodes --------------------------------------------------------------------------------------------
+
+def test_media_uploaded_on_one_node_are_served_by_the_other(nodes):
+    data = png(3 * MB, seed=3)
+    path = upload_media(nodes[0].url, data)
+    whole = download(nodes[1].url, path)
+    assert whole.status_code == 200 and whole.content == data
+    assert whole.headers["X-Content-Type-Options"] == "nosniff"
+    ranged = download(nodes[1].url, path, Range="bytes=1000-1999")
+    assert ranged.status_code == 206 and ranged.content == data[1000:2000]
+    assert ranged.headers["Content-Range"] == f"bytes 1000-1999/{len(data)}"
+    # The same validator on both nodes: a client's cached copy stays good whichever node answers.
+    etag = download(nodes[0].url, path).headers["ETag"]
+    assert whole.headers["ETag"] == etag
+    assert download(nodes[1].url, path, **{"If-None-Match": etag}).status_code == 304
+
+
+# -- 4. a node killed mid-request -------------------------------------------------------------------------------------
+
+def test_a_node_killed_mid_request_loses_nothing_acknowledged_and_its_uploads_resume_on_the_other(fresh_nodes):
+    _settings, (doomed, survivor) = fresh_nodes
+    stop = threading.Event()
+    lock = threading.Lock()
+    acknowledged = Counter()
+    writers_per_id = Counter()
+    media = {}
+
+    def upserter(thread):
+        identifier = f"station_{thread % 2}"
+        with lock:
+            writers_per_id[identifier] += 1
+        with requests.Session() as session:
+            number = 0
+            while not stop.is_set():
+                try:
+                    result = upsert(doomed.url, "station", identifier, f"{thread}-{number}", session)
+                except requests.RequestException:
+                    return  # the node is gone: this write was never acknowledged
+                assert result in ("CREATED", "UPDATED")
+                with lock:
+                    acknowledged[identifier] += 1
+                number += 1
+
+    def uploader():
+        number = 0
+        while not stop.is_set():
+            data = png(256 * 1024, seed=100 + number)
+            try:
+                response = requests.post(doomed.url + "/uploads", headers=HEADERS, timeout=30,
+                                         data={"destinationId": "stepImage"}, files={"file": ("p.png", data)})
+            except requests.RequestException:
+                return
+            assert response.status_code == 201, response.text
+            media[response.json()["path"]] = sha256(data)
+            number += 1
+
+    # A chunked stream: chunks 0 and 2 acknowledged by the doomed node, chunk 1 half sent when it dies.
+    video = mp4(12 * MB, seed=4)
+    chunks = cut_chunks(video, [4 * MB, 4 * MB, 4 * MB])
+    stream_id = create_stream_over_http(doomed.url, video)
+    for index in (0, 2):
+        assert send_chunk_over_http(doomed.url, stream_id, index, 3, chunks[index])[0] == 200
+    body, content_type = multipart_chunk(1, 3, chunks[1])
+    cut_chunk = start_partial_request(doomed.url, "PATCH", f"/uploads/{stream_id}",
+                                      dict(HEADERS, **{"Content-Type": content_type}), body, 2 * MB)
+
+    # A tus upload: 4 MB acknowledged, then a PATCH of the rest half sent when the node dies.
+    clip = mp4(12 * MB, seed=5)
+    tus_id = tus_create(doomed.url, clip, "tus.mp4")
+    assert tus_patch(doomed.url, tus_id, 0, clip[:4 * MB]).status_code == 204
+    cut_tus = start_partial_request(doomed.url, "PATCH", f"/uploads/{tus_id}", dict(TUS, **{
+        "Upload-Offset": str(4 * MB), "Content-Type": OCTETS}), clip[4 * MB:], 3 * MB)
+
+    failures = []
+
+    def recording(target, *args):
+        def run():
+            try:
+                target(*args)
+            except BaseException as error:  # an assertion in a thread must fail the test, not only be printed
+                failures.append(error)
+        return threading.Thread(target=run)
+
+    threads = [recording(upserter, thread) for thread in range(4)] + [recording(uploader)]
+    for thread in threads:
+        thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while (sum(acknowledged.values()) < 20 or len(media) < 3) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        doomed.kill()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+        cut_chunk.close()
+        cut_tus.close()
+    assert not any(thread.is_alive() for thread in threads)
+    assert not failures, failures
+    assert sum(acknowledged.values()) >= 20 and len(media) >= 3, (acknowledged, media)
+
+    # Every acknowledged write is there; at most the one write in flight per thread was done without an answer.
+    for identifier, count in acknowledged.items():
+        assert count <= revision(survivor.url, "station", identifier) <= count + writers_per_id[identifier]
+    for path, digest in media.items():
+        assert sha256(download(survivor.url, path).content) == digest
+
+    # The stream resumes on the survivor from what it says it holds.
+    state = stream_state(survivor.url, stream_id)
+    # Half a chunk is never held.
+    assert (state["state"], state["receivedChunks"]) == ("open", [0, 2])
+    status, body = send_chunk_over_http(survivor.url, stream_id, 1, 3, chunks[1])
+    assert status == 201, body
+    assert sha256(download(survivor.url, body["path"]).content) == sha256(video)
+
+    # So does the tus upload, from the offset HEAD gives.
+    offset = tus_offset(survivor.url, tus_id)
+    assert 4 * MB <= offset <= 7 * MB  # what was acknowledged, at most what was sent
+    finished = tus_patch(survivor.url, tus_id, offset, clip[offset:])
+    assert finished.status_code == 204, finished.text
+    assert sha256(download(survivor.url, finished.headers["Media-Path"]).content) == sha256(clip)
+
+
+# -- 5. new nodes, new empty data directories -------------------------------------------------------------------------
+
+def test_nodes_restarted_on_new_empty_data_directories_find_everything(tmp_path, shared_backend, fresh_nodes):
+    settings, (first, second) = fresh_nodes
+    assert upsert(first.url, "process", "line_1", "Line 1") == "CREATED"
+    assert upsert(second.url, "process", "final", "Final") == "CREATED"
+    product = {"id": "gearbox", "name": "Gearbox", "finalProcessId": "final",
+               "dependencies": [{"processId": "final", "upstreamProcessId": "line_1"}]}
+    assert gql(first.url, PRODUCT_CREATE, {"input": {"product": product}}) == {"data": {"productCreate": "CREATED"}}
+    assert upsert(second.url, "station", "st_1", "Station 1") == "CREATED"
+    image = png(MB, seed=6)
+    image_path = upload_media(first.url, image)
+    video = mp4(9 * MB, seed=7)
+    chunks = cut_chunks(video, [3 * MB, 3 * MB, 3 * MB])
+    stream_id = create_stream_over_http(second.url, video)
+    assert send_chunk_over_http(first.url, stream_id, 0, 3, chunks[0])[0] == 200
+    assert send_chunk_over_http(second.url, stream_id, 2, 3, chunks[2])[0] == 200
+    for node in (first, second):
+        node.stop()
+
+    new_nodes = start_nodes(tmp_path, shared_backend, settings, "new")
+    try:
+        for node in new_nodes:
+            everything = gql(node.url, """{ processes { id name revision } products { id finalProcessId revision }
+                                            stations { id name revision } }""")
+            assert everything == {"data": {
+                "processes": [{"id": "final", "name": "Final", "revision": 1},
+                              {"id": "line_1", "name": "Line 1", "revision": 1}],
+                "products": [{"id": "gearbox", "finalProcessId": "final", "revision": 1}],
+                "stations": [{"id": "st_1", "name": "Station 1", "revision": 1}]}}
+            assert download(node.url, image_path).content == image
+            state = stream_state(node.url, stream_id)
+            assert (state["state"], state["receivedChunks"], state["totalChunks"]) == ("open", [0, 2], 3)
+        status, body = send_chunk_over_http(new_nodes[1].url, stream_id, 1, 3, chunks[1])
+        assert status == 201, body
+        for node in new_nodes:
+            assert sha256(download(node.url, body["path"]).content) == sha256(video)
+    finally:
+        for node in new_nodes:
+            node.stop()
