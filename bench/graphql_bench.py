@@ -1,18 +1,26 @@
-"""processCreate benchmark against a do-nothing Ariadne mutation (run by hand, not a test).
+"""processCreate benchmark of each backend against a do-nothing Ariadne mutation (run by hand, not a test).
 
-Starts two servers with the gunicorn configuration the project ships (`-c python:service.gunicorn_config`),
-each on a free 127.0.0.1 port: ours (`service:create_app()`, a fresh data directory, every document fsynced)
-and bench/noop_app.py (Ariadne's WSGI app over the same schema.graphql, resolvers answering CREATED). wrk
-sends the same realistic processCreate (bench/payload.py: 20 steps x 5 actions, about 60 KB of JSON, 64
-process ids in turn) over a fixed number of keep-alive connections for a fixed time, alternating between
-the two servers, `--runs` times. Prints requests/s, p50 and p99 latency of each, and the ratio ours/noop,
-per run and as the median of the runs, with the CPU milliseconds the server's workers spent per request (user +
-system time of the gunicorn master's children over the measurement, from /proc). Target (issue 5): ratio >= 0.6.
+Starts, each on a free 127.0.0.1 port with the gunicorn configuration the project ships
+(`-c python:service.gunicorn_config`): bench/noop_app.py (Ariadne's WSGI app over the same schema.graphql,
+resolvers answering CREATED), and ours (`service:create_app()`) on the file backend (a fresh data directory,
+every document fsynced) and/or the shared backend (PostgreSQL + SeaweedFS from tests/engines.py, bench/
+shared_backend.py). wrk sends the same realistic processCreate (bench/payload.py: 20 steps x 5 actions, about 60 KB
+of JSON) over a fixed number of keep-alive connections, cycling through `--ids` process ids (1: every client writes
+the same process, so writers queue on its lock). Each run measures every server in turn after a discarded 2 s
+warm-up; the order of the servers alternates from run to run. Per server and run: requests/s, p50 and p99 latency,
+CPU ms per request of the server's process tree (gunicorn master and workers; and PostgreSQL's processes for the
+shared backend), from /proc before and after; then the medians of the runs and the ratios against the noop app and
+the file backend.
+
+`--baseline-tree DIR` adds the file backend served from another checkout (e.g. /work/main), to compare a change
+with the code before it in the same run.
 
     sudo apt-get install -y wrk        # Debian/Ubuntu; wrk 4 with LuaJIT
-    .venv/bin/python bench/graphql_bench.py [--runs 3] [--seconds 10] [--connections 8]
+    .venv/bin/python bench/graphql_bench.py [--backend file|shared|both] [--runs 3] [--seconds 10] \
+        [--connections 8] [--ids 64] [--baseline-tree DIR]
 """
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -27,6 +35,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from payload import request_body  # noqa: E402 (bench/ is not a package)
+from shared_backend import SharedBackend, tree_cpu_seconds  # noqa: E402
 from upload_bench import free_port, stop, wait_ready  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,40 +44,33 @@ RESULT = re.compile(r"RESULT requests=(\d+) seconds=([\d.]+) p50_ms=([\d.]+) p99
 WARM_UP_SECONDS = 2
 
 
-def start(app, data_dir, extra_args=()):
-    """gunicorn with the shipped configuration serving `app` on a free port; (process, url)."""
+def start(app, data_dir, extra_args=(), env=None, tree=ROOT):
+    """gunicorn with the shipped configuration serving `app` from checkout `tree` on a free port; (process, url)."""
     port = free_port()
     env = dict(os.environ, WIS_DATA_DIR=str(data_dir), WIS_API_TOKENS=f"default:{TOKEN}",
-               WIS_BIND=f"127.0.0.1:{port}")
+               WIS_BIND=f"127.0.0.1:{port}", **(env or {}))
+    # `python -m` puts the working directory first on sys.path: `service` is imported from `tree`.
     process = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "python:service.gunicorn_config",
-                                *extra_args, app], cwd=ROOT, env=env,
+                                *extra_args, app], cwd=tree, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/graph/v2"
     wait_ready(url, process, app)
     return process, url
 
 
-def check(url, body):
-    response = requests.post(url, data=body, timeout=30, headers={
+def graphql(url, body, timeout=60):
+    response = requests.post(url, data=body, timeout=timeout, headers={
         "Content-Type": "application/json", "x-service-api-org": TOKEN})
     if response.status_code != 200 or "errors" in response.json():
         raise SystemExit(f"{url}: {response.status_code} {response.text[:500]}")
+    return response.json()["data"]
 
 
-def workers_cpu_seconds(master):
-    """User + system CPU seconds used so far by the gunicorn master's children (its workers)."""
-    total = 0
-    for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split():
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def wrk(url, body_file, seconds, connections):
+def wrk(url, body_file, seconds, connections, ids):
     """(requests/s, p50 ms, p99 ms, requests) of one wrk run."""
     output = subprocess.run(
         ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s", "-s",
-         str(ROOT / "bench" / "graphql_post.lua"), url, "--", str(body_file), TOKEN],
+         str(ROOT / "bench" / "graphql_post.lua"), url, "--", str(body_file), TOKEN, str(ids)],
         check=True, capture_output=True, text=True).stdout
     match = RESULT.search(output)
     if match is None:
@@ -79,45 +81,89 @@ def wrk(url, body_file, seconds, connections):
     return int(count) / float(elapsed), float(p50), float(p99), int(count)
 
 
+class Server:
+    """One server under test: a name, its gunicorn process and URL, and what else spends CPU for it."""
+
+    def __init__(self, name, process, url, engine_cpu=None):
+        self.name, self.process, self.url = name, process, url
+        self.engine_cpu = engine_cpu  # () -> CPU seconds of the database it uses, or None
+
+    def cpu(self):
+        return tree_cpu_seconds(self.process.pid), self.engine_cpu() if self.engine_cpu else 0.0
+
+
+def start_servers(args, temp, stack):
+    servers = []
+    noop, url = start("noop_app:create_app()", temp / "unused", ["--chdir", str(ROOT / "bench")])
+    stack.callback(stop, noop)
+    servers.append(Server("noop", noop, url))
+    if args.baseline_tree:
+        process, url = start("service:create_app()", temp / "baseline", tree=args.baseline_tree)
+        stack.callback(stop, process)
+        servers.append(Server("baseline", process, url))
+    if args.backend in ("file", "both"):
+        process, url = start("service:create_app()", temp / "data")
+        stack.callback(stop, process)
+        servers.append(Server("file", process, url))
+    if args.backend in ("shared", "both"):
+        shared = stack.enter_context(SharedBackend())
+        process, url = start("service:create_app()", temp / "shared-data", env=shared.server_env())
+        stack.callback(stop, process)
+        servers.append(Server("shared", process, url, lambda: shared.cpu_seconds()["postgres"]))
+    return servers
+
+
+def measure(server, body_file, args):
+    wrk(server.url, body_file, WARM_UP_SECONDS, args.connections, args.ids)
+    cpu, engine = server.cpu()
+    rps, p50, p99, count = wrk(server.url, body_file, args.seconds, args.connections, args.ids)
+    cpu_after, engine_after = server.cpu()
+    figures = {"rps": rps, "p50_ms": p50, "p99_ms": p99, "cpu_ms": (cpu_after - cpu) * 1000 / count}
+    if server.engine_cpu:
+        figures["db_cpu_ms"] = (engine_after - engine) * 1000 / count
+    return figures
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=("file", "shared", "both"), default="file")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=10, help="length of each measurement")
     parser.add_argument("--connections", type=int, default=8, help="keep-alive connections wrk holds open")
+    parser.add_argument("--ids", type=int, default=64, help="process ids the requests cycle through")
+    parser.add_argument("--baseline-tree", type=Path, help="also serve the file backend from this checkout")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is needed: sudo apt-get install -y wrk (Debian/Ubuntu), or build it from "
                          "https://github.com/wg/wrk")
 
-    with tempfile.TemporaryDirectory(prefix="wis-bench-") as temp:
+    with tempfile.TemporaryDirectory(prefix="wis-bench-") as temp, contextlib.ExitStack() as stack:
         temp = Path(temp)
         body = request_body()
         body_file = temp / "body.json"
         body_file.write_bytes(body)
-        ours, ours_url = start("service:create_app()", temp / "data")
-        noop, noop_url = start("noop_app:create_app()", temp / "unused", ["--chdir", str(ROOT / "bench")])
-        try:
-            print(f"processCreate of {len(body)} bytes, {args.connections} connections, {args.seconds} s "
-                  f"per measurement, {args.runs} runs", flush=True)
-            runs = []
-            for number in range(1, args.runs + 1):
-                run = {}
-                for name, url, server in (("noop", noop_url, noop), ("ours", ours_url, ours)):
-                    check(url, body)
-                    wrk(url, body_file, WARM_UP_SECONDS, args.connections)
-                    cpu = workers_cpu_seconds(server.pid)
-                    run[f"{name}_rps"], run[f"{name}_p50_ms"], run[f"{name}_p99_ms"], count = wrk(
-                        url, body_file, args.seconds, args.connections)
-                    run[f"{name}_cpu_ms"] = (workers_cpu_seconds(server.pid) - cpu) * 1000 / count
-                    time.sleep(1)
-                run["ratio"] = run["ours_rps"] / run["noop_rps"]
-                runs.append(run)
-                print(f"run {number}: " + ", ".join(f"{key} {value:.2f}" for key, value in run.items()), flush=True)
-        finally:
-            stop(ours)
-            stop(noop)
-    print(f"median of {len(runs)} runs: "
-          + ", ".join(f"{key} {statistics.median(run[key] for run in runs):.2f}" for key in runs[0]))
+        servers = start_servers(args, temp, stack)
+        for server in servers:
+            graphql(server.url, body)
+        print(f"processCreate of {len(body)} bytes, {args.connections} connections, {args.ids} ids, {args.seconds} s "
+              f"per measurement, {args.runs} runs, servers {', '.join(server.name for server in servers)}", flush=True)
+        runs = {server.name: [] for server in servers}
+        for number in range(args.runs):
+            order = servers if number % 2 == 0 else servers[::-1]
+            for server in order:
+                runs[server.name].append(measure(server, body_file, args))
+                print(f"run {number + 1} {server.name:8} "
+                      + ", ".join(f"{k} {v:.2f}" for k, v in runs[server.name][-1].items()), flush=True)
+                time.sleep(1)
+    medians = {name: {key: statistics.median(run[key] for run in figures) for key in figures[0]}
+               for name, figures in runs.items()}
+    print(f"\nmedians of {args.runs} runs")
+    for name, figures in medians.items():
+        ratios = [f"rps/{base} {figures['rps'] / medians[base]['rps']:.2f}, p99/{base} "
+                  f"{figures['p99_ms'] / medians[base]['p99_ms']:.2f}"
+                  for base in ("noop", "file", "baseline") if base in medians and base != name]
+        print(f"  {name:8} " + ", ".join(f"{k} {v:.2f}" for k, v in figures.items())
+              + ("; " + "; ".join(ratios) if ratios else ""))
 
 
 if __name__ == "__main__":

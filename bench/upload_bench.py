@@ -189,11 +189,12 @@ def memory_kb(pid, field):
     return 0
 
 
-def start_ours(data_dir, app="service:create_app()", chdir=()):
-    """gunicorn with the configuration the project ships (Procfile), on a free port; (process, url)."""
+def start_ours(data_dir, app="service:create_app()", chdir=(), env=None):
+    """gunicorn with the configuration the project ships (Procfile), on a free port, with `env` added to this
+    process's environment; (process, url)."""
     port = free_port()
     env = dict(os.environ, WIS_DATA_DIR=str(data_dir), WIS_API_TOKENS=f"default:{TOKEN}",
-               WIS_BIND=f"127.0.0.1:{port}")
+               WIS_BIND=f"127.0.0.1:{port}", **(env or {}))
     process = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "python:service.gunicorn_config", *chdir, app],
                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

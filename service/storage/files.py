@@ -8,9 +8,10 @@ import contextlib
 import errno
 import os
 import tempfile
+import time
 from pathlib import Path
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from service.errors import StorageFailed, StorageFull
 
@@ -61,11 +62,32 @@ def atomic_write_bytes(path, data):
         fsync_directory(path.parent)
 
 
+# A lock that is taken is tried again after FIRST_RETRY s, then twice as long each time up to LAST_RETRY s.
+# filelock's own loop retries every 50 ms: a writer that lost a race to a write holding the lock for 2-5 ms slept
+# 50 ms, often several times (p99 240-420 ms with 4 clients writing one process). Waiting in a blocking flock would
+# wake at once but could not honour a timeout in a server thread.
+FIRST_RETRY, LAST_RETRY = 0.0005, 0.002
+
+
 class _DiskLock(FileLock):
-    def acquire(self, *args, **kwargs):
-        # Taking a lock the first time creates its file, which a full disk (no inode left) or a failing one refuses.
-        with disk_errors():
-            return super().acquire(*args, **kwargs)
+    def acquire(self, timeout=None, poll_interval=None, **kwargs):
+        """filelock's acquire, retried with a short growing back-off instead of its fixed 50 ms; raises Timeout after
+        `timeout` s (the lock's own when None; never when negative), or at the first try when it is 0."""
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        retry = FIRST_RETRY
+        while True:
+            try:
+                # Taking a lock the first time creates its file, which a full disk (no inode left) or a failing one
+                # refuses.
+                with disk_errors():
+                    return super().acquire(blocking=False, **kwargs)
+            except Timeout:
+                left = deadline - time.monotonic()
+                if timeout >= 0 and left <= 0:
+                    raise
+                time.sleep(retry if timeout < 0 else min(retry, left))
+                retry = min(2 * retry, LAST_RETRY)
 
 
 def lock(path, timeout=30):
