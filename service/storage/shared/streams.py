@@ -494,14 +494,12 @@ class SharedLockedStream:
         """Add `size` bytes of `file` (chunk `index`, or a tus body when index is None) to the prefix: as a part of its
         own, into a part with the tail before it, or onto the tail when they are still too small for a part."""
         row = self._row
-        last = row["length"] + size == self.meta["fileSize"]
-        tail_size = sum(length for _, length, _ in row["tail"])
-        if not row["tail"] and (size >= MIN_PART_SIZE or last):
+        if not row["tail"] and (size >= MIN_PART_SIZE or self._is_last(size)):
             if staged_key is not None:
                 self._add_part_copy(staged_key, size)
             else:
                 self._add_part(file, size)
-        elif tail_size + size >= MIN_PART_SIZE or last:
+        elif self._joins_tail_into_part(size):
             self._add_part_from_tail(file, size)
             if staged_key is not None:
                 self._redundant.append(staged_key)
@@ -517,6 +515,14 @@ class SharedLockedStream:
         if index is not None:
             row["merged"] = index + 1
             self._set_chunk(index, size, None, state)
+
+    def _is_last(self, size):
+        return self._row["length"] + size == self.meta["fileSize"]
+
+    def _joins_tail_into_part(self, size):
+        """True when `size` more bytes and the tail before them make a part (5 MiB, or the end of the file)."""
+        tail = self._row["tail"]
+        return bool(tail) and (sum(length for _, length, _ in tail) + size >= MIN_PART_SIZE or self._is_last(size))
 
     def _media_key(self):
         return self._store.file_key(self.org, self.stream_id)
@@ -582,19 +588,23 @@ class SharedLockedStream:
             if chunk is None or chunk[1] is None:
                 break
             size, key, _ = chunk
+            # The staged object is read back to hash it; its bytes are kept only when they join the tail's into a part
+            # (otherwise it is copied into a part, or joins the tail, inside the store).
             hasher = PySha256.deserialize(row["hash_state"])
             head = b""
-            with tempfile.TemporaryFile(dir=self._store.spool) as local:
+            with contextlib.ExitStack() as cleanup:
+                local = cleanup.enter_context(tempfile.TemporaryFile(dir=self._store.spool)) \
+                    if self._joins_tail_into_part(size) else None
                 blocks = self._objects.read(key)
-                try:
-                    for block in blocks:
-                        hasher.update(block)
+                cleanup.callback(blocks.close)
+                for block in blocks:
+                    hasher.update(block)
+                    if local is not None:
                         local.write(block)
-                        if len(head) < SNIFF_BYTES:
-                            head = (head + block)[:SNIFF_BYTES]
-                finally:
-                    blocks.close()
-                local.seek(0)
+                    if len(head) < SNIFF_BYTES:
+                        head = (head + block)[:SNIFF_BYTES]
+                if local is not None:
+                    local.seek(0)
                 self._append(row["merged"], local, size, hasher.serialize(), head, staged_key=key)
             changed = True
         if changed:
