@@ -4,6 +4,7 @@ requests over the Flask test client and over HTTP, reading /metrics and the data
 Fixtures are in conftest.py; test modules import this module (pytest puts tests/ on sys.path), never conftest or
 each other.
 """
+import base64
 import hashlib
 import importlib.util
 import io
@@ -323,6 +324,36 @@ def stream_ids(server, org="default"):
             return {stream_id for (stream_id,) in connection.execute("SELECT id FROM streams WHERE org = %s", (org,))}
     streams = server.data_dir / "orgs" / org / "streams"
     return {path.name for path in streams.iterdir() if path.is_dir()} if streams.exists() else set()
+
+
+# -- tus over HTTP --------------------------------------------------------------------------------------------------
+
+TUS_HEADERS = dict(HEADERS, **{"Tus-Resumable": "1.0.0"})
+TUS_BODY_TYPE = "application/offset+octet-stream"
+
+
+def tus_metadata(**fields):
+    return ",".join(f"{key} {base64.b64encode(value.encode()).decode()}" for key, value in fields.items())
+
+
+def tus_create(url, data, name="clip.mp4"):
+    """Create a tus upload of `data` (a video, its SHA-256 in the metadata) at a server; return its id."""
+    response = requests.post(url + "/uploads", timeout=30, headers=dict(TUS_HEADERS, **{
+        "Upload-Length": str(len(data)),
+        "Upload-Metadata": tus_metadata(destinationId="stepVideo", filename=name, sha256=sha256(data))}))
+    assert response.status_code == 201, response.text
+    return response.headers["Location"].rsplit("/", 1)[1]
+
+
+def tus_patch(url, upload_id, offset, body):
+    return requests.patch(f"{url}/uploads/{upload_id}", data=body, timeout=60, headers=dict(
+        TUS_HEADERS, **{"Upload-Offset": str(offset), "Content-Type": TUS_BODY_TYPE}))
+
+
+def tus_offset(url, upload_id):
+    response = requests.head(f"{url}/uploads/{upload_id}", headers=TUS_HEADERS, timeout=30)
+    assert response.status_code == 200, response.headers
+    return int(response.headers["Upload-Offset"])
 
 
 # -- backends ---------------------------------------------------------------------------------------------------------

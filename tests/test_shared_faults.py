@@ -4,7 +4,6 @@ still work, /readyz says which engine is missing, and the same node serves again
 with everything acknowledged before still there and nothing half-visible.
 
 The engines are the session's, shared with other tests: each test starts them again in `finally`."""
-import base64
 import concurrent.futures
 import time
 
@@ -12,12 +11,13 @@ import pytest
 import requests
 
 from service.storage.shared.database import POOL_WAIT_SECONDS
-from support import HEADERS, MB, GunicornServer, create_stream_over_http, mp4, png, send_chunk_over_http, sha256
+from support import (
+    HEADERS, MB, GunicornServer, create_stream_over_http, mp4, png, send_chunk_over_http, sha256,
+    tus_create, tus_offset, tus_patch,
+)
 
 GRAPH = "/graph/v2"
 STATION_CREATE = "mutation($input: StationCreateInput!) { stationCreate(input: $input) }"
-TUS = dict(HEADERS, **{"Tus-Resumable": "1.0.0"})
-OCTETS = "application/offset+octet-stream"
 DATABASE_DOWN = "the database (PostgreSQL) is unavailable"
 OBJECT_STORE_DOWN = "the object store (S3) is unavailable"
 # How long a request may take to be refused while the database is down: the pool's wait and a margin for a busy
@@ -59,26 +59,6 @@ def read_station(url, identifier):
 def upload(url, data, name="photo.png"):
     return requests.post(url + "/uploads", headers=HEADERS, data={"destinationId": "stepImage"},
                          files={"file": (name, data)}, timeout=60)
-
-
-def tus_create(url, data):
-    metadata = ",".join(f"{key} {base64.b64encode(value.encode()).decode()}" for key, value in
-                        {"destinationId": "stepVideo", "filename": "tus.mp4", "sha256": sha256(data)}.items())
-    response = requests.post(url + "/uploads", timeout=30, headers=dict(
-        TUS, **{"Upload-Length": str(len(data)), "Upload-Metadata": metadata}))
-    assert response.status_code == 201, response.text
-    return response.headers["Location"].rsplit("/", 1)[1]
-
-
-def tus_patch(url, upload_id, offset, body):
-    return requests.patch(f"{url}/uploads/{upload_id}", data=body, timeout=60, headers=dict(
-        TUS, **{"Upload-Offset": str(offset), "Content-Type": OCTETS}))
-
-
-def tus_offset(url, upload_id):
-    response = requests.head(f"{url}/uploads/{upload_id}", headers=TUS, timeout=30)
-    assert response.status_code == 200, response.headers
-    return int(response.headers["Upload-Offset"])
 
 
 def chunk_patch(url, stream_id, index, total, chunk):

@@ -3,7 +3,6 @@ database and one bucket prefix. The chunks of one stream meet on both and it com
 upserts of one id on both lose nothing and count each write once; media uploaded on one are served by the other; a
 node killed with SIGKILL mid-request loses nothing it acknowledged and its streams and tus uploads resume through the
 other; nodes restarted on new empty data directories find everything."""
-import base64
 import concurrent.futures
 import random
 import socket
@@ -15,15 +14,14 @@ import pytest
 import requests
 
 from support import (
-    HEADERS, MB, GunicornServer, create_stream_over_http, mp4, png, send_chunk_over_http, sha256,
+    HEADERS, MB, TUS_BODY_TYPE, TUS_HEADERS, GunicornServer, create_stream_over_http, mp4, png, send_chunk_over_http, sha256,
+    tus_create, tus_offset, tus_patch,
 )
 
 GRAPH = "/graph/v2"
 STATION_CREATE = "mutation($input: StationCreateInput!) { stationCreate(input: $input) }"
 PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
 PRODUCT_CREATE = "mutation($input: ProductCreateInput!) { productCreate(input: $input) }"
-TUS = dict(HEADERS, **{"Tus-Resumable": "1.0.0"})
-OCTETS = "application/offset+octet-stream"
 # Threads per worker: requests of one node meet in one process as well as across its two workers.
 GTHREAD = ("--worker-class", "gthread", "--threads", "4")
 
@@ -108,29 +106,6 @@ def cut_chunks(data, sizes):
         chunks.append(data[start:start + size])
         start += size
     return chunks
-
-
-def tus_metadata(**fields):
-    return ",".join(f"{key} {base64.b64encode(value.encode()).decode()}" for key, value in fields.items())
-
-
-def tus_create(url, data, name="clip.mp4"):
-    response = requests.post(url + "/uploads", timeout=30, headers=dict(TUS, **{
-        "Upload-Length": str(len(data)),
-        "Upload-Metadata": tus_metadata(destinationId="stepVideo", filename=name, sha256=sha256(data))}))
-    assert response.status_code == 201, response.text
-    return response.headers["Location"].rsplit("/", 1)[1]
-
-
-def tus_patch(url, upload_id, offset, body):
-    return requests.patch(f"{url}/uploads/{upload_id}", data=body, timeout=60, headers=dict(
-        TUS, **{"Upload-Offset": str(offset), "Content-Type": OCTETS}))
-
-
-def tus_offset(url, upload_id):
-    response = requests.head(f"{url}/uploads/{upload_id}", headers=TUS, timeout=30)
-    assert response.status_code == 200, response.headers
-    return int(response.headers["Upload-Offset"])
 
 
 def start_partial_request(url, method, path, headers, body, sent):
@@ -284,8 +259,8 @@ def test_a_node_killed_mid_request_loses_nothing_acknowledged_and_its_uploads_re
     clip = mp4(12 * MB, seed=5)
     tus_id = tus_create(doomed.url, clip, "tus.mp4")
     assert tus_patch(doomed.url, tus_id, 0, clip[:4 * MB]).status_code == 204
-    cut_tus = start_partial_request(doomed.url, "PATCH", f"/uploads/{tus_id}", dict(TUS, **{
-        "Upload-Offset": str(4 * MB), "Content-Type": OCTETS}), clip[4 * MB:], 3 * MB)
+    cut_tus = start_partial_request(doomed.url, "PATCH", f"/uploads/{tus_id}", dict(TUS_HEADERS, **{
+        "Upload-Offset": str(4 * MB), "Content-Type": TUS_BODY_TYPE}), clip[4 * MB:], 3 * MB)
 
     failures = []
 

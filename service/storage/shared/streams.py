@@ -65,13 +65,16 @@ class SharedStreamStore:
 
     def create(self, org, meta, tus=False):
         stream_id = secrets.token_hex(16)
+        self._insert(org, stream_id, meta, tus)
+        return stream_id
+
+    def _insert(self, org, stream_id, meta, tus):
         with self.database.transaction() as connection:
             connection.execute(
                 "INSERT INTO streams (org, id, meta, protocol, state, touched_at, hash_state) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s)",
                 (org, stream_id, orjson.dumps(meta).decode(), "tus" if tus else "chunks", meta["state"], self.clock(),
                  EMPTY_STATE))
-        return stream_id
 
     def _row(self, connection, org, stream_id, lock=False):
         """The stream's row as a dict, or None when it does not exist or has expired."""
@@ -269,12 +272,7 @@ class SharedStreamStore:
                 return "unchanged"
             self.delete(org, stream_id)
         tus = meta.get("protocol") == "tus"
-        with self.database.transaction() as connection:
-            connection.execute(
-                "INSERT INTO streams (org, id, meta, protocol, state, touched_at, hash_state) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (org, stream_id, orjson.dumps(meta).decode(), "tus" if tus else "chunks", meta["state"], self.clock(),
-                 EMPTY_STATE))
+        self._insert(org, stream_id, meta, tus)
         for index, file, size in pieces:
             if tus:
                 appending = self.tus_append(org, stream_id, 0)
