@@ -103,3 +103,19 @@ def test_a_whole_file_in_order_is_verified_without_reading_it_back(app, auth, mo
     assert [answer.status_code for answer in answers] == [200, 200, 201]
     assert reads == []  # nothing was read back from the bucket to verify the SHA-256
     assert client.get(answers[-1].get_json()["path"], headers=auth).data == data
+
+
+def test_a_chunk_refused_after_it_was_staged_leaves_no_object(app, auth):
+    client = app.test_client()
+    data = movie(3000)
+    stream_id = create_stream(client, auth, data)
+    assert send_chunk(client, auth, stream_id, 1, 3, data[1000:2000]).status_code == 200  # staged: not next
+    assert len(object_keys(app, stream_id)) == 1
+    refused = send_chunk(client, auth, stream_id, 2, 4, data[2000:])  # staged, then refused under the lock
+    assert refused.status_code == 400 and refused.get_json()["error"].startswith("totalChunks: ")
+    assert len(object_keys(app, stream_id)) == 1
+    assert send_chunk(client, auth, stream_id, 2, 3, data[2000:]).status_code == 200
+    completed = send_chunk(client, auth, stream_id, 0, 3, data[:1000])
+    assert completed.status_code == 201
+    assert client.get(completed.get_json()["path"], headers=auth).data == data
+    assert object_keys(app, stream_id) == []

@@ -149,7 +149,7 @@ class SharedStreamStore:
         if row is None:
             raise StreamNotFound()
         in_order = index is not None and row["protocol"] == "chunks" and row["merged"] == index
-        return SpooledChunk(self.spool, head_size, row["hash_state"] if in_order else None)
+        return SpooledChunk(self.spool, head_size, self.objects, row["hash_state"] if in_order else None)
 
     def prepare(self, org, stream_id, index, incoming):
         """Work that needs no lock: a chunk that is not next in order is staged in the bucket now, so the stream's
@@ -169,20 +169,28 @@ class SharedStreamStore:
         """Hold the stream's row lock for one transaction and yield a SharedLockedStream; 404 when it does not exist or
         has expired. Objects the transaction made redundant are removed once it has committed."""
         redundant = []
-        refusal = None
-        with self.database.transaction() as connection:
-            row = self._row(connection, org, stream_id, lock=True)
-            if row is None:
-                raise StreamNotFound()
-            stream = SharedLockedStream(self, connection, org, stream_id, row, redundant)
-            try:
-                yield stream
-            except Exception as error:
-                if not stream.discarded:
-                    raise
-                # A stream discarded because its file failed verification stays discarded: the transaction commits,
-                # and the request still answers with the error.
-                refusal = error
+        refusal = stream = None
+        try:
+            with self.database.transaction() as connection:
+                row = self._row(connection, org, stream_id, lock=True)
+                if row is None:
+                    raise StreamNotFound()
+                stream = SharedLockedStream(self, connection, org, stream_id, row, redundant)
+                try:
+                    yield stream
+                except Exception as error:
+                    if not stream.discarded:
+                        raise
+                    # A stream discarded because its file failed verification stays discarded: the transaction
+                    # commits, and the request still answers with the error.
+                    refusal = error
+        except BaseException:
+            if stream is not None:
+                # Rolled back: what this transaction put in the bucket for its rows is referred to by nothing.
+                self._remove_objects(stream.created)
+            raise
+        for incoming in stream.claims:
+            incoming.claimed = True
         self._remove_objects(redundant)
         if refusal is not None:
             raise refusal
@@ -314,14 +322,18 @@ class SpooledChunk(Receiving):
     """A chunk received to this node's spool, hashed into its stream's running SHA-256 when it began in order
     (`start_state`), and its own SHA-256 computed only when asked (a chunk sent with a `sha` field)."""
 
-    def __init__(self, spool, head_size, start_state=None):
+    def __init__(self, spool, head_size, objects, start_state=None):
         with disk_errors():
             fd, name = tempfile.mkstemp(dir=spool, prefix="chunk-")
         self.path = name
         self.start_state = start_state
         hasher = PySha256.deserialize(start_state) if start_state is not None else _NoHash()
         super().__init__(os.fdopen(fd, "w+b"), hasher, head_size)
+        self._objects = objects
+        # An object of this chunk in the bucket (staged before or under the stream's lock), and whether a committed row
+        # refers to it; one that none does goes with the chunk.
         self.staged_key = None
+        self.claimed = False
         self._sha = None
 
     @property
@@ -363,6 +375,9 @@ class SpooledChunk(Receiving):
             self._file.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
+        if self.staged_key is not None and not self.claimed:
+            with contextlib.suppress(Exception):  # best effort, as every removal of a staged object
+                self._objects.delete(self.staged_key)
 
 
 class _NoHash:
@@ -385,6 +400,9 @@ class SharedLockedStream:
         self._redundant = redundant
         self._assembled = False
         self.discarded = False
+        # Chunks whose staged object a row of this transaction refers to, and objects it put in the bucket itself.
+        self.claims = []
+        self.created = []
 
     # -- bookkeeping -------------------------------------------------------------------------------------------------
 
@@ -428,14 +446,6 @@ class SharedLockedStream:
 
     def put_part(self, index, incoming):
         """Acknowledge a chunk: when this transaction commits, it is part of the prefix or staged in the bucket."""
-        try:
-            self._put_part(index, incoming)
-        except BaseException:
-            if incoming.staged_key:
-                self._redundant.append(incoming.staged_key)
-            raise
-
-    def _put_part(self, index, incoming):
         merged = self._row["merged"]
         if index < merged:
             if not self._resent_merged(index, incoming):
@@ -451,11 +461,13 @@ class SharedLockedStream:
                 with incoming.reading() as file:
                     self._objects.put_file(incoming.staged_key, file, incoming.size)
             self._set_chunk(index, incoming.size, incoming.staged_key, None)
+            self.claims.append(incoming)
             self._touch()
             return
         state = incoming.state_after(self._row["hash_state"])
         with incoming.reading() as file:
-            self._append(index, file, incoming.size, state, incoming.head, staged_key=incoming.staged_key)
+            self._append(index, file, incoming.size, state, incoming.head, staged_key=incoming.staged_key,
+                         owner=incoming)
         self._save_row()
 
     def _resent_merged(self, index, incoming):
@@ -488,7 +500,7 @@ class SharedLockedStream:
         self._save_row()
         return True
 
-    def _append(self, index, file, size, state, head, staged_key=None):
+    def _append(self, index, file, size, state, head, staged_key=None, owner=None):
         """Add `size` bytes of `file` (chunk `index`, or a tus body when index is None) to the prefix: as a part of its
         own, into a part with the tail before it, or onto the tail when they are still too small for a part."""
         row = self._row
@@ -504,7 +516,10 @@ class SharedLockedStream:
         else:
             if staged_key is None:
                 staged_key = self._store.staged_key(self.org, self.stream_id, "tail")
+                self.created.append(staged_key)
                 self._objects.put_file(staged_key, file, size)
+            elif owner is not None:
+                self.claims.append(owner)
             row["tail"].append([staged_key, size, index])
         if len(row["head"]) < SNIFF_BYTES:
             row["head"] = (row["head"] + head)[:SNIFF_BYTES]
