@@ -314,6 +314,24 @@ def stored_names(app, org, area, *under):
     return sorted(names + leftovers + spooled)
 
 
+def media_names_of(server, segment="videos", org="default"):
+    """Names of the media a GunicornServer holds for an org under /api/v1/<segment>/, on either backend; on the shared
+    one also the key of every object of the org's media that the index does not name (a leftover)."""
+    settings = getattr(server, "settings", {})
+    if not settings.get("DATABASE_URL"):
+        return [path.name for path in media_files(server.data_dir, segment, org=org)]
+    import psycopg
+
+    from service.storage.shared.objects import ObjectStore
+
+    with psycopg.connect(settings["DATABASE_URL"]) as connection:
+        rows = connection.execute("SELECT path, object_key FROM media WHERE org = %s", (org,)).fetchall()
+    names = [path.rsplit("/", 1)[1] for path, _ in rows if path.startswith(f"/api/v1/{segment}/")]
+    indexed = {key for _, key in rows}
+    objects = ObjectStore(settings["S3_BUCKET"], settings["S3_PREFIX"])
+    return sorted(names + [key for key in objects.keys(f"media/{org}/") if key not in indexed])
+
+
 def stream_ids(server, org="default"):
     """Ids of every stream a GunicornServer holds for an org, on either backend."""
     settings = getattr(server, "settings", {})

@@ -357,9 +357,9 @@ BOMBS = {
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, backend):
     """Real gunicorn with the shipped configuration."""
-    gunicorn = GunicornServer(tmp_path_factory.mktemp("hostile-gunicorn"),
+    gunicorn = GunicornServer(tmp_path_factory.mktemp("hostile-gunicorn"), backend=backend,
                               extra_args=("-c", "python:service.gunicorn_config"))
     yield gunicorn
     gunicorn.stop()

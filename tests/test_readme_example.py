@@ -28,8 +28,8 @@ def readme_examples():
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    started = GunicornServer(tmp_path_factory.mktemp("readme") / "data", workers=1)
+def server(tmp_path_factory, backend):
+    started = GunicornServer(tmp_path_factory.mktemp("readme") / "data", workers=1, backend=backend)
     yield started
     started.stop()
 

@@ -348,8 +348,9 @@ def test_each_protocol_on_the_others_stream_is_409_naming_the_right_one(url):
     assert fetch(url, response.json()["path"]) == data
 
 
-def test_expired_uploads_are_404(tmp_path):
-    started = GunicornServer(tmp_path / "data", workers=1, env={"WIS_STREAM_TTL_HOURS": str(1.5 / 3600)})
+def test_expired_uploads_are_404(tmp_path, backend):
+    started = GunicornServer(tmp_path / "data", workers=1, env={"WIS_STREAM_TTL_HOURS": str(1.5 / 3600)},
+                             backend=backend)
     try:
         location = create(started.url, png(100))
         assert head(location).status_code == 200

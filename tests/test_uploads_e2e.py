@@ -7,15 +7,15 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from support import (HEADERS, MB, GunicornServer, create_stream_over_http, media_files, mp4,
+from support import (HEADERS, MB, GunicornServer, create_stream_over_http, media_names_of, mp4,
                      send_chunk_over_http)
 
 
 
 @pytest.fixture(params=["sync", "gthread"])
-def server(request, tmp_path):
+def server(request, tmp_path, backend):
     """Two workers; with gthread, concurrent requests also share a process (threads contend for the same lock)."""
-    started = GunicornServer(tmp_path / "data", workers=2,
+    started = GunicornServer(tmp_path / "data", workers=2, backend=backend,
                              extra_args=("--worker-class", request.param, "--threads", "4"))
     yield started
     started.stop()
@@ -29,10 +29,6 @@ def download_sha(url, path):
         for block in response.iter_content(MB):
             digest.update(block)
     return digest.hexdigest()
-
-
-def media_names(data_dir):
-    return [path.name for path in media_files(data_dir, "videos")]
 
 
 def test_parallel_out_of_order_chunks_complete_exactly_once(server):
@@ -52,7 +48,7 @@ def test_parallel_out_of_order_chunks_complete_exactly_once(server):
     assert len(set(acknowledged)) == len(acknowledged) == len(chunks) - 1
     path = completions[0]["path"]
     assert download_sha(server.url, path) == hashlib.sha256(data).hexdigest()
-    assert media_names(server.data_dir) == [path.rsplit("/", 1)[1]]
+    assert media_names_of(server) == [path.rsplit("/", 1)[1]]
 
 
 def test_the_same_last_chunks_sent_at_once_complete_the_stream_once(server):
@@ -77,7 +73,7 @@ def test_the_same_last_chunks_sent_at_once_complete_the_stream_once(server):
     assert len(paths) == 1
     path = paths.pop()
     assert download_sha(server.url, path) == hashlib.sha256(data).hexdigest()
-    assert media_names(server.data_dir) == [path.rsplit("/", 1)[1]]
+    assert media_names_of(server) == [path.rsplit("/", 1)[1]]
     status = requests.get(f"{server.url}/uploads/{stream_id}", headers=HEADERS, timeout=30).json()
     assert (status["state"], status["path"]) == ("complete", path)
 
