@@ -106,11 +106,10 @@ def tus_upload(port, create_path, file, size, chunk_size, metadata, extra_header
 
 
 class Ours:
-    name = "ours"
-
-    def __init__(self, temp):
-        self.data_dir = temp / "ours-data"
-        self.process, url = start_ours(self.data_dir)
+    def __init__(self, temp, name="ours", root=None):
+        self.name = name
+        self.data_dir = temp / f"{name}-data"
+        self.process, url = start_ours(self.data_dir, **({"root": root} if root else {}))
         self.port = int(url.rsplit(":", 1)[1])
         self.workers = worker_pids(self.process.pid)
 
@@ -190,6 +189,8 @@ def main():
     parser.add_argument("--size-mb", type=int, default=500)
     parser.add_argument("--chunk-mb", type=int, default=5)
     parser.add_argument("--parallel", type=int, default=4)
+    parser.add_argument("--compare-tree", type=Path, help="also run the service from this checkout (e.g. a worktree "
+                        "of the code before a change) as server `before`, alternated with the others")
     args = parser.parse_args()
     size, chunk_size = args.size_mb * MB, args.chunk_mb * MB
     ensure_tus_installed()
@@ -205,17 +206,20 @@ def main():
                 handle.write(number.to_bytes(8, "big"))
             files.append((path, sha256_seconds(path)[0]))
         ours, reference = Ours(temp), Reference(temp)
+        servers = [ours, reference]
+        if args.compare_tree:
+            servers.insert(1, Ours(temp, "before", args.compare_tree.resolve()))
         try:
             idle = None
             report = {}
             for mode, chosen in (("one upload", files[:1]), (f"{args.parallel} uploads at once", files)):
-                for server in (ours, reference):
+                for server in servers:
                     measure(server, chosen, size, chunk_size)
                 if idle is None:
                     idle = ours.peak_rss_kb()
-                runs = {ours.name: [], reference.name: []}
+                runs = {server.name: [] for server in servers}
                 for number in range(args.runs):
-                    for server in (ours, reference):
+                    for server in servers:
                         runs[server.name].append(measure(server, chosen, size, chunk_size))
                         print(f"{mode}, run {number + 1}, {server.name}: "
                               + ", ".join(f"{k} {v:.2f}" for k, v in runs[server.name][-1].items()), flush=True)
@@ -228,6 +232,9 @@ def main():
                     "server CPU per GB ours/tus": medians["ours"]["server_cpu_s_per_gb"]
                     / medians["tus"]["server_cpu_s_per_gb"],
                 }
+                if "before" in medians:
+                    medians["ratio"]["throughput before/tus"] = medians["before"]["mbps"] / medians["tus"]["mbps"]
+                    medians["ratio"]["throughput ours/before"] = medians["ours"]["mbps"] / medians["before"]["mbps"]
                 report[mode] = medians
             print(f"\n{args.size_mb} MB per upload in {args.chunk_mb} MB PATCHes, medians of {args.runs} alternated "
                   f"runs after a discarded warm-up; our idle worker peak RSS {max(idle.values()) / 1024:.0f} MB")
@@ -236,9 +243,10 @@ def main():
                 for name, figures in medians.items():
                     print(f"  {name:6} " + ", ".join(f"{k} {v:.2f}" for k, v in figures.items()))
         finally:
-            ours.stop()
-            reference.stop()
-            shutil.rmtree(temp / "ours-data", ignore_errors=True)
+            for server in servers:
+                server.stop()
+                if isinstance(server, Ours):
+                    shutil.rmtree(server.data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
