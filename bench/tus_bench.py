@@ -14,7 +14,11 @@ process tree from /proc before and after), the client's own CPU seconds per GB (
 the completing PATCH against the median PATCH, and the largest rise of one of our workers' peak RSS (VmHWM) over
 its figure after the warm-up.
 
-    .venv/bin/python bench/tus_bench.py [--runs 3] [--size-mb 500] [--chunk-mb 5] [--parallel 4]
+With `--compare-tree DIR` the service from another checkout runs too, as `before`. On 2026-11-23 the same code
+measured clearly slower as `ours` than as `before` (swapped-role runs: 0.76 and 0.93 ours/before), so compare two
+versions in both roles (run the bench from each checkout, naming the other) and take the geometric mean.
+
+    .venv/bin/python bench/tus_bench.py [--runs 3] [--size-mb 500] [--chunk-mb 5] [--parallel 4] [--compare-tree DIR]
 """
 import argparse
 import base64
