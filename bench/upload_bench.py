@@ -189,14 +189,14 @@ def memory_kb(pid, field):
     return 0
 
 
-def start_ours(data_dir, app="service:create_app()", chdir=(), env=None):
+def start_ours(data_dir, app="service:create_app()", chdir=(), env=None, root=ROOT):
     """gunicorn with the configuration the project ships (Procfile), on a free port, with `env` added to this
-    process's environment; (process, url)."""
+    process's environment; (process, url). `root` is the checkout whose code it runs (this one by default)."""
     port = free_port()
     env = dict(os.environ, WIS_DATA_DIR=str(data_dir), WIS_API_TOKENS=f"default:{TOKEN}",
                WIS_BIND=f"127.0.0.1:{port}", **(env or {}))
     process = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "python:service.gunicorn_config", *chdir, app],
-                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     wait_ready(url + "/healthz", process, "gunicorn")
     return process, url

@@ -1,6 +1,8 @@
 """The tus record and appends on disk: crash leftovers are cut off, a torn slot falls back to the previous offset,
 tus uploads expire and are swept like chunked streams."""
 import base64
+import ctypes
+import errno
 import hashlib
 import os
 import time
@@ -10,6 +12,7 @@ import pytest
 
 from service.errors import UploadLocked
 from service.storage import get_repository
+from service.storage.streams import tus as streams_tus
 from service.storage.streams.tus import SLOT_SIZE, TusAppend, TusRecord
 
 pytestmark = pytest.mark.file_backend_only("they check the file backend's tus record and prefix on disk")
@@ -100,3 +103,41 @@ def test_tus_uploads_expire_and_are_swept(app, client, auth):
     assert repo.sweep() == 1
     assert not directory.exists()
     assert client.head(location, headers=dict(auth, **{"Tus-Resumable": "1.0.0"})).status_code == 404
+
+
+@pytest.mark.parametrize("writeback", ["refused", "absent"])
+def test_an_append_without_early_writeback_is_stored_as_before(app, client, auth, monkeypatch, writeback):
+    """Where sync_file_range is missing (not Linux) or the kernel refuses it, the fdatasync alone makes the body
+    durable: the upload completes unchanged, and a refusal turns the call off."""
+    calls = []
+
+    def refused(fd, offset, nbytes, flags):
+        calls.append((offset, nbytes))
+        ctypes.set_errno(errno.ENOSYS)
+        return -1
+    monkeypatch.setattr(streams_tus, "_start_writeback", refused if writeback == "refused" else None)
+    data = PNG + b"b" * 2000
+    location = create(client, auth, data)
+    assert patch(client, auth, location, 0, data[:1000]).status_code == 204
+    response = patch(client, auth, location, 1000, data[1000:])
+    assert response.status_code == 204
+    assert client.get(response.headers["Media-Path"], headers=auth).data == data
+    assert streams_tus._start_writeback is None
+    assert len(calls) == (1 if writeback == "refused" else 0)
+
+
+def test_early_writeback_is_asked_for_each_written_block(app, client, auth, monkeypatch):
+    if streams_tus._start_writeback is None:
+        pytest.skip("no sync_file_range here")
+    real, calls = streams_tus._start_writeback, []
+
+    def recording(fd, offset, nbytes, flags):
+        calls.append((offset, nbytes, flags))
+        return real(fd, offset, nbytes, flags)
+    monkeypatch.setattr(streams_tus, "_start_writeback", recording)
+    data = PNG + b"c" * 3000
+    location = create(client, auth, data)
+    assert patch(client, auth, location, 0, data[:1000]).status_code == 204
+    assert patch(client, auth, location, 1000, data[1000:]).status_code == 204
+    assert [(offset, nbytes) for offset, nbytes, _ in calls] == [(0, 1000), (1000, len(data) - 1000)]
+    assert {flags for _, _, flags in calls} == {streams_tus.SYNC_FILE_RANGE_WRITE}
