@@ -23,7 +23,6 @@ swap places every other run (use an even --runs): on this machine the same code 
 """
 import argparse
 import base64
-import hashlib
 import http.client
 import os
 import shutil
