@@ -17,6 +17,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 import service
 from service import create_app
+from service.storage import get_repository
 from support import HEADERS, TOKENS
 
 DOCUMENT = json.loads((Path(service.__file__).parent / "openapi.json").read_text())
@@ -36,9 +37,11 @@ FUZZ_SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, datab
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    return create_app({"DATA_DIR": str(tmp_path_factory.mktemp("fuzz-data")), "API_TOKENS": TOKENS,
-                       "TESTING": True})
+def app(tmp_path_factory, backend):
+    application = create_app({"DATA_DIR": str(tmp_path_factory.mktemp("fuzz-data")), "API_TOKENS": TOKENS,
+                              "TESTING": True, **backend.settings()})
+    yield application
+    get_repository(application).close()
 
 
 @pytest.fixture(scope="module")
