@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from service import create_app
 from service.graphql import load_schema
 from service.storage import get_repository
-from support import HEADERS, TOKENS, snapshot
+from support import HEADERS, TOKENS, snapshot, store_media
 
 SCHEMA = load_schema()
 MUTATIONS = {"process": "processCreate", "product": "productCreate", "station": "stationCreate"}
@@ -352,13 +352,13 @@ def without_derived_actions(value):
 # ---------------------------------------------------------------- the properties
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    app = create_app({"DATA_DIR": str(tmp_path_factory.mktemp("properties")), "API_TOKENS": TOKENS, "TESTING": True})
-    for path, data in ((IMAGE, b"\x89PNG\r\n\x1a\n"), (VIDEO, b"\0\0\0\x18ftypmp42")):
-        file = get_repository(app).media.file_for("default", path)
-        file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_bytes(data)
-    return app
+def app(tmp_path_factory, backend):
+    app = create_app({"DATA_DIR": str(tmp_path_factory.mktemp("properties")), "API_TOKENS": TOKENS, "TESTING": True,
+                      **backend.settings()})
+    for path in (IMAGE, VIDEO):
+        store_media(get_repository(app), "default", path)
+    yield app
+    get_repository(app).close()
 
 
 @pytest.fixture(scope="module")
@@ -388,14 +388,23 @@ def assert_stored_and_read_back(client, kind, data):
     assert read(client, kind, data["id"]) == expected(data, SCHEMA.type_map[INPUT_TYPES[kind]])
 
 
+def stored_state(app):
+    """The files under the data directory and every stored document's id and revision (on the shared backend the
+    documents are in its database)."""
+    documents = get_repository(app).documents
+    return snapshot(app.config["DATA_DIR"]), {
+        kind: [(identifier, documents.get("default", kind, identifier)["revision"])
+               for identifier in documents.ids("default", kind)] for kind in documents.kinds("default")}
+
+
 def assert_refused_and_nothing_stored(app, client, kind, data, field):
-    before = snapshot(app.config["DATA_DIR"])
+    before = stored_state(app)
     status, body = mutate(client, kind, data)
     assert status == 200 and body["data"] == {MUTATIONS[kind]: None}, body
     assert all(error["extensions"]["code"] == "BAD_USER_INPUT" for error in body["errors"]), body
     fields = [error["extensions"]["field"] for error in body["errors"]]
     assert field is None or field in fields, (field, body)
-    assert snapshot(app.config["DATA_DIR"]) == before
+    assert stored_state(app) == before
 
 
 def create_processes(client, identifiers):
