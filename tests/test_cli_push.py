@@ -8,6 +8,9 @@ from service.cli import main
 from support import GIF, TOKEN, downloaded_sha, free_port, sha256_of, write_mp4, write_png
 
 
+pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the server's answers are tested on both backends")
+
+
 @pytest.fixture
 def server(gunicorn_server):
     """A fresh server per test: each test starts from no stored objects."""

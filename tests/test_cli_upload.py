@@ -8,6 +8,9 @@ from service.client import MB, Client
 from support import (TOKEN, TOKEN_HEADER, Interrupted, downloaded_sha, free_port, interrupt_after, run_wis, sha256_of,
                      write_mp4, write_png)
 
+pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the server's answers are tested on both backends")
+
+
 def test_upload_prints_the_path_of_the_uploaded_file(server, tmp_path):
     image = write_png(tmp_path / "photo.png", 50_000)
 

@@ -5,6 +5,9 @@ from service.client import Client, ClientError
 from support import write_png
 
 
+pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the server's answers are tested on both backends")
+
+
 def test_upserts_answer_created_then_updated(api):
     assert api.create_station({"id": "station_a", "name": "Line A"}) == "CREATED"
     assert api.create_station({"id": "station_a", "name": "Line A, renamed"}) == "UPDATED"

@@ -9,6 +9,9 @@ from service.client import MB, Client
 from support import TOKEN, Interrupted, interrupt_after, write_mp4, write_png
 
 
+pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the server's answers are tested on both backends")
+
+
 def test_single_upload_progress_comes_in_pieces_while_the_body_is_sent(api, tmp_path):
     image = write_png(tmp_path / "photo.png", 3 * MB)
     increments = []

@@ -5,6 +5,9 @@ from service.client import MB, Client, ClientError
 from support import write_mp4, write_png
 
 
+pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the server's answers are tested on both backends")
+
+
 @pytest.fixture
 def api(wis_clean):
     with Client(wis_clean.url, wis_clean.token, backoff=0) as client:

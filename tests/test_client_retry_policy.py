@@ -7,6 +7,9 @@ from urllib3.exceptions import MaxRetryError, NewConnectionError
 from service.client import Client, ClientError, OutcomeUnknown, ServerUnreachable
 from support import sessions_through, write_png
 
+pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the server's answers are tested on both backends")
+
+
 STATION = {"id": "press_1", "name": "Press"}
 
 

@@ -11,6 +11,9 @@ from service.client import MB, Client, ClientError, ServerUnreachable
 from support import (HEADERS, TOKEN, Interrupted, downloaded_sha, interrupt_after, sessions_through, sha256_of,
                      write_mp4, write_png)
 
+pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the server's answers are tested on both backends")
+
+
 class Counted:
     """The requests of one method that a client sends from now on, from any of its threads."""
 
