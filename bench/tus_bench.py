@@ -190,8 +190,10 @@ def measure(server, files, size, chunk_size):
     return figures
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(ours_class=Ours, description=__doc__):
+    """The benchmark, with `ours_class` (Ours: tus PATCHes) as the client of our service (bench/chunk_bench.py passes
+    one that sends the multipart chunks of the SPEC API)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--size-mb", type=int, default=500)
     parser.add_argument("--chunk-mb", type=int, default=5)
@@ -212,10 +214,10 @@ def main():
                 handle.seek(12)
                 handle.write(number.to_bytes(8, "big"))
             files.append((path, sha256_seconds(path)[0]))
-        ours, reference = Ours(temp), Reference(temp)
+        ours, reference = ours_class(temp), Reference(temp)
         servers = [ours, reference]
         if args.compare_tree:
-            servers.insert(1, Ours(temp, "before", args.compare_tree.resolve()))
+            servers.insert(1, ours_class(temp, "before", args.compare_tree.resolve()))
         try:
             idle = None
             report = {}

@@ -1,4 +1,6 @@
 """StreamStore without HTTP: chunk bookkeeping, in-order merge with persisted SHA-256 state, rewind, crashes."""
+import ctypes
+import errno
 import hashlib
 import os
 import time
@@ -7,6 +9,8 @@ import pytest
 
 from service.errors import StreamNotFound
 from service.storage import Repository
+from service.storage import files as storage_files
+from service.storage import incoming as storage_incoming
 from service.storage.incoming import IncomingFile
 from service.storage.streams.append import PrefixAppend
 from service.storage.streams.stream import LockedStream
@@ -349,3 +353,82 @@ def test_a_chunk_sent_with_its_own_sha_is_checked_against_what_landed_on_the_pre
     incoming = start(repo, stream_id, 0, CHUNKS[0])
     assert incoming.sha256 == hashlib.sha256(CHUNKS[0]).hexdigest()
     incoming.discard()
+
+
+# -- early writeback of received chunks --------------------------------------------------------------
+
+def receive_in_writes(repo, stream_id, index, data, size):
+    """Receive chunk `index` as the multipart parser does: in writes of `size` bytes."""
+    incoming = repo.streams.new_incoming(ORG, stream_id, 12, index)
+    for offset in range(0, len(data), size):
+        incoming.write(data[offset:offset + size])
+    return incoming
+
+
+def test_early_writeback_is_asked_for_the_received_bytes_of_prefix_appends_and_parts(repo, monkeypatch):
+    """Every WRITEBACK_BLOCK bytes received, writeback of the bytes received since the last call is started: on the
+    prefix from where the chunk begins (appended in order), in a part file from 0 (out of order); the tail is left
+    to the fsync. The bytes must have reached the kernel by then (the file object's buffer flushed)."""
+    if storage_files._start_writeback is None:
+        pytest.skip("no sync_file_range here")
+    real, calls = storage_files._start_writeback, []
+
+    def recording(fd, offset, nbytes, flags):
+        # What is to be written back is in the file already, not in a Python buffer.
+        assert os.fstat(fd).st_size >= offset + nbytes
+        calls.append((os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[1], offset, nbytes, flags))
+        return real(fd, offset, nbytes, flags)
+    monkeypatch.setattr(storage_files, "_start_writeback", recording)
+    monkeypatch.setattr(storage_incoming, "WRITEBACK_BLOCK", 400)
+    stream_id = new_stream(repo, CHUNKS)
+    # 100-byte writes: the file object buffers them, so only a flush makes them the kernel's.
+    assert commit(repo, stream_id, 0, receive_in_writes(repo, stream_id, 0, CHUNKS[0], 100)) == (1, 1000)
+    assert [call[:3] for call in calls] == [("prefix", 0, 400), ("prefix", 400, 400)]
+    calls.clear()
+    assert commit(repo, stream_id, 1, receive_in_writes(repo, stream_id, 1, CHUNKS[1], 300)) == (2, 2000)
+    assert [call[:3] for call in calls] == [("prefix", 1000, 600), ("prefix", 1600, 400)]
+    calls.clear()
+    # Chunk 3 before chunk 2: into a part file of its own.
+    assert commit(repo, stream_id, 3, receive_in_writes(repo, stream_id, 3, CHUNKS[2], 500)) == (2, 2000)
+    assert [(name.startswith(".incoming-"), offset, nbytes) for name, offset, nbytes, _ in calls] == \
+        [(True, 0, 500), (True, 500, 500)]
+    assert {flags for *_, flags in calls} == {storage_files.SYNC_FILE_RANGE_WRITE}
+    assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1]
+
+
+@pytest.mark.parametrize("writeback", ["refused", "absent"])
+def test_chunks_without_early_writeback_are_stored_as_before(repo, monkeypatch, writeback):
+    """Where sync_file_range is missing (not Linux) or the kernel refuses it, the fsync alone makes the chunks
+    durable: they are stored unchanged, and a refusal turns the call off."""
+    calls = []
+
+    def refused(fd, offset, nbytes, flags):
+        calls.append((offset, nbytes))
+        ctypes.set_errno(errno.EINVAL)
+        return -1
+    monkeypatch.setattr(storage_files, "_start_writeback", refused if writeback == "refused" else None)
+    monkeypatch.setattr(storage_incoming, "WRITEBACK_BLOCK", 400)
+    stream_id = new_stream(repo, CHUNKS)
+    assert commit(repo, stream_id, 0, receive_in_writes(repo, stream_id, 0, CHUNKS[0], 100)) == (1, 1000)
+    assert commit(repo, stream_id, 2, receive_in_writes(repo, stream_id, 2, CHUNKS[2], 100)) == (1, 1000)
+    assert commit(repo, stream_id, 1, receive_in_writes(repo, stream_id, 1, CHUNKS[1], 100)) == (3, 3000)
+    assert prefix_bytes(repo, stream_id) == b"".join(CHUNKS[:3])
+    assert digest(repo, stream_id) == hashlib.sha256(b"".join(CHUNKS[:3])).hexdigest()
+    assert storage_files._start_writeback is None
+    assert len(calls) == (1 if writeback == "refused" else 0)
+
+
+def test_a_failing_early_writeback_is_left_for_the_fsync_to_report(repo, monkeypatch):
+    """An error other than 'not supported' (EIO...) neither fails the write nor turns the call off."""
+    calls = []
+
+    def failing(fd, offset, nbytes, flags):
+        calls.append((offset, nbytes))
+        ctypes.set_errno(errno.EIO)
+        return -1
+    monkeypatch.setattr(storage_files, "_start_writeback", failing)
+    monkeypatch.setattr(storage_incoming, "WRITEBACK_BLOCK", 400)
+    stream_id = new_stream(repo, CHUNKS)
+    assert commit(repo, stream_id, 0, receive_in_writes(repo, stream_id, 0, CHUNKS[0], 500)) == (1, 1000)
+    assert storage_files._start_writeback is failing
+    assert calls == [(0, 500), (500, 500)]

@@ -5,6 +5,8 @@ the target, and the directory is fsynced so the rename itself survives a power c
 `fcntl` locks (through filelock), which the kernel releases when a worker dies.
 """
 import contextlib
+import ctypes
+import ctypes.util
 import errno
 import os
 import tempfile
@@ -33,6 +35,38 @@ def disk_errors():
         if exc.errno in IO_FAILURE:
             raise StorageFailed() from exc
         raise
+
+
+def _sync_file_range():
+    """Linux's sync_file_range(2) through libc, or None where there is none (Python has no os.sync_file_range)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        function = libc.sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    function.restype = ctypes.c_int
+    return function
+
+
+# Starts writeback of a range without waiting for it (SYNC_FILE_RANGE_WRITE): called as each block of a body is
+# written, so that by the fsync/fdatasync that commits it most of the body is on its way to the disk or there
+# already, and the sync waits for the last block only. It makes nothing durable by itself; the sync still does that.
+_start_writeback = _sync_file_range() if os.uname().sysname == "Linux" else None
+SYNC_FILE_RANGE_WRITE = 2
+# Errors that mean the kernel or file system does not offer sync_file_range on this file.
+_WRITEBACK_UNSUPPORTED = (errno.ENOSYS, errno.EINVAL, errno.ESPIPE)
+
+
+def start_writeback(fd, start, length):
+    """Ask the kernel to start writing bytes [start, start + length) of `fd` (already written to the kernel, not
+    held in a Python buffer) to the disk, without waiting. Best effort: where sync_file_range is missing (not Linux)
+    or refused as unsupported, it switches itself off for the process and the later sync alone does the work, as
+    before; any other failure (EIO...) is left for that sync to report."""
+    global _start_writeback
+    if _start_writeback is not None and _start_writeback(fd, start, length, SYNC_FILE_RANGE_WRITE) != 0 \
+            and ctypes.get_errno() in _WRITEBACK_UNSUPPORTED:
+        _start_writeback = None
 
 
 def fsync_directory(directory):

@@ -13,7 +13,9 @@ from service.storage.streams.layout import MERGED, META, PREFIX, copy_range, rea
 class PrefixAppend(Receiving):
     """A chunk received straight onto the end of its stream's prefix and hashed into the stream's running SHA-256
     as it arrives, so it is written and hashed once. It holds the stream's append lock until `discard()`; its bytes
-    lie past the recorded prefix length until `LockedStream.put_part` commits them."""
+    lie past the recorded prefix length until `LockedStream.put_part` commits them (with an fdatasync of the prefix,
+    whose writeback this starts as the chunk arrives)."""
+    early_writeback = True
 
     @classmethod
     def start(cls, directory, index, head_size):
@@ -44,7 +46,7 @@ class PrefixAppend(Receiving):
             # Bytes past the recorded length are from an append that was never committed.
             prefix.truncate(start)
             prefix.seek(start)
-        super().__init__(prefix, PySha256.deserialize(state), head_size)
+        super().__init__(prefix, PySha256.deserialize(state), head_size, start)
         self.index, self.start = index, start
         self._directory = directory
         self._lock = append_lock

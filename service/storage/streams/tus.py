@@ -7,9 +7,6 @@ holds the previous offset. So a PATCH costs two fdatasyncs (the bytes, then the 
 directory fsync, and the file stays 256 bytes whatever the number of PATCHes.
 """
 import contextlib
-import ctypes
-import ctypes.util
-import errno
 import os
 import queue
 import struct
@@ -19,7 +16,7 @@ import zlib
 from rehashes import PySha256
 
 from service.errors import UploadLocked
-from service.storage.files import disk_errors
+from service.storage.files import disk_errors, start_writeback
 from service.storage.streams.layout import META, PREFIX, take_append_lock
 
 TUS_RECORD = "tus"
@@ -31,25 +28,6 @@ SLOT_SIZE = 128
 # with the fdatasync (12 ms against 7 ms per 5 MB, medians of alternated runs), so the page cache it is.
 # Blocks waiting for the append's writer thread: with the one being written and the one being received, three.
 _QUEUED = 1
-
-
-def _sync_file_range():
-    """Linux's sync_file_range(2) through libc, or None where there is none (Python has no os.sync_file_range)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        function = libc.sync_file_range
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-    function.restype = ctypes.c_int
-    return function
-
-
-# Starts writeback of a range without waiting for it (SYNC_FILE_RANGE_WRITE): called as each block is written, so
-# that by the commit's fdatasync most of the body is on its way to the disk or there already, and the fdatasync
-# waits for the last block only. It makes nothing durable by itself; the fdatasync still does that.
-_start_writeback = _sync_file_range() if os.uname().sysname == "Linux" else None
-SYNC_FILE_RANGE_WRITE = 2
 
 
 class TusRecord:
@@ -156,18 +134,11 @@ class TusAppend:
                         written = os.pwrite(self._fd, view, self.offset + self._written)
                         self._written += written
                         view = view[written:]
-                    self._begin_writeback(start, len(data))
+                    # Early writeback (see files.start_writeback): the commit's fdatasync waits for the last block only.
+                    start_writeback(self._fd, start, len(data))
                 self._hasher.update(data)
             except BaseException as exc:
                 self._failure = exc
-
-    def _begin_writeback(self, start, length):
-        global _start_writeback
-        if _start_writeback is not None and _start_writeback(self._fd, start, length, SYNC_FILE_RANGE_WRITE) != 0 \
-                and ctypes.get_errno() in (errno.ENOSYS, errno.EINVAL, errno.ESPIPE):
-            # Not offered by this kernel or file system: the fdatasync alone, as before. Any other failure (EIO...)
-            # is left to the commit's fdatasync to report.
-            _start_writeback = None
 
     def _drain(self):
         """Wait until every block handed to `write` is written and hashed."""

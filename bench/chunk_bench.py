@@ -1,0 +1,78 @@
+"""Multipart chunk benchmark: our SPEC chunk API (POST /uploads, then PATCH /uploads/<id> multipart/form-data with
+chunkIndex, totalChunks, file, in order) against @tus/server + @tus/file-store, with one lean client (run by hand).
+
+bench/tus_bench.py with our client swapped: the same servers (ours under the shipped gunicorn configuration, kept up
+for the whole benchmark), the same modes (one upload at a time, then `--parallel` uploads of different files at
+once, each sending its chunks in order), the same warm-up, sync after each run, order swapping and figures (MB/s,
+server CPU s/GB, client CPU s/GB, completing request against the median one). Each chunk request is built by hand
+(`http.client`, one keep-alive connection per upload): the form fields, then the file part, in one body; ours is
+given the file's sha and verifies it. `--compare-tree DIR` runs another checkout too, as `before`.
+Unlike bench/upload_bench.py, it has no floor, ceiling or chunks-in-flight mode.
+
+    .venv/bin/python bench/chunk_bench.py [--runs 4] [--size-mb 500] [--chunk-mb 5] [--parallel 4] [--compare-tree DIR]
+"""
+import http.client
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import tus_bench  # noqa: E402
+from upload_bench import TOKEN, sha256_seconds  # noqa: E402
+
+BOUNDARY = "----chunk-bench-boundary-7f3a"
+
+
+def multipart(fields, data):
+    """A multipart/form-data body: the text `fields` in order, then `data` as the part `file`."""
+    head = b"".join(f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+                    for name, value in fields.items())
+    head += (f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="c"\r\n'
+             "Content-Type: application/octet-stream\r\n\r\n").encode()
+    return head + data + f"\r\n--{BOUNDARY}--\r\n".encode()
+
+
+class Chunks(tus_bench.Ours):
+    """Our service, sent the SPEC API's multipart chunks in order."""
+
+    def upload(self, file, size, chunk_size, sha):
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
+        auth = {"x-service-api-org": TOKEN}
+        connection.request("POST", "/uploads", headers={**auth, "Content-Type": "application/json"}, body=json.dumps({
+            "destinationId": "stepVideo", "fileName": file.name, "fileSize": size, "sha": sha}))
+        response = connection.getresponse()
+        created = response.read()
+        if response.status not in (200, 201):
+            raise SystemExit(f"POST /uploads: {response.status} {created!r}")
+        stream = json.loads(created)["streamId"]
+        total = -(-size // chunk_size)
+        latencies, fd = [], os.open(file, os.O_RDONLY)
+        try:
+            for index in range(total):
+                data = os.pread(fd, chunk_size, index * chunk_size)
+                body = multipart({"chunkIndex": index, "totalChunks": total}, data)
+                sent = time.perf_counter()
+                connection.request("PATCH", f"/uploads/{stream}", body=body, headers={
+                    **auth, "Content-Type": f"multipart/form-data; boundary={BOUNDARY}"})
+                response = connection.getresponse()
+                answer = response.read()
+                latencies.append(time.perf_counter() - sent)
+                if response.status != (201 if index == total - 1 else 200):
+                    raise SystemExit(f"chunk {index}: {response.status} {answer!r}")
+        finally:
+            os.close(fd)
+            connection.close()
+        media = self.data_dir / "orgs" / "default" / "media" / "videos" / json.loads(answer)["path"].rsplit("/", 1)[1]
+
+        def verify():
+            if sha256_seconds(media)[0] != sha:
+                raise SystemExit("ours stored a different file")
+            media.unlink()
+        return latencies, verify
+
+
+if __name__ == "__main__":
+    tus_bench.main(Chunks, __doc__)
