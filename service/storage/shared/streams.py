@@ -18,6 +18,7 @@ leaves the row as it was: a part uploaded meanwhile is overwritten by the next a
 out of the completion, and a staged object nobody recorded is removed at once, or by the expiry sweep.
 """
 import contextlib
+import hashlib
 import os
 import secrets
 import tempfile
@@ -26,15 +27,18 @@ import time
 import orjson
 from rehashes import PySha256
 
-from service.errors import InvalidChunk, StreamNotFound
+from service.errors import InvalidChunk, OffsetMismatch, StreamNotFound
 from service.interface import SNIFF_BYTES
 from service.storage.files import disk_errors
 from service.storage.incoming import BUFFER_SIZE, Receiving
 from service.storage.shared.objects import MIN_PART_SIZE, NoSuchObject
+from service.storage.shared.tus import SharedTusAppend
 from service.storage.streams.layout import STREAM_ID
 
 EMPTY_STATE = PySha256().serialize()
-_COLUMNS = "meta, protocol, state, touched_at, merged, length, hash_state, head, upload_id, parts, tail"
+_COLUMN_NAMES = ("meta", "protocol", "state", "touched_at", "merged", "length", "hash_state", "head", "upload_id",
+                 "parts", "tail")
+_COLUMNS = ", ".join(_COLUMN_NAMES)
 
 
 class SharedStreamStore:
@@ -85,15 +89,8 @@ class SharedStreamStore:
             (org, stream_id)).fetchone()
         if row is None:
             return None
-        record = dict(zip([name.strip() for name in _COLUMNS.split(",")], row))
-        if record["touched_at"] + self.ttl_seconds < self.clock():
-            return None
-        record["meta"] = orjson.loads(record["meta"])
-        record["parts"] = orjson.loads(record["parts"])
-        record["tail"] = orjson.loads(record["tail"])
-        record["hash_state"] = bytes(record["hash_state"])
-        record["head"] = bytes(record["head"])
-        return record
+        record = self._record_of(row)
+        return None if record["touched_at"] + self.ttl_seconds < self.clock() else record
 
     def peek(self, org, stream_id):
         """The row of a live stream without locking it, or None."""
@@ -203,8 +200,6 @@ class SharedStreamStore:
 
     def tus_append(self, org, stream_id, lock_timeout):
         """A PATCH body to be received at the committed offset of a tus upload (checked again when it commits)."""
-        from service.storage.shared.tus import SharedTusAppend
-
         row = self.peek(org, stream_id)
         if row is None:
             raise StreamNotFound()
@@ -243,7 +238,7 @@ class SharedStreamStore:
         removed = 0
         with self.database.transaction() as connection:
             expired = connection.execute(
-                "SELECT org, id FROM streams WHERE touched_at < %s FOR UPDATE SKIP LOCKED", (cutoff,)).fetchall()
+                "SELECT org, id FROM streams WHERE touched_at < %s", (cutoff,)).fetchall()
         for org, stream_id in expired:
             keys = []
             with self.database.transaction() as connection:
@@ -260,9 +255,12 @@ class SharedStreamStore:
 
     @staticmethod
     def _record_of(row):
-        record = dict(zip([name.strip() for name in _COLUMNS.split(",")], row))
-        record["meta"] = orjson.loads(record["meta"])
-        record["tail"] = orjson.loads(record["tail"])
+        """A row of _COLUMNS as a dict, its JSON and bytes decoded."""
+        record = dict(zip(_COLUMN_NAMES, row))
+        for name in ("meta", "parts", "tail"):
+            record[name] = orjson.loads(record[name])
+        for name in ("hash_state", "head"):
+            record[name] = bytes(record[name])
         return record
 
     def import_stream(self, org, stream_id, meta, pieces, received):
@@ -339,8 +337,6 @@ class SpooledChunk(Receiving):
     @property
     def sha256(self):
         if self._sha is None:
-            import hashlib
-
             digest = hashlib.sha256()
             with self.reading() as file:
                 while block := file.read(BUFFER_SIZE):
@@ -635,8 +631,6 @@ class SharedLockedStream:
     def commit_tus(self, appending):
         """Make a received PATCH body part of the upload, if nothing was appended since it began (tus PATCHes of one
         upload are sequential; a concurrent one that committed first wins, this one is refused)."""
-        from service.errors import OffsetMismatch
-
         if self._row["length"] != appending.offset:
             raise OffsetMismatch(f"Upload-Offset: the upload is at offset {self._row['length']}, not "
                                  f"{appending.offset}; nothing was appended (HEAD gives the offset to continue from)")
