@@ -29,6 +29,7 @@ RESPONSES = {
     "body_checksum_mismatch": (460, "BAD_REQUEST"),
     "body_too_large": (413, "PAYLOAD_TOO_LARGE"),
     "storage_failed": (503, "SERVICE_UNAVAILABLE"),
+    "storage_busy": (503, "SERVICE_UNAVAILABLE"),
     "storage_full": (507, "INSUFFICIENT_STORAGE"),
     "database_unavailable": (503, "SERVICE_UNAVAILABLE"),
     "object_store_unavailable": (503, "SERVICE_UNAVAILABLE"),
@@ -139,6 +140,13 @@ class StorageFailed(ServiceError):
     code = "storage_failed"
     message = ("the server's storage failed (I/O error) while handling this request; "
                "it did not take effect, try again later")
+
+
+class StorageBusy(StorageFailed):
+    """A file lock another request held for longer than this one waits (a stuck writer): nothing was changed."""
+    code = "storage_busy"
+    message = ("another request has held this object's lock for too long; this request did not take effect, "
+               "try again later")
 
 
 class DatabaseUnavailable(StorageFailed):

@@ -587,7 +587,7 @@ class FaultyDisk:
     def __init__(self, monkeypatch):
         self.calls = Counter()
         self._fault = None
-        # Lock files are created by filelock through os.open: a full disk refuses a new one (no inode left).
+        # Lock files are created through os.open: a full disk refuses a new one (no inode left).
         real_open = os.open
 
         def os_open(path, flags, *args, **kwargs):

@@ -5,9 +5,8 @@ import re
 import shutil
 
 import orjson
-from filelock import Timeout
 
-from service.storage.files import atomic_write_bytes, lock
+from service.storage.files import LockTimeout, atomic_write_bytes, lock
 from service.storage.incoming import BUFFER_SIZE
 
 STREAM_ID = re.compile(r"[0-9a-f]{32}")
@@ -59,7 +58,7 @@ def take_append_lock(directory, timeout=0):
     append_lock = lock(_append_lock_path(directory), timeout=timeout)
     try:
         append_lock.acquire()
-    except Timeout:
+    except LockTimeout:
         return None
     return append_lock
 
@@ -67,7 +66,7 @@ def take_append_lock(directory, timeout=0):
 def remove_stream(directory):
     """Remove a stream directory and its lock files; call with the stream's lock held."""
     shutil.rmtree(directory, ignore_errors=True)
-    # Waiters on the unlinked lock files notice (filelock checks st_nlink) and find no meta.
+    # Waiters on the unlinked lock files notice (DiskLock checks st_nlink) and find no meta.
     for lock_file in (f"{directory}.lock", f"{_append_lock_path(directory)}.lock"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(lock_file)

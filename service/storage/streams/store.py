@@ -5,10 +5,8 @@ import secrets
 import shutil
 import time
 
-from filelock import Timeout
-
 from service.errors import StreamNotFound
-from service.storage.files import disk_errors, lock
+from service.storage.files import LockTimeout, disk_errors, lock
 from service.storage.incoming import IncomingFile
 from service.storage.names import id_to_name
 from service.storage.streams.append import PrefixAppend
@@ -204,5 +202,5 @@ class StreamStore:
                     return False
                 remove_stream(directory)
                 return True
-        except (FileNotFoundError, Timeout):
+        except (FileNotFoundError, LockTimeout):
             return False
