@@ -177,7 +177,7 @@ class RequestBody:
             if got < want:
                 self.cut_off = True
             if got:
-                # One copy: the stream's hasher takes bytes only.
+                # One copy: the block is written and hashed by the append's thread while the next is received here.
                 yield bytes(buffer[:got])
             if self.cut_off:
                 return

@@ -25,17 +25,17 @@ import tempfile
 import time
 
 import orjson
-from rehashes import PySha256
 
 from service.errors import InvalidChunk, OffsetMismatch, StreamNotFound
 from service.interface import SNIFF_BYTES
 from service.storage.files import disk_errors
 from service.storage.incoming import BUFFER_SIZE, Receiving
+from service.storage.sha256_state import Sha256State
 from service.storage.shared.objects import MIN_PART_SIZE, NoSuchObject
 from service.storage.shared.tus import SharedTusAppend
 from service.storage.streams.layout import STREAM_ID
 
-EMPTY_STATE = PySha256().serialize()
+EMPTY_STATE = Sha256State().serialize()
 _COLUMN_NAMES = ("meta", "protocol", "state", "touched_at", "merged", "length", "hash_state", "head", "upload_id",
                  "parts", "tail")
 _COLUMNS = ", ".join(_COLUMN_NAMES)
@@ -325,7 +325,7 @@ class SpooledChunk(Receiving):
             fd, name = tempfile.mkstemp(dir=spool, prefix="chunk-")
         self.path = name
         self.start_state = start_state
-        hasher = PySha256.deserialize(start_state) if start_state is not None else _NoHash()
+        hasher = Sha256State.deserialize(start_state) if start_state is not None else _NoHash()
         super().__init__(os.fdopen(fd, "w+b"), hasher, head_size)
         self._objects = objects
         # An object of this chunk in the bucket (staged before or under the stream's lock), and whether a committed row
@@ -348,7 +348,7 @@ class SpooledChunk(Receiving):
         """The running SHA-256 state after this chunk, continuing from `start_state`."""
         if start_state == self.start_state:
             return self._hasher.serialize()
-        hasher = PySha256.deserialize(start_state)
+        hasher = Sha256State.deserialize(start_state)
         with self.reading() as file:
             while block := file.read(BUFFER_SIZE):
                 hasher.update(block)
@@ -599,7 +599,7 @@ class SharedLockedStream:
             size, key, _ = chunk
             # The staged object is read back to hash it; its bytes are kept only when they join the tail's into a part
             # (otherwise it is copied into a part, or joins the tail, inside the store).
-            hasher = PySha256.deserialize(row["hash_state"])
+            hasher = Sha256State.deserialize(row["hash_state"])
             head = b""
             with contextlib.ExitStack() as cleanup:
                 local = cleanup.enter_context(tempfile.TemporaryFile(dir=self._store.spool)) \
@@ -624,7 +624,7 @@ class SharedLockedStream:
         """Nothing to undo: the failed transaction is rolled back with everything it wrote."""
 
     def merged_sha256(self):
-        return PySha256.deserialize(self._row["hash_state"]).finalize()
+        return Sha256State.deserialize(self._row["hash_state"]).finalize()
 
     # -- tus ---------------------------------------------------------------------------------------------------------
 

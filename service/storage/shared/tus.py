@@ -5,10 +5,9 @@ import contextlib
 import os
 import tempfile
 
-from rehashes import PySha256
-
 from service.interface import SNIFF_BYTES
 from service.storage.files import disk_errors
+from service.storage.sha256_state import Sha256State
 
 
 class SharedTusAppend:
@@ -18,7 +17,7 @@ class SharedTusAppend:
         self.offset = row["length"]
         self._committed_head = row["head"]
         self._state = row["hash_state"]
-        self._hasher = PySha256.deserialize(self._state)
+        self._hasher = Sha256State.deserialize(self._state)
         with disk_errors():
             fd, self._path = tempfile.mkstemp(dir=spool, prefix="tus-")
         self._file = os.fdopen(fd, "w+b")
@@ -46,7 +45,7 @@ class SharedTusAppend:
         return self._hasher.serialize()
 
     def sha256(self):
-        return PySha256.deserialize(self.state()).finalize()
+        return Sha256State.deserialize(self.state()).finalize()
 
     @contextlib.contextmanager
     def reading(self):
@@ -66,7 +65,7 @@ class SharedTusAppend:
 
     def rollback(self):
         """Forget what was received since the last commit."""
-        self._hasher = PySha256.deserialize(self._state)
+        self._hasher = Sha256State.deserialize(self._state)
         self._reset()
 
     def _reset(self):

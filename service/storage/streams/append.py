@@ -1,11 +1,10 @@
 """The chunk that continues a stream's prefix in order, received straight onto its end."""
 import contextlib
 
-from rehashes import PySha256
-
 from service.checksums import file_sha256
 from service.storage.files import disk_errors
 from service.storage.incoming import IncomingFile, Receiving
+from service.storage.sha256_state import Sha256State
 from service.storage.streams.boundaries import BoundaryRecords
 from service.storage.streams.layout import MERGED, META, PREFIX, copy_range, read_json, take_append_lock
 
@@ -16,6 +15,7 @@ class PrefixAppend(Receiving):
     lie past the recorded prefix length until `LockedStream.put_part` commits them (with an fdatasync of the prefix,
     whose writeback this starts as the chunk arrives)."""
     early_writeback = True
+    write_behind = True
 
     @classmethod
     def start(cls, directory, index, head_size):
@@ -46,7 +46,7 @@ class PrefixAppend(Receiving):
             # Bytes past the recorded length are from an append that was never committed.
             prefix.truncate(start)
             prefix.seek(start)
-        super().__init__(prefix, PySha256.deserialize(state), head_size, start)
+        super().__init__(prefix, Sha256State.deserialize(state), head_size, start)
         self.index, self.start = index, start
         self._directory = directory
         self._lock = append_lock
@@ -64,9 +64,11 @@ class PrefixAppend(Receiving):
 
     def stream_state(self):
         """The serialized SHA-256 state of the stream's file up to the end of this chunk."""
+        self._settle()
         return self._hasher.serialize()
 
     def flush(self):
+        self._settle()
         with disk_errors():
             self._file.flush()
 
@@ -83,6 +85,8 @@ class PrefixAppend(Receiving):
         is always safe for the holder of the append lock, committed or not; it is best effort, since the next append
         truncates the prefix anyway."""
         try:
+            with contextlib.suppress(Exception):
+                self._settle()
             with contextlib.suppress(OSError):
                 merged = read_json(self._directory / MERGED)
                 if merged is not None:

@@ -3,8 +3,7 @@ import contextlib
 import os
 import struct
 
-from rehashes import PySha256
-
+from service.storage.sha256_state import Sha256State
 from service.storage.streams.layout import BOUNDARIES
 
 # Prefix length (8 bytes) and the serialized SHA-256 state (104 bytes) at a chunk boundary.
@@ -22,7 +21,7 @@ class BoundaryRecords:
     def create(self):
         """Write the file with record 0, the empty prefix, and fsync it."""
         with self.writing("wb"):
-            self.write(0, 0, PySha256().serialize())
+            self.write(0, 0, Sha256State().serialize())
             self.sync()
 
     def read(self, index):

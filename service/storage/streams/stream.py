@@ -2,11 +2,10 @@
 import contextlib
 import os
 
-from rehashes import PySha256
-
 from service.checksums import file_sha256
 from service.storage.files import disk_errors, fsync_directory
 from service.storage.incoming import BUFFER_SIZE, IncomingFile
+from service.storage.sha256_state import Sha256State
 from service.storage.streams.append import PrefixAppend
 from service.storage.streams.boundaries import BoundaryRecords
 from service.storage.streams.layout import (MERGED, META, PREFIX, copy_range, part_path, part_sizes, read_json,
@@ -143,7 +142,7 @@ class LockedStream:
     def _merge_parts(self, merged, length, state, total):
         """Append parts `merged`, `merged + 1`, ... onto the prefix, fsync it and the boundaries, then move `merged`
         past them; the caller may write to the prefix."""
-        hasher = PySha256.deserialize(state)
+        hasher = Sha256State.deserialize(state)
         first = merged
         with disk_errors(), open(self.directory / PREFIX, "r+b") as prefix, self._boundaries.writing():
             # Bytes past the recorded length are from an append whose bookkeeping never got saved.
@@ -209,7 +208,7 @@ class LockedStream:
 
     def merged_sha256(self):
         """Hex SHA-256 of the prefix as merged so far."""
-        return PySha256.deserialize(self._boundaries.read(self._next())[1]).finalize()
+        return Sha256State.deserialize(self._boundaries.read(self._next())[1]).finalize()
 
     def publish(self, path):
         """Make the verified prefix the media file at `path`, mark the stream complete, drop its parts."""

@@ -8,16 +8,14 @@ directory fsync, and the file stays 256 bytes whatever the number of PATCHes.
 """
 import contextlib
 import os
-import queue
 import struct
-import threading
 import zlib
-
-from rehashes import PySha256
 
 from service.errors import UploadLocked
 from service.storage.files import disk_errors, start_writeback
+from service.storage.sha256_state import Sha256State
 from service.storage.streams.layout import META, PREFIX, take_append_lock
+from service.storage.write_behind import WriteBehind
 
 TUS_RECORD = "tus"
 # sequence, offset, serialized SHA-256 state, CRC-32 of the three
@@ -26,8 +24,6 @@ _BODY = struct.Struct(">QQ104s")
 SLOT_SIZE = 128
 # O_DIRECT writes from an aligned buffer were tried: on this machine's ext4 they were not faster than the page cache
 # with the fdatasync (12 ms against 7 ms per 5 MB, medians of alternated runs), so the page cache it is.
-# Blocks waiting for the append's writer thread: with the one being written and the one being received, three.
-_QUEUED = 1
 
 
 class TusRecord:
@@ -40,7 +36,7 @@ class TusRecord:
         """Offset 0, the empty hash, fsynced."""
         with open(self._path, "wb") as handle:
             # Record 1 goes where `commit` puts odd sequence numbers: the second slot.
-            handle.write(bytes(SLOT_SIZE) + self._slot(1, 0, PySha256().serialize()))
+            handle.write(bytes(SLOT_SIZE) + self._slot(1, 0, Sha256State().serialize()))
             handle.flush()
             os.fsync(handle.fileno())
 
@@ -89,10 +85,10 @@ class TusAppend:
             self._fd = os.open(directory / PREFIX, os.O_RDWR)
             # Bytes past the committed offset are from a PATCH that was never committed.
             os.ftruncate(self._fd, self.offset)
-        self._hasher = PySha256.deserialize(state)
+        self._hasher = Sha256State.deserialize(state)
         self.size = 0
-        self._writer = self._queue = self._failure = None
-        # Bytes of this PATCH the writer thread has written so far.
+        self._behind = WriteBehind(self._write_block, "tus-append")
+        # Bytes of this PATCH written so far.
         self._written = 0
 
     @classmethod
@@ -111,47 +107,26 @@ class TusAppend:
             raise
 
     def write(self, data):
-        """Append `data` (bytes) past the committed offset and hash it. The writing and hashing happen in a thread of
-        this append while the caller receives the next block (both release the GIL on large buffers); at most
-        `_QUEUED` blocks wait, so memory stays bounded by a few blocks."""
-        self._raise_failure()
-        if self._writer is None:
-            self._queue = queue.Queue(maxsize=_QUEUED)
-            self._writer = threading.Thread(target=self._write_queued, name="tus-append", daemon=True)
-            self._writer.start()
-        self._queue.put(data)
+        """Append `data` (bytes) past the committed offset and hash it, in this append's write-behind thread while the
+        caller receives the next block."""
+        self._behind.put(data)
         self.size += len(data)
 
-    def _write_queued(self):
-        while (data := self._queue.get()) is not None:
-            if self._failure is not None:
-                continue
-            try:
-                with disk_errors():
-                    start = self.offset + self._written
-                    view = memoryview(data)
-                    while view:
-                        written = os.pwrite(self._fd, view, self.offset + self._written)
-                        self._written += written
-                        view = view[written:]
-                    # Early writeback (see files.start_writeback): the commit's fdatasync waits for the last block only.
-                    start_writeback(self._fd, start, len(data))
-                self._hasher.update(data)
-            except BaseException as exc:
-                self._failure = exc
+    def _write_block(self, data):
+        with disk_errors():
+            start = self.offset + self._written
+            view = memoryview(data)
+            while view:
+                written = os.pwrite(self._fd, view, self.offset + self._written)
+                self._written += written
+                view = view[written:]
+            # Early writeback (see files.start_writeback): the commit's fdatasync waits for the last block only.
+            start_writeback(self._fd, start, len(data))
+        self._hasher.update(data)
 
     def _drain(self):
         """Wait until every block handed to `write` is written and hashed."""
-        if self._writer is not None:
-            self._queue.put(None)
-            self._writer.join()
-            self._writer = None
-        self._raise_failure()
-
-    def _raise_failure(self):
-        if self._failure is not None:
-            failure, self._failure = self._failure, None
-            raise failure
+        self._behind.drain()
 
     def head(self, size):
         """The first `size` bytes of the upload (committed and just written)."""
@@ -166,7 +141,7 @@ class TusAppend:
 
     def sha256(self):
         """Hex SHA-256 of the whole upload up to the end of what was written."""
-        return PySha256.deserialize(self.state()).finalize()
+        return Sha256State.deserialize(self.state()).finalize()
 
     def commit(self):
         """Make the written bytes part of the upload: fdatasync them, then move the offset past them."""
@@ -187,7 +162,7 @@ class TusAppend:
             os.ftruncate(self._fd, self.offset)
         self.size = self._written = 0
         with contextlib.suppress(OSError):
-            self._hasher = PySha256.deserialize(self._record.read()[2])
+            self._hasher = Sha256State.deserialize(self._record.read()[2])
 
     def close(self):
         with contextlib.suppress(Exception):
