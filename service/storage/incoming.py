@@ -10,7 +10,6 @@ import tempfile
 from pathlib import Path
 
 from service.storage.files import disk_errors, start_writeback
-from service.storage.write_behind import WriteBehind
 
 BUFFER_SIZE = 1024 * 1024
 # Early writeback of a received file (see files.start_writeback) is asked for each time this many more bytes have
@@ -24,13 +23,8 @@ class Receiving:
 
     With `early_writeback`, a file that is fsynced once received (`offset` being where in `file` the received bytes
     begin) has the writeback of what it received started as it goes, every WRITEBACK_BLOCK bytes, so that the fsync
-    waits for the last block only.
-
-    With `write_behind`, large blocks are written and hashed in a thread of their own (service.storage.write_behind)
-    while the caller parses the next block; `size` and `head` are kept in the caller's thread, and whatever touches
-    the file or the hash calls `_settle()` first."""
+    waits for the last block only."""
     early_writeback = False
-    write_behind = False
 
     def __init__(self, file, hasher, head_size, offset=0):
         self._file = file
@@ -39,37 +33,24 @@ class Receiving:
         self.head = b""
         self.size = 0
         self._offset = offset
-        # Received bytes written to `file`, and those whose writeback has been asked for.
-        self._written = self._written_back = 0
-        self._behind = WriteBehind(self._write_block, "receiving") if self.write_behind else None
+        # Received bytes whose writeback has been asked for.
+        self._written_back = 0
 
     def write(self, data):
-        if self._behind is None:
-            self._write_block(data)
-        else:
-            self._behind.put(data)
-        self.size += len(data)
-        if len(self.head) < self._head_size:
-            self.head = (self.head + bytes(data[: self._head_size]))[: self._head_size]
-        return len(data)
-
-    def _write_block(self, data):
         with disk_errors():
             self._file.write(data)
-            self._written += len(data)
-            if self.early_writeback and self._written - self._written_back >= WRITEBACK_BLOCK:
+            if self.early_writeback and self.size + len(data) - self._written_back >= WRITEBACK_BLOCK:
                 # Only bytes that reached the kernel can be written back: flush what the file object buffers (a
                 # no-op for the parser's ~1 MB writes, which go past the buffer).
                 self._file.flush()
                 start_writeback(self._file.fileno(), self._offset + self._written_back,
-                                self._written - self._written_back)
-                self._written_back = self._written
+                                self.size + len(data) - self._written_back)
+                self._written_back = self.size + len(data)
         self._hasher.update(data)
-
-    def _settle(self):
-        """Wait until every block received is written and hashed; raise what failed doing it."""
-        if self._behind is not None:
-            self._behind.drain()
+        self.size += len(data)
+        if len(self.head) < self._head_size:
+            self.head = (self.head + bytes(data[: self._head_size]))[: self._head_size]
+        return len(data)
 
     def tell(self):
         return self.size
@@ -77,7 +58,6 @@ class Receiving:
 
 class IncomingFile(Receiving):
     early_writeback = True
-    write_behind = True
 
     def __init__(self, directory, head_size):
         with disk_errors():
@@ -88,13 +68,11 @@ class IncomingFile(Receiving):
     @property
     def sha256(self):
         """Hex SHA-256 of the bytes written so far."""
-        self._settle()
         return self._hasher.hexdigest()
 
     def finish(self):
         """Flush and fsync, so the file can be renamed or linked into place and survive a crash."""
         if not self._file.closed:
-            self._settle()
             with disk_errors():
                 self._file.flush()
                 os.fsync(self._file.fileno())
@@ -102,8 +80,6 @@ class IncomingFile(Receiving):
 
     def discard(self):
         """Remove the file unless it was moved into place."""
-        with contextlib.suppress(Exception):
-            self._settle()
         with contextlib.suppress(OSError):
             self._file.close()
         with contextlib.suppress(FileNotFoundError):

@@ -1,6 +1,10 @@
-"""The blocks of a request body written and hashed by a thread of their own while the request's thread receives the
-next block: writing (pwrite, early writeback) and hashing (OpenSSL's SHA-256) both release the GIL, so the receiving,
-the writing and the hashing of a large body overlap instead of following one another."""
+"""The blocks of a tus PATCH body written and hashed by a thread of their own while the request's thread receives the
+next block: receiving (recv_into), writing (pwrite, early writeback) and hashing (OpenSSL's SHA-256) all release the
+GIL, so they overlap instead of following one another.
+
+Tried on the multipart chunk path too and left out there: its request thread parses the body in Python (werkzeug's
+decoder), which holds the GIL the writer thread needs between its calls; it cost 0.9 s more server CPU per GB and 8 %
+of the throughput (500 MB in 5 MB chunks, medians of 5 alternated runs)."""
 import queue
 import threading
 

@@ -15,7 +15,6 @@ class PrefixAppend(Receiving):
     lie past the recorded prefix length until `LockedStream.put_part` commits them (with an fdatasync of the prefix,
     whose writeback this starts as the chunk arrives)."""
     early_writeback = True
-    write_behind = True
 
     @classmethod
     def start(cls, directory, index, head_size):
@@ -64,11 +63,9 @@ class PrefixAppend(Receiving):
 
     def stream_state(self):
         """The serialized SHA-256 state of the stream's file up to the end of this chunk."""
-        self._settle()
         return self._hasher.serialize()
 
     def flush(self):
-        self._settle()
         with disk_errors():
             self._file.flush()
 
@@ -85,8 +82,6 @@ class PrefixAppend(Receiving):
         is always safe for the holder of the append lock, committed or not; it is best effort, since the next append
         truncates the prefix anyway."""
         try:
-            with contextlib.suppress(Exception):
-                self._settle()
             with contextlib.suppress(OSError):
                 merged = read_json(self._directory / MERGED)
                 if merged is not None:
