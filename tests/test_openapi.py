@@ -1,4 +1,5 @@
 """service/openapi.json: served without a token, a valid OpenAPI document, and true to real responses."""
+import base64
 import hashlib
 import io
 import json
@@ -35,8 +36,8 @@ def test_document_is_served_without_token_and_valid(client, document):
 
 def test_document_covers_the_upload_and_media_endpoints(document):
     assert {path: sorted(ops) for path, ops in document["paths"].items()} == {
-        "/uploads": ["post"],
-        "/uploads/{streamId}": ["delete", "get", "parameters", "patch"],
+        "/uploads": ["options", "post"],
+        "/uploads/{streamId}": ["delete", "get", "head", "parameters", "patch"],
         "/api/v1/images/{name}": ["get", "head"],
         "/api/v1/videos/{name}": ["get", "head"],
     }
@@ -103,4 +104,26 @@ def test_real_responses_match_the_document(client, auth, other_auth, openapi):
     call("GET", video, 200, headers=auth)
     call("HEAD", video, 200, headers=auth)
 
-    assert len(seen) == 27
+    # tus 1.0 on the same resources
+    tus = {**auth, "Tus-Resumable": "1.0.0"}
+    octets = {**tus, "Content-Type": "application/offset+octet-stream"}
+    metadata = "destinationId " + base64.b64encode(b"stepVideo").decode()
+    assert "Tus-Extension" in call("OPTIONS", "/uploads", 204).headers
+    created = call("POST", "/uploads", 201, headers={**tus, "Upload-Length": str(len(MP4)), "Upload-Metadata": metadata})
+    upload = created.headers["Location"]
+    assert created.get_json() == {"streamId": upload.rsplit("/", 1)[1]}
+    call("POST", "/uploads", 412, headers={**auth, "Upload-Length": "10", "Upload-Metadata": metadata})
+    call("POST", "/uploads", 413, headers={**tus, "Upload-Length": str(600 * 1024 * 1024), "Upload-Metadata": metadata})
+    assert call("HEAD", upload, 200, headers=tus).headers["Upload-Offset"] == "0"
+    call("PATCH", upload, 204, headers={**octets, "Upload-Offset": "0"}, data=MP4[:100])
+    call("PATCH", upload, 409, headers={**octets, "Upload-Offset": "0"}, data=MP4[100:])
+    call("PATCH", upload, 460, headers={**octets, "Upload-Offset": "100", "Upload-Checksum": "sha256 " + base64.b64encode(
+        b"x" * 32).decode()}, data=MP4[100:])
+    call("PATCH", upload, 412, headers={**auth, "Content-Type": "application/offset+octet-stream", "Upload-Offset": "100"},
+         data=MP4[100:])
+    done = call("PATCH", upload, 204, headers={**octets, "Upload-Offset": "100"}, data=MP4[100:])
+    assert done.headers["Media-Path"].startswith("/api/v1/videos/")
+    call("HEAD", upload, 200, headers=tus)
+    call("DELETE", upload, 204, headers=tus)
+
+    assert len(seen) == 39

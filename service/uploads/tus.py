@@ -11,8 +11,10 @@ from service.interface import (
     TUS_CHECKSUM_ALGORITHMS, TUS_CONTENT_TYPE, TUS_EXTENSIONS, TUS_MAX_SIZE, TUS_VERSION,
 )
 
-# Large reads: the server's input then receives the body from the socket in pieces this large.
-READ_SIZE = 4 * 1024 * 1024
+# The body is received in blocks this large, each written and hashed (service.storage.write_behind) while the next
+# arrives: 1 MB blocks measured 1.15 x the throughput of 4 MB ones (a shorter wait for the last block's writing and
+# hashing before the fdatasync; medians of 7 alternated 500 MB uploads) and hold less memory.
+READ_SIZE = 1024 * 1024
 DIGITS = re.compile(r"[0-9]{1,19}")
 METADATA_KEY = re.compile(r"[^\s,]+")
 # Headers whose presence makes a request a tus request (a chunk API request sends none of them).
@@ -184,7 +186,7 @@ class RequestBody:
 
 
 class _BufferPool:
-    """Receive buffers reused from one PATCH to the next: a fresh 4 MB buffer per PATCH cost a memset and a page fault
+    """Receive buffers reused from one PATCH to the next: a fresh buffer per PATCH cost a memset and a page fault
     per 4 KB (about a tenth of a worker's time in a perf profile). At most `keep` idle ones are kept, so a worker
     that once served many PATCHes at a time does not hold on to their memory."""
 

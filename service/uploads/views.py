@@ -208,7 +208,8 @@ def _tus_create(repo, org):
     # The upload was active just now: it expires a whole TTL from now.
     headers = tus.upload_headers(offset if with_body else None, tus_uploads.upload_expires(repo), path)
     headers["Location"] = f"/uploads/{stream_id}"
-    return "", 201, headers
+    # tus clients read Location; the body is the chunk API's creation answer, so that one description fits both.
+    return jsonify(streamId=stream_id), 201, headers
 
 
 def _tus_append(repo, org, stream_id, offset, checksum):
@@ -240,11 +241,15 @@ def _tus_head(repo, org, stream_id):
 
 @bp.after_request
 def tus_answer_headers(response):
-    """Every answer to a tus request says which tus version it speaks; a 412 also lists the versions spoken."""
+    """Every answer to a tus request says which tus version it speaks, and a 412 also lists the versions spoken; an
+    answer of headers only names no content type."""
     if _is_tus():
         response.headers["Tus-Resumable"] = TUS_VERSION
         if response.status_code == 412:
             response.headers["Tus-Version"] = TUS_VERSION
+    if response.status_code in (200, 204) and not response.content_length and response.mimetype == "text/html":
+        # An answer of headers only (a tus HEAD or PATCH, OPTIONS, DELETE) has no body whose type to name.
+        del response.headers["Content-Type"]
     return response
 
 

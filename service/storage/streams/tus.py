@@ -87,7 +87,7 @@ class TusAppend:
             os.ftruncate(self._fd, self.offset)
         self._hasher = Sha256State.deserialize(state)
         self.size = 0
-        self._behind = WriteBehind(self._write_block, "tus-append")
+        self._behind = WriteBehind((self._write_block, self._hash_block), "tus-append")
         # Bytes of this PATCH written so far.
         self._written = 0
 
@@ -107,8 +107,8 @@ class TusAppend:
             raise
 
     def write(self, data):
-        """Append `data` (bytes) past the committed offset and hash it, in this append's write-behind thread while the
-        caller receives the next block."""
+        """Append `data` (bytes) past the committed offset and hash it, in this append's write-behind threads (one
+        writes, one hashes) while the caller receives the next block."""
         self._behind.put(data)
         self.size += len(data)
 
@@ -122,6 +122,8 @@ class TusAppend:
                 view = view[written:]
             # Early writeback (see files.start_writeback): the commit's fdatasync waits for the last block only.
             start_writeback(self._fd, start, len(data))
+
+    def _hash_block(self, data):
         self._hasher.update(data)
 
     def _drain(self):
