@@ -26,6 +26,8 @@ class WriteBehind:
         self._consumers = consumers
         self._name = name
         self._queues = self._threads = self._failure = None
+        # Set at the first failure and kept: the blocks after it are dropped even once the failure has been raised.
+        self._failed = False
 
     def put(self, block):
         self._raise_failure()
@@ -44,11 +46,11 @@ class WriteBehind:
 
     def _run(self, consume, blocks):
         while (block := blocks.get()) is not None:
-            if self._failure is None:
+            if not self._failed:
                 try:
                     consume(block)
                 except BaseException as exc:  # handed to the request's thread, which raises it
-                    self._failure = exc
+                    self._failure, self._failed = exc, True
 
     def drain(self):
         """Wait until every block handed to `put` is consumed; raise the failure of one, if any."""
