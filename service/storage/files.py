@@ -102,8 +102,8 @@ def atomic_write_bytes(path, data):
 FIRST_RETRY, LAST_RETRY = 0.0005, 0.002
 
 
-class LockTimeout(StorageBusy):
-    """The lock was not free within the time the caller waits (503 when it reaches a client)."""
+# What acquiring raises when the lock stays taken past the wait: a 503 when it reaches a client.
+LockTimeout = StorageBusy
 
 
 class DiskLock:
