@@ -26,7 +26,6 @@ Needs node >= 20.19 and npm (bench/tus is installed with `npm ci` when @tus/s3-s
 Targets: chunks and tus >= 1.0x tus-s3, completing request <= 2x the median one, worker RSS rise <= 50 MB.
 """
 import argparse
-import base64
 import contextlib
 import hashlib
 import http.client
@@ -45,17 +44,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from shared_backend import SharedBackend, tree_cpu_seconds  # noqa: E402 (bench/ is not a package)
+from tus_bench import b64, tus_upload  # noqa: E402
 from upload_bench import MB, TOKEN, TUS_DIR, free_port, generate, memory_kb, start_ours, stop, wait_ready, \
     worker_pids  # noqa: E402
 
 GB = 1024 * MB
-OCTETS = "application/offset+octet-stream"
 REFERENCE_BUCKET = "wis-bench-tus"
 AUTH = {"x-service-api-org": TOKEN}
-
-
-def b64(text):
-    return base64.b64encode(text.encode()).decode()
 
 
 def answer(connection, what, expected):
@@ -64,36 +59,6 @@ def answer(connection, what, expected):
     if response.status not in expected:
         raise SystemExit(f"{what}: {response.status} {body[:300]!r}")
     return response, body
-
-
-def tus_upload(port, create_path, file, size, chunk_size, metadata, extra_headers):
-    """tus core: create, then PATCH the file in order over one keep-alive connection; (final headers, latencies)."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-    tus = {"Tus-Resumable": "1.0.0", **extra_headers}
-    try:
-        connection.request("POST", create_path, headers={**tus, "Upload-Length": str(size), "Upload-Metadata": metadata})
-        response, _ = answer(connection, f"POST {create_path}", (201,))
-        location = response.getheader("Location")
-        path = location if location.startswith("/") else "/" + location.split("/", 3)[3]
-        latencies = []
-        fd = os.open(file, os.O_RDONLY)
-        try:
-            offset = 0
-            while offset < size:
-                body = os.pread(fd, chunk_size, offset)
-                sent = time.perf_counter()
-                connection.request("PATCH", path, body=body, headers={
-                    **tus, "Upload-Offset": str(offset), "Content-Type": OCTETS, "Content-Length": str(len(body))})
-                response, _ = answer(connection, f"PATCH {path} at {offset}", (204,))
-                latencies.append(time.perf_counter() - sent)
-                offset += len(body)
-                if int(response.getheader("Upload-Offset")) != offset:
-                    raise SystemExit(f"PATCH {path}: offset {response.getheader('Upload-Offset')}, not {offset}")
-        finally:
-            os.close(fd)
-        return dict(response.getheaders()) | {"path": path}, latencies
-    finally:
-        connection.close()
 
 
 class ChunkClient:
@@ -166,7 +131,7 @@ class Ours:
 
     def tus(self, file, size, chunk_size, sha):
         metadata = f"destinationId {b64('stepVideo')},filename {b64(file.name)},sha256 {b64(sha)}"
-        headers, latencies = tus_upload(self.port, "/uploads", file, size, chunk_size, metadata, AUTH)
+        _, latencies, headers = tus_upload(self.port, "/uploads", file, size, chunk_size, metadata, AUTH)
         if "Media-Path" not in headers:
             raise SystemExit(f"our tus upload ended without a Media-Path: {headers}")
         return latencies[-1], latencies
@@ -188,8 +153,8 @@ class Reference:
         wait_ready(f"http://127.0.0.1:{self.port}/files", self.process, "the tus S3 server")
 
     def tus(self, file, size, chunk_size, sha):
-        headers, latencies = tus_upload(self.port, "/files", file, size, chunk_size, f"filename {b64(file.name)}", {})
-        key = headers["path"].rsplit("/", 1)[1]
+        path, latencies, _ = tus_upload(self.port, "/files", file, size, chunk_size, f"filename {b64(file.name)}", {})
+        key = path.rsplit("/", 1)[1]
         stored = self.client.head_object(Bucket=REFERENCE_BUCKET, Key=key)["ContentLength"]
         if stored != size:
             raise SystemExit(f"@tus/s3-store stored {stored} bytes, not {size}")
