@@ -241,14 +241,19 @@ def _tus_head(repo, org, stream_id):
 
 @bp.after_request
 def tus_answer_headers(response):
-    """Every answer to a tus request says which tus version it speaks, and a 412 also lists the versions spoken; an
-    answer of headers only names no content type."""
+    """Every answer to a tus request says which tus version it speaks; a 412 also lists the versions spoken."""
     if _is_tus():
         response.headers["Tus-Resumable"] = TUS_VERSION
         if response.status_code == 412:
             response.headers["Tus-Version"] = TUS_VERSION
+    return response
+
+
+@bp.after_request
+def headers_only_answers(response):
+    """An answer of headers only (a tus HEAD or PATCH, OPTIONS, DELETE) has no body whose type to name: Flask's
+    default `text/html` label is dropped."""
     if response.status_code in (200, 204) and not response.content_length and response.mimetype == "text/html":
-        # An answer of headers only (a tus HEAD or PATCH, OPTIONS, DELETE) has no body whose type to name.
         del response.headers["Content-Type"]
     return response
 
