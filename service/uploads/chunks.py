@@ -6,33 +6,15 @@ import contextlib
 from flask import current_app, g, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from service.body_limits import body_too_large_message
 from service.domain import uploads
 from service.errors import BodyTooLarge, InvalidRequest, MalformedBody
-from service.interface import FORM_FIELD_LIMIT, MB, REQUEST_FILE_LIMIT
+from service.interface import FORM_FIELD_LIMIT, MAX_REQUEST_BODY, MB, REQUEST_FILE_LIMIT
 from service.observability import get_metrics
 from service.storage import get_repository
 from service.uploads import multipart, tus, tus_headers
 from service.uploads.blueprint import bp
 from service.uploads.schemas import ChunkSchema, SingleUploadSchema, StreamCreateSchema, load
-
-# A multipart upload body over MAX_CONTENT_LENGTH but not over this is read to nowhere, counting its file's bytes, so
-# the 413 gives the file's own size and the smallest limit it breaks (a 10.45 MB PNG breaks stepImage's 8 MB). A
-# larger body is refused before it is read: its size then stands in for the file's.
-OVERSIZED_BODY_READ_LIMIT = 32 * MB
-
-
-def reads_raw_body(view):
-    """Mark a view that reads an application/offset+octet-stream body itself, bounded by the upload's Upload-Length
-    rather than by MAX_CONTENT_LENGTH."""
-    view.reads_raw_body = True
-    return view
-
-
-def measures_oversized_files(view):
-    """Mark a multipart upload view that reads a body up to OVERSIZED_BODY_READ_LIMIT to name its file's size in a 413
-    (the app-wide check of MAX_CONTENT_LENGTH lets such bodies through to it)."""
-    view.oversized_body_read_limit = OVERSIZED_BODY_READ_LIMIT
-    return view
 
 
 def _repo():
@@ -40,19 +22,20 @@ def _repo():
 
 
 def _body():
-    """The request body to parse. With a Content-Length (already held to MAX_CONTENT_LENGTH), the server's own input:
-    the parser reads no more than that, and werkzeug's limiting wrapper would copy every read once more."""
+    """The request body to parse. With a Content-Length (held to its limit by service.body_limits, which also gives a
+    chunked body its length), the server's own input: the parser reads no more than that, and werkzeug's limiting
+    wrapper would copy every read once more."""
     if request.content_length is not None:
         return request.environ["wsgi.input"]
     return request.stream
 
 
 def _refuse_oversized_file(destination_limits):
-    """For a multipart body over MAX_CONTENT_LENGTH, a 413 naming its file's size: the body is read, its file counted,
-    not kept. `destination_limits(fields)` gives the limits of the destination the fields name, beside the
-    per-request one. A body within the limit passes."""
+    """For a multipart body over MAX_REQUEST_BODY (service.body_limits lets one through up to its FILE_FORM_READ_LIMIT),
+    a 413 naming its file's size: the body is read, its file counted, not kept. `destination_limits(fields)` gives
+    the limits of the destination the fields name, beside the per-request one. A body within the limit passes."""
     if (request.mimetype != "multipart/form-data" or request.content_length is None
-            or request.content_length <= current_app.config["MAX_CONTENT_LENGTH"]):
+            or request.content_length <= MAX_REQUEST_BODY):
         return
     try:
         fields, files = multipart.parse(_body(), request.content_type, request.content_length,
@@ -63,9 +46,9 @@ def _refuse_oversized_file(destination_limits):
     if "file" in files:
         uploads.check_size(files["file"][1].size, REQUEST_FILE_LIMIT, *destination_limits(fields))
     # The file itself is within its limits; the form fields around it made the body too large.
-    limit = current_app.config["MAX_CONTENT_LENGTH"]
-    raise BodyTooLarge(f"request body is larger than the limit of {limit} bytes: at most "
-                       f"{REQUEST_FILE_LIMIT // MB} MB of file and {FORM_FIELD_LIMIT // 1024} KB of form fields")
+    raise BodyTooLarge(body_too_large_message(
+        request.content_length, MAX_REQUEST_BODY,
+        f": at most {REQUEST_FILE_LIMIT // MB} MB of file and {FORM_FIELD_LIMIT // 1024} KB of form fields"))
 
 
 @contextlib.contextmanager
@@ -93,8 +76,6 @@ def _multipart(new_file):
 
 # OPTIONS /uploads is tus discovery (service.uploads.tus), not Flask's automatic answer.
 @bp.route("/uploads", methods=["POST"], provide_automatic_options=False)
-@measures_oversized_files
-@reads_raw_body
 def create_upload():
     """Single-request upload (multipart) or creation of a chunked stream (JSON)."""
     repo, org = _repo(), g.org
@@ -115,8 +96,6 @@ def create_upload():
 
 
 @bp.patch("/uploads/<stream_id>")
-@measures_oversized_files
-@reads_raw_body
 def send_chunk(stream_id):
     repo, org = _repo(), g.org
     if tus.speaks_tus():
@@ -151,9 +130,3 @@ def delete_stream(stream_id):
     uploads.delete_stream(_repo(), g.org, stream_id)
     return "", 204
 
-
-@bp.errorhandler(RequestEntityTooLarge)
-def body_too_large(error):
-    # A body over OVERSIZED_BODY_READ_LIMIT (or sent without a Content-Length) is refused before it is read, so the
-    # file's own size is not known: the body's size stands in.
-    return jsonify(error=uploads.too_large_message(request.content_length, REQUEST_FILE_LIMIT)), 413

@@ -30,8 +30,9 @@ class RequestBody:
         while remaining is None or remaining > 0:
             try:
                 block = stream.read(READ_SIZE if remaining is None else min(READ_SIZE, remaining))
-            except (OSError, ValueError):
-                # The connection broke mid-body (reset, timeout, bad chunk framing): what arrived before is kept.
+            except Exception:
+                # The connection broke mid-body (reset, timeout), or its chunked framing did (gunicorn raises its own
+                # ParseException subclasses for that, not OSError): what arrived before is kept.
                 self.cut_off = True
                 return
             if not block:
