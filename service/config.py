@@ -3,7 +3,6 @@ import os
 import re
 
 from service.errors import ConfigurationError
-from service.interface import MAX_REQUEST_BODY
 
 DEFAULTS = {
     # Where documents, media and upload streams live.
@@ -11,8 +10,6 @@ DEFAULTS = {
     # Raw "org:token,token2" string; parsed by service.auth.
     "API_TOKENS": "",
     "STREAM_TTL_HOURS": 24.0,
-    # Largest request body accepted at all (Flask's name for it).
-    "MAX_CONTENT_LENGTH": MAX_REQUEST_BODY,
     # Test mode turns on the state and fault-injection endpoints for integrators' test suites.
     "TEST_MODE": False,
     # Operators usually scrape /metrics from a private network without a token; this makes it ask for one.

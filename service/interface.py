@@ -18,8 +18,8 @@ REQUEST_ID_HEADER = "X-Request-Id"
 REQUEST_FILE_LIMIT = 10 * MB
 # Every form field of the upload forms is a short value (an index, an id, a SHA-256).
 FORM_FIELD_LIMIT = 64 * 1024
-# Largest request body accepted at all: one file of REQUEST_FILE_LIMIT and its form fields. Anything larger is
-# refused before it is read (upload routes first measure bodies somewhat larger, to name the file's size).
+# Largest request body of any route: one file of REQUEST_FILE_LIMIT and its form fields. Which route's body it bounds,
+# and how, is service.body_limits's.
 MAX_REQUEST_BODY = REQUEST_FILE_LIMIT + FORM_FIELD_LIMIT
 # Chunk bookkeeping scans a stream's parts on every chunk, so a stream has a bounded number of them.
 MAX_TOTAL_CHUNKS = 10_000

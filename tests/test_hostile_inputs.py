@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from service import create_app
+from service.interface import MAX_REQUEST_BODY
 from service.storage import get_repository
 from support import HEADERS, MP4, PNG, TOKEN, TOKEN_HEADER, TOKENS, GunicornServer, snapshot, uploaded_path
 
@@ -309,7 +310,7 @@ def test_every_route_that_takes_a_body_is_covered_below(test_mode_app):
 
 
 @pytest.mark.parametrize("content_type", ["application/json", "multipart/form-data; boundary=xyz",
-                                          "application/octet-stream"])
+                                          "application/octet-stream", "text/plain", None])
 @pytest.mark.parametrize("method, rule", [
     ("PATCH", "/uploads/<stream_id>"), ("POST", "/_test/faults"), ("POST", "/_test/reset"), ("POST", "/graph/v2"),
     ("POST", "/uploads")])
@@ -317,9 +318,15 @@ def test_a_body_over_the_limit_is_a_json_413_on_every_route(test_mode_app, auth,
     client = test_mode_app.test_client()
     url = rule.replace("<stream_id>", open_stream(client, auth))
     before = snapshot(test_mode_app.config["DATA_DIR"])
-    body = b"x" * (test_mode_app.config["MAX_CONTENT_LENGTH"] + 1)
+    body = b"x" * (MAX_REQUEST_BODY + 1)
     response = client.open(url, method=method, data=body, content_type=content_type, headers=auth)
+    if rule.startswith("/uploads") and content_type and content_type.startswith("multipart/"):
+        # An upload form: the size of its body stands in for its file's (CONTRACT 5).
+        expected = "file of size 10.1MB is larger than 10MB"
+    else:
+        expected = f"request body of {MAX_REQUEST_BODY + 1} bytes is larger than the limit of {MAX_REQUEST_BODY} bytes"
     assert_json_error(response, 413)
+    assert response.get_json()["error"] == expected
     assert snapshot(test_mode_app.config["DATA_DIR"]) == before
 
 

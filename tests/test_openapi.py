@@ -11,6 +11,7 @@ from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAP
 from openapi_spec_validator import validate
 
 import service
+from service.interface import MAX_REQUEST_BODY
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 MP4 = b"\0\0\0\x18ftypmp42" + b"\1" * 500
@@ -78,6 +79,7 @@ def test_real_responses_match_the_document(client, auth, other_auth, openapi):
     call("POST", "/uploads", 401, data={"destinationId": "stepImage", "file": (_bytes_io(PNG), "photo.png")})
     call("POST", "/uploads", 413, headers=auth, json={"destinationId": "stepImage", "fileName": "huge.png",
                                                       "fileSize": 8 * 1024 * 1024 + 1, "sha": "0" * 64})
+    call("POST", "/uploads", 413, headers=auth, data=b" " * (MAX_REQUEST_BODY + 1), content_type="application/json")
 
     stream_body = {"destinationId": "stepVideo", "fileName": "clip.mp4", "fileSize": len(MP4),
                    "sha": hashlib.sha256(MP4).hexdigest()}
@@ -126,4 +128,4 @@ def test_real_responses_match_the_document(client, auth, other_auth, openapi):
     call("HEAD", upload, 200, headers=tus)
     call("DELETE", upload, 204, headers=tus)
 
-    assert len(seen) == 39
+    assert len(seen) == 40

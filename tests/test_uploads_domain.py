@@ -32,9 +32,22 @@ def test_sniff_format_reads_magic_numbers_only(head, expected):
     (int(8.1 * MB) + 1, "8.2"),
     (1, "0.1"),
     (500 * MB + 1, "500.1"),
+    # Sizes a client can declare (Content-Length, fileSize, Upload-Length), far past what a float holds exactly.
+    (2**63 - 1, "8796093022208"),
+    (2**63, "8796093022208"),
+    (2**63 + 1, "8796093022208.1"),
+    (10**23, "95367431640625000"),
+    (10**23 + 1, "95367431640625000.1"),
+    (12_345_678_901_234_567 * MB // 10, "1234567890123456.7"),
 ])
 def test_size_in_mb_rounds_up_to_one_decimal_and_drops_trailing_zero(size, shown):
     assert size_in_mb(size) == shown
+
+
+def test_a_declared_size_near_2_to_the_63_is_named_exactly():
+    with pytest.raises(FileTooLarge) as raised:
+        check_size(2**63 + 1, 500 * MB)
+    assert raised.value.message == "file of size 8796093022208.1MB is larger than 500MB"
 
 
 def test_limits_are_inclusive():

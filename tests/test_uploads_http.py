@@ -117,7 +117,9 @@ def test_form_fields_that_make_the_body_too_large_are_a_413_about_the_body(app, 
     fields = {f"note{i}": "n" * 60_000 for i in range(3)}
     response = upload(client, auth, blob(PNG, 10 * MB), "stepVideo", **fields)
     assert response.status_code == 413
-    assert response.get_json()["error"].startswith("request body is larger than the limit of")
+    size = response.request.content_length
+    assert response.get_json() == {"error": f"request body of {size} bytes is larger than the limit of 10551296 bytes: "
+                                            "at most 10 MB of file and 64 KB of form fields"}
     assert stored_names(app, "default", "media") == []
 
 

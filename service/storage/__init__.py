@@ -2,6 +2,7 @@
 directory) is the default; the shared backend (service.storage.shared) keeps everything in PostgreSQL and an S3
 bucket. Both offer the same stores with the same methods (`documents`, `media`, `streams`, `faults`), and `orgs`,
 `sweep`, `sweep_due`, `reset` and `check_ready`; nothing above this package knows which one it talks to."""
+import logging
 import os
 import shutil
 import time
@@ -15,6 +16,8 @@ from service.storage.schedule import SWEEP_INTERVAL_SECONDS, SweepSchedule
 from service.storage.streams import StreamStore
 
 __all__ = ["Repository", "SWEEP_INTERVAL_SECONDS", "open_repository", "init_app", "get_repository"]
+
+log = logging.getLogger(__name__)
 
 
 class Repository:
@@ -75,7 +78,25 @@ def open_repository(config, clock=time.time):
 
 
 def init_app(app):
-    app.extensions["repository"] = open_repository(app.config)
+    """Open the configured repository for the app, and sweep its expired streams after responses, when one is due."""
+    repository = open_repository(app.config)
+    app.extensions["repository"] = repository
+
+    def sweep_when_due(response):
+        """After the first response a worker sends, and then at most every SWEEP_INTERVAL_SECONDS (the repository
+        keeps the time), sweep expired streams once the response has gone out: no request waits for it."""
+        if repository.sweep_due():
+            response.call_on_close(lambda: _sweep(repository, app.extensions["metrics"].streams_expired))
+        return response
+
+    app.after_request(sweep_when_due)
+
+
+def _sweep(repository, expired_counter):
+    try:
+        expired_counter.inc(repository.sweep())
+    except Exception:
+        log.exception("sweeping expired upload streams failed")
 
 
 def get_repository(app):
