@@ -20,6 +20,7 @@ def _quantity(edge):
 def check_product(repo, org, product):
     """Raise InvalidInput listing every rule the product breaks."""
     problems = Problems()
+    problems.check_values("product", product)
     problems.check_id("product.id", product.get("id"))
     problems.check_name("product.name", product.get("name"))
     existing = {}
