@@ -33,6 +33,7 @@ RESPONSES = {
     "storage_full": (507, "INSUFFICIENT_STORAGE"),
     "database_unavailable": (503, "SERVICE_UNAVAILABLE"),
     "object_store_unavailable": (503, "SERVICE_UNAVAILABLE"),
+    "response_too_large": (400, "RESPONSE_TOO_LARGE"),
     "unstorable_document": (500, "INTERNAL_SERVER_ERROR"),
     "internal_error": (500, "INTERNAL_SERVER_ERROR"),
 }
@@ -211,3 +212,9 @@ class UnstorableDocument(ServiceError):
     storage let it through. Nothing is stored; the message names the field."""
     code = "unstorable_document"
     message = "the document holds a number that cannot be stored; nothing was stored"
+
+
+class ResponseTooLarge(ServiceError):
+    """The answer being built went over the budget of one answer: the operation stops, nothing of it is answered."""
+    code = "response_too_large"
+    message = "the answer is larger than one answer may be"

@@ -33,6 +33,10 @@ MAX_NAME_LENGTH = 200
 # every variable expanded where it is used. Any input sent once, in `variables` or in the query text, fits, since its
 # JSON is longer than that count; a variable repeated thousands of times in the query text does not.
 MAX_INPUT_SIZE = MAX_REQUEST_BODY
+# How many objects (each `{...}`: a step, an action, a part, a text...) one mutation's input may hold. Each reads back
+# as a few hundred characters of field names, twice for a torque action, so that every process can be read back whole
+# within one answer's budget (service.graphql.limits.RESPONSE_BUDGET). A large process has a few thousand actions.
+MAX_INPUT_OBJECTS = 50_000
 
 Format = namedtuple("Format", "label extension content_type")
 FORMATS = {

@@ -8,7 +8,7 @@ from service.domain.reads import PROCESSES, PRODUCTS, STATIONS
 from service.domain.stations import upsert_station
 from service.domain.validation import InvalidInput
 from service.errors import UnstorableDocument
-from service.interface import MAX_INPUT_SIZE, MAX_NAME_LENGTH, MAX_TEXT_LENGTH
+from service.interface import MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, MAX_NAME_LENGTH, MAX_TEXT_LENGTH
 from service.storage import get_repository
 from support import store_media
 
@@ -276,6 +276,15 @@ def test_a_value_repeated_by_reference_is_refused_before_any_other_check(repo):
     excinfo = refused(repo, process(steps=steps))
     assert fields_of(excinfo) == ["process"]
     assert f"holds more than {MAX_INPUT_SIZE:,} characters" in excinfo.value.errors[0][1]
+
+
+def test_an_input_of_more_objects_than_one_answer_can_read_back_is_refused(repo):
+    """Each object reads back as a few hundred characters; past MAX_INPUT_OBJECTS a process could not be read whole."""
+    actions = [{"id": f"act_{i}"} for i in range(MAX_INPUT_OBJECTS - 2)]
+    upsert_process(repo, ORG, process(steps=[{"id": "step_1", "actions": actions}]))
+    excinfo = refused_again(repo, process(steps=[{"id": "step_1", "actions": actions + [{"id": "act_last"}]}]))
+    assert fields_of(excinfo) == ["process"]
+    assert f"holds more than {MAX_INPUT_OBJECTS:,} objects" in excinfo.value.errors[0][1]
 
 
 def test_an_input_the_size_of_the_largest_body_is_accepted(repo):

@@ -3,7 +3,7 @@ import math
 
 from service.domain.ids import ID_RULE, is_valid_id
 from service.errors import ServiceError
-from service.interface import MAX_INPUT_SIZE, MAX_NAME_LENGTH, MAX_TEXT_LENGTH
+from service.interface import MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, MAX_NAME_LENGTH, MAX_TEXT_LENGTH
 
 # Input fields holding a display name; every other string is a text (ids have a rule of their own).
 NAME_FIELDS = frozenset({"name", "title", "partNumber", "measured", "units"})
@@ -45,14 +45,19 @@ class Problems:
     def check_values(self, field, value):
         """Record each string longer than its field allows and each number that is not finite (1e400 in the query
         text is infinite, and JSON would store it as null). Raise at once when the input holds more than
-        MAX_INPUT_SIZE, so that no check walks a variable repeated thousands of times."""
+        MAX_INPUT_SIZE or MAX_INPUT_OBJECTS, so that no check walks a variable repeated thousands of times."""
         walk = _Walk(self)
         try:
             walk.visit(value.items(), (field,), None)
         except _TooLarge:
-            raise InvalidInput([(field, f"holds more than {MAX_INPUT_SIZE:,} characters of values once each variable is "
-                                        "expanded where it is used; send each value once (a variable used in many "
-                                        "places would be stored as many times)")]) from None
+            if walk.objects > MAX_INPUT_OBJECTS:
+                message = (f"holds more than {MAX_INPUT_OBJECTS:,} objects (steps, actions, parts, texts: each {{...}}); "
+                           "split it into several")
+            else:
+                message = (f"holds more than {MAX_INPUT_SIZE:,} characters of values once each variable is expanded "
+                           "where it is used; send each value once (a variable used in many places would be stored as "
+                           "many times)")
+            raise InvalidInput([(field, message)]) from None
 
     def raise_if_any(self):
         if self.errors:
@@ -72,13 +77,14 @@ class _TooLarge(Exception):
 
 
 class _Walk:
-    """One pass over an input: its size (a character per value plus those of its strings) and its leaves' checks.
+    """One pass over an input: its size (a character per value plus those of its strings), its objects, and its
+    leaves' checks.
 
     Paths are kept as nested tuples (parent path, key) and spelled out only for a problem: most inputs have none.
     """
 
     def __init__(self, problems):
-        self.problems, self.size = problems, 0
+        self.problems, self.size, self.objects = problems, 0, 1
 
     def visit(self, items, path, list_key):
         """Check the (key or index, value) pairs of a dict or list; `list_key` names the field holding a list."""
@@ -90,12 +96,13 @@ class _Walk:
                 if len(value) > MAX_NAME_LENGTH:
                     self._check_length((path, key), key if list_key is None else list_key, value)
             elif kind is dict:
+                self.objects += 1
                 self.visit(value.items(), (path, key), None)
             elif kind is list:
                 self.visit(enumerate(value), (path, key), key)
             elif kind is float and not math.isfinite(value):
                 self.problems.add(_path_text((path, key)), f"must be a finite number; got {value}")
-        if self.size > MAX_INPUT_SIZE:
+        if self.size > MAX_INPUT_SIZE or self.objects > MAX_INPUT_OBJECTS:
             raise _TooLarge
 
     def _check_length(self, path, key, value):

@@ -28,6 +28,10 @@ MAX_ERRORS = 100
 # So one request reads at most one full page's worth of objects and runs at most a few mutations.
 MAX_OBJECTS_READ = MAX_PAGE_SIZE
 MAX_MUTATIONS = 10
+# The most characters of field names and values one answer may hold (service.graphql.budget): 64 MiB, above the
+# largest full read of one process (its input is at most MAX_INPUT_SIZE; a part's description may be read back five
+# times: in its action, in the step's torque group, in the bill of materials, as the scan part and in the scan's text).
+RESPONSE_BUDGET = 64 * 1024 * 1024
 
 
 class QueryLimits(ValidationRule):

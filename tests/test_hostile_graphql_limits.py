@@ -1,0 +1,215 @@
+"""What one GraphQL request may cost: an answer is bounded by a budget spent while it is built (aliases repeating
+a large field are refused, not answered in hundreds of megabytes), and no number reaches storage as null (1e400
+written in the query text is refused like the same value in `variables`).
+
+The end-to-end tests go through real gunicorn on both backends; the budget's accounting is checked in process, with
+tracemalloc's peak and counts of the documents read (never wall time).
+"""
+import json
+import tracemalloc
+
+import pytest
+import requests
+
+from service.domain.reads import PROCESSES
+from service.graphql.budget import BudgetedExecutor
+from service.graphql.limits import RESPONSE_BUDGET
+from service.interface import MAX_INPUT_OBJECTS, MAX_NAME_LENGTH, MAX_REQUEST_BODY, MAX_TEXT_LENGTH
+from service.storage import get_repository
+from support import HEADERS
+
+HANG_GUARD = 60
+PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
+LONGEST_TEXT = "t" * MAX_TEXT_LENGTH
+
+
+def post(server, query, variables=None):
+    response = requests.post(server.url + "/graph/v2", json={"query": query, "variables": variables}, headers=HEADERS,
+                             timeout=HANG_GUARD)
+    assert response.status_code == 200, response.text[:300]
+    return response
+
+
+def create(server, process):
+    body = post(server, PROCESS_CREATE, {"input": {"process": process}}).json()
+    assert body in ({"data": {"processCreate": "CREATED"}}, {"data": {"processCreate": "UPDATED"}}), body
+
+
+def aliased(count, identifier, selection):
+    return "{ " + " ".join(f'a{i}: process(id: "{identifier}") {{ {selection} }}' for i in range(count)) + " }"
+
+
+# ---------------------------------------------------------------- the answer's budget, end to end
+
+def test_a_large_field_under_100_aliases_is_refused_while_the_answer_is_built(server):
+    """50 texts of 20,000 characters (1 MB) under 100 aliases would be a 100 MB answer; it stops at the budget with
+    an error that says what to do, and one alias of it is answered whole."""
+    create(server, {"id": "proc_long", "name": "Long", "steps": [
+        {"id": f"step_{i}", "instructionText": {"text": LONGEST_TEXT}} for i in range(50)]})
+    response = post(server, aliased(100, "proc_long", "steps { instructionText { text } }"))
+    body = response.json()
+    assert body["data"] is None and len(response.content) < 2_000
+    [error] = body["errors"]
+    assert error["extensions"] == {"code": "RESPONSE_TOO_LARGE"}
+    assert f"more than {RESPONSE_BUDGET:,} characters" in error["message"]
+    assert all(advice in error["message"] for advice in ("`first`", "fewer fields", "aliases"))
+
+    whole = post(server, aliased(1, "proc_long", "steps { instructionText { text } }")).json()
+    assert "errors" not in whole
+    assert [step["instructionText"]["text"] for step in whole["data"]["a0"]["steps"]] == [LONGEST_TEXT] * 50
+
+
+# ---------------------------------------------------------------- numbers JSON cannot store, end to end
+
+INFINITE_CASES = {
+    "quantity": ('inputParts: [{part: {id: "bolt"}, quantity: 1e400}]', ["inputParts[0].quantity"]),
+    "min and max": ("measurement: {min: -1e400, max: 1e400}", ["measurement.min", "measurement.max"]),
+    "a sum past 1.8e308": ('inputParts: [{part: {id: "bolt"}, quantity: 1.5e308}, {part: {id: "bolt"}, quantity: '
+                           '1.5e308}]', ["inputParts[1].quantity"]),
+}
+
+
+@pytest.mark.parametrize("action_fields, fields", INFINITE_CASES.values(), ids=INFINITE_CASES.keys())
+def test_a_number_json_cannot_store_in_the_query_text_is_bad_user_input(server, action_fields, fields):
+    """Once stored as null, such a process failed to read back, and a page of processes answered data: null."""
+    create(server, {"id": "proc_fine", "name": "Fine", "steps": [{"id": "step_1", "actions": [
+        {"id": "act_1", "inputParts": [{"part": {"id": "bolt"}, "quantity": 2.5}]}]}]})
+    query = ('mutation { processCreate(input: {process: {id: "proc_inf", name: "Inf", steps: [{id: "step_1", '
+             f'actions: [{{id: "act_1", {action_fields}}}]}}]}}}}) }}')
+    body = post(server, query).json()
+    assert body["data"] == {"processCreate": None}
+    assert [error["extensions"] for error in body["errors"]] == [
+        {"code": "BAD_USER_INPUT", "field": f"process.steps[0].actions[0].{field}"} for field in fields]
+    assert post(server, '{ process(id: "proc_inf") { id } }').json() == {"data": {"process": None}}
+    listing = post(server, "{ processes { id billOfMaterials { quantity } } }").json()
+    assert "errors" not in listing and "proc_inf" not in [found["id"] for found in listing["data"]["processes"]]
+    assert {"id": "proc_fine", "billOfMaterials": [{"quantity": 2.5}]} in listing["data"]["processes"]
+
+
+def test_the_same_number_in_variables_is_refused_too(server):
+    raw = ('{"query": "' + PROCESS_CREATE + '", "variables": {"input": {"process": {"id": "proc_inf", "name": "Inf", '
+           '"steps": [{"id": "step_1", "actions": [{"id": "act_1", "measurement": {"max": 1e400}}]}]}}}}')
+    response = requests.post(server.url + "/graph/v2", data=raw, timeout=HANG_GUARD,
+                             headers={**HEADERS, "Content-Type": "application/json"})
+    body = response.json()
+    assert response.status_code == 200 and body["data"] == {"processCreate": None}
+    assert [error["extensions"] for error in body["errors"]] == [
+        {"code": "BAD_USER_INPUT", "field": "process.steps[0].actions[0].measurement.max"}]
+
+
+# ---------------------------------------------------------------- the budget's accounting, in process
+
+def graphql(client, query):
+    response = client.post("/graph/v2", json={"query": query}, headers=HEADERS)
+    assert response.status_code == 200
+    return response
+
+
+@pytest.fixture
+def reads(app, monkeypatch):
+    """The number of documents the app reads from storage (the real store, counted)."""
+    documents = get_repository(app).documents
+    counted = {"get": 0, "page": 0}
+    for name in counted:
+        method = getattr(documents, name)
+
+        def counting(*args, _method=method, _name=name, **kwargs):
+            found = _method(*args, **kwargs)
+            counted[_name] += len(found) if isinstance(found, list) else 1
+            return found
+        monkeypatch.setattr(documents, name, counting)
+    return counted
+
+
+def store_legacy_process(app, identifier, description):
+    """A process stored before texts had a limit: its description may be megabytes long."""
+    get_repository(app).documents.upsert("default", PROCESSES, identifier, {
+        "id": identifier, "name": "Legacy", "description": description, "startBehavior": "CONFIRM",
+        "endBehavior": "SUMMARY", "steps": None, "billOfMaterials": []})
+
+
+def test_aliases_stop_reading_once_the_budget_is_spent_and_memory_stays_near_it(app, client, reads, monkeypatch):
+    budget = 4_000_000
+    monkeypatch.setattr(BudgetedExecutor, "budget", budget)
+    store_legacy_process(app, "proc_legacy", "d" * 400_000)
+    query = aliased(100, "proc_legacy", "description")
+    graphql(client, "{ stations { id } }")  # the app's first request builds what every request shares
+    tracemalloc.start()
+    try:
+        response = graphql(client, query)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert response.get_json()["errors"][0]["extensions"]["code"] == "RESPONSE_TOO_LARGE"
+    # 9 descriptions and the field names fit the budget; the 10th goes over it, and no document is read after it.
+    assert reads["get"] == 10
+    # The whole answer would be 40 MB (and 80 MB more while serialized): what is held stays near the budget.
+    assert peak < 4 * budget
+
+
+def test_a_page_over_the_budget_is_refused_naming_first(app, client, reads, monkeypatch):
+    monkeypatch.setattr(BudgetedExecutor, "budget", 1_000_000)
+    for number in range(30):
+        store_legacy_process(app, f"proc_{number:02d}", "d" * 50_000)
+    body = graphql(client, "{ processes(first: 30) { id description } }").get_json()
+    assert body["data"] is None and "`first`" in body["errors"][0]["message"]
+    assert body["errors"][0]["path"] == ["processes", 19, "description"]  # 19 fit, the 20th goes over
+    answered = graphql(client, "{ processes(first: 19) { id description } }").get_json()
+    assert "errors" not in answered and len(answered["data"]["processes"]) == 19
+
+
+def test_an_answer_under_the_budget_is_the_answer_there_was_before(app, client, monkeypatch):
+    monkeypatch.setattr(BudgetedExecutor, "budget", 2_000)
+    store_legacy_process(app, "proc_small", "d" * 100)
+    query = "{ process(id: \"proc_small\") { id name description steps { id } billOfMaterials { quantity } } }"
+    assert graphql(client, query).get_json() == {"data": {"process": {
+        "id": "proc_small", "name": "Legacy", "description": "d" * 100, "steps": None, "billOfMaterials": []}}}
+
+
+def largest_process():
+    """A process at the limits, shaped to read back as large as any: serialized parts in torque actions repeat their
+    20,000-character descriptions five times (the action, its torque group, the bill of materials, the scan part, the
+    scan's text), and the rest of MAX_INPUT_OBJECTS are torque actions with a tool, the objects that read back
+    largest (twice each, with every unset field named)."""
+    name = "n" * MAX_NAME_LENGTH
+    text_actions = [{"id": f"text_{i:05d}", "description": {"text": "tighten"}, "inputParts": [{"part": {
+        "id": f"part_{i:05d}", "description": LONGEST_TEXT, "serial": {"id": "sn_1", "name": name}}}]}
+        for i in range(455)]
+    objects = 2 + 5 * len(text_actions)
+    small_actions = [{"id": f"small_{i:05d}", "toolUsed": {"id": "wrench"}} for i in range((MAX_INPUT_OBJECTS - objects) // 2)]
+    return {"id": "proc_largest", "name": name, "steps": [{"id": "step_1", "actions": text_actions + small_actions}]}
+
+
+def full_selection(schema, type_name, depth=0):
+    """Every field of an output type, nested types included."""
+    fields = []
+    for name, field in schema.type_map[type_name].fields.items():
+        inner = field.type
+        while hasattr(inner, "of_type"):
+            inner = inner.of_type
+        fields.append(f"{name} {{ {full_selection(schema, inner.name, depth + 1)} }}" if hasattr(inner, "fields")
+                      else name)
+    return " ".join(fields)
+
+
+@pytest.mark.file_backend_only("the budget is spent by the GraphQL layer, the same over either backend")
+def test_the_largest_process_reads_back_whole_within_the_budget(app, client):
+    process = largest_process()
+    body = json.dumps({"query": PROCESS_CREATE, "variables": {"input": {"process": process}}})
+    assert MAX_REQUEST_BODY * 0.95 < len(body) <= MAX_REQUEST_BODY
+    created = client.post("/graph/v2", data=body, content_type="application/json", headers=HEADERS).get_json()
+    assert created == {"data": {"processCreate": "CREATED"}}, str(created)[:300]
+    selection = full_selection(app.extensions["graphql"].schema, "Process")
+    response = graphql(client, f'{{ process(id: "proc_largest") {{ {selection} }} }}')
+    assert b'"errors"' not in response.data[:100] and b'"errors"' not in response.data[-200:]
+    assert 0.75 * RESPONSE_BUDGET < len(response.data) < RESPONSE_BUDGET
+
+
+def test_the_schema_states_the_limits_the_service_applies():
+    from pathlib import Path
+
+    from service.interface import MAX_INPUT_SIZE
+
+    schema = (Path(__file__).resolve().parents[1] / "schema.graphql").read_text()
+    for limit in (MAX_TEXT_LENGTH, MAX_NAME_LENGTH, MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, RESPONSE_BUDGET):
+        assert f"{limit:,}" in schema
