@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from service.errors import UnstorableDocument
 from service.storage.documents import DocumentStore
 from service.storage.shared.database import Database
 from service.storage.shared.documents import SharedDocumentStore
@@ -158,3 +159,13 @@ def test_remove_all_empties_every_org(shared):
     shared.remove_all()
     assert shared.kinds(ORG) == shared.kinds("other") == []
     assert shared.upsert(ORG, "processes", "a", {"id": "a"})[0]["revision"] == 1
+
+
+@pytest.mark.parametrize("number", [float("inf"), float("nan")])
+def test_import_refuses_a_number_json_cannot_hold_instead_of_storing_null(shared, local, number):
+    """`wis migrate` copies documents without the create path's checks: the encoding both backends share refuses what
+    orjson would write as null, naming the field, and nothing is copied."""
+    document, _created = local.upsert(ORG, "processes", "line_1", {"id": "line_1", "n": 1})
+    with pytest.raises(UnstorableDocument, match=r"steps\[0\]\.quantity holds a number JSON cannot represent"):
+        shared.import_document(ORG, "processes", "line_1", {**document, "steps": [{"quantity": number}]})
+    assert shared.get(ORG, "processes", "line_1") is None

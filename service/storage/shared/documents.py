@@ -8,7 +8,8 @@ one id from any number of processes and nodes, so each acknowledged write adds e
 """
 import orjson
 
-from service.storage.documents import META_FIELDS, encode
+from service.storage.documents import META_FIELDS
+from service.storage.encoding import encode
 
 # The timestamp format of service.storage.documents.utc_now (2024-05-01T12:00:00.123Z), made by the database: one
 # clock for every node, read after the row lock is taken, so updatedAt never goes back as revision goes up.
