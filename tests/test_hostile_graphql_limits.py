@@ -107,17 +107,21 @@ def graphql(client, query):
 
 @pytest.fixture
 def reads(app, monkeypatch):
-    """The number of documents the app reads from storage (the real store, counted)."""
+    """How many documents the app has read from storage so far: one per `get`, one per document a page gave."""
     documents = get_repository(app).documents
     counted = {"get": 0, "page": 0}
-    for name in counted:
-        method = getattr(documents, name)
+    get, page = documents.get, documents.page
 
-        def counting(*args, _method=method, _name=name, **kwargs):
-            found = _method(*args, **kwargs)
-            counted[_name] += len(found) if isinstance(found, list) else 1
-            return found
-        monkeypatch.setattr(documents, name, counting)
+    def counting_get(*args, **kwargs):
+        counted["get"] += 1
+        return get(*args, **kwargs)
+
+    def counting_page(*args, **kwargs):
+        for document in page(*args, **kwargs):
+            counted["page"] += 1
+            yield document
+    monkeypatch.setattr(documents, "get", counting_get)
+    monkeypatch.setattr(documents, "page", counting_page)
     return counted
 
 
@@ -154,8 +158,25 @@ def test_a_page_over_the_budget_is_refused_naming_first(app, client, reads, monk
     body = graphql(client, "{ processes(first: 30) { id description } }").get_json()
     assert body["data"] is None and "`first`" in body["errors"][0]["message"]
     assert body["errors"][0]["path"] == ["processes", 19, "description"]  # 19 fit, the 20th goes over
+    assert reads["page"] == 20  # and no document after it is read
     answered = graphql(client, "{ processes(first: 19) { id description } }").get_json()
     assert "errors" not in answered and len(answered["data"]["processes"]) == 19
+
+
+def test_a_page_of_large_documents_is_read_one_batch_at_a_time(app, client):
+    """`{ processes(first: 40) { id } }` is a tiny answer; the 40 MB of documents behind it are not held at once."""
+    for number in range(40):
+        store_legacy_process(app, f"proc_{number:02d}", "d" * 1_000_000)
+    graphql(client, "{ stations { id } }")
+    tracemalloc.start()
+    try:
+        answer = graphql(client, "{ processes(first: 40) { id } }").get_json()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [found["id"] for found in answer["data"]["processes"]] == [f"proc_{number:02d}" for number in range(40)]
+    # The 40 descriptions alone are 40 MB: at most a batch of them (8 MB on the shared backend) is held at a time.
+    assert peak < 30_000_000
 
 
 def test_an_answer_under_the_budget_is_the_answer_there_was_before(app, client, monkeypatch):

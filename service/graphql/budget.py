@@ -7,6 +7,8 @@ answer spends the length of its name (alias) and a few characters of JSON around
 operation with ResponseTooLarge, before any other resolver runs. The spending also bounds the CPU of completing an
 answer, since each field completed spends at least FIELD_OVERHEAD.
 """
+from collections.abc import Iterator
+
 from graphql import located_error
 from graphql.execution.incremental.incremental_executor import IncrementalExecutor
 
@@ -48,6 +50,18 @@ class BudgetedExecutor(IncrementalExecutor):
         if self.spent > self.budget:
             raise too_large(self.budget)
         return completed
+
+    def complete_list_value(self, return_type, field_details_list, info, path, result, position_context):
+        if isinstance(result, Iterator):  # a page read as it is consumed (service.storage): stop reading with the answer
+            result = self._while_within_budget(result)
+        return super().complete_list_value(return_type, field_details_list, info, path, result, position_context)
+
+    def _while_within_budget(self, items):
+        # graphql-core drains a list's iterator when an item fails; over the budget, it is left unread.
+        for item in items:
+            yield item
+            if self.spent > self.budget:
+                return
 
     def handle_field_error(self, raw_error, return_type, field_details_list, path):
         # An answer over budget is refused whole: the error goes up to the operation, however nullable the field.

@@ -104,15 +104,17 @@ class DocumentStore:
         return sorted(name if "^" not in name and SAFE_NAME.fullmatch(name) else name_to_id(name) for name in names)
 
     def page(self, org, kind, first, after=None):
-        """Up to `first` documents with ids after `after`, in id order; opens only those documents."""
+        """Up to `first` documents with ids after `after`, in id order, each opened when the caller gets to it: a page
+        of large documents is never held whole (the answer's budget may stop the caller half way)."""
         ids = self.ids(org, kind)
         start = bisect.bisect_right(ids, after) if after is not None else 0
-        documents = []
-        for identifier in ids[start : start + first]:
+        return self._each_stored(org, kind, ids[start : start + first])
+
+    def _each_stored(self, org, kind, identifiers):
+        for identifier in identifiers:
             document = self.get(org, kind, identifier)
-            if document is not None:
-                documents.append(document)
-        return documents
+            if document is not None:  # removed since the listing
+                yield document
 
     def sweep_temporaries(self, cutoff):
         """Remove temporaries of document writes last touched before `cutoff` (their writer was killed)."""
