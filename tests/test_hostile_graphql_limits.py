@@ -234,3 +234,51 @@ def test_the_schema_states_the_limits_the_service_applies():
     schema = (Path(__file__).resolve().parents[1] / "schema.graphql").read_text()
     for limit in (MAX_TEXT_LENGTH, MAX_NAME_LENGTH, MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, RESPONSE_BUDGET):
         assert f"{limit:,}" in schema
+
+
+# ---------------------------------------------------------------- lookups of the references of an input
+
+@pytest.fixture
+def shared_app(tmp_path, shared_backend):
+    from service import create_app
+    from support import TOKENS
+
+    app = create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS, "TESTING": True,
+                      **shared_backend.settings()})
+    yield app
+    get_repository(app).close()
+
+
+@pytest.fixture
+def transactions(shared_app, monkeypatch):
+    """How many database transactions (round trips) the shared app has made so far."""
+    database, counted = get_repository(shared_app).database, []
+    transaction = database.transaction
+
+    def counting():
+        counted.append(1)
+        return transaction()
+    monkeypatch.setattr(database, "transaction", counting)
+    return counted
+
+
+def test_the_processes_a_product_names_are_looked_up_at_once(shared_app, transactions):
+    """2,000 dependencies naming 4,000 processes were 4,000 queries (a 1 MB productCreate took 70 s)."""
+    dependencies = [{"processId": f"down_{i:04d}", "upstreamProcessId": f"up_{i:04d}"} for i in range(2_000)]
+    query = "mutation($input: ProductCreateInput!) { productCreate(input: $input) }"
+    body = shared_app.test_client().post("/graph/v2", headers=HEADERS, json={"query": query, "variables": {"input": {
+        "product": {"id": "prod_1", "name": "P", "finalProcessId": "final", "dependencies": dependencies}}}}).get_json()
+    assert body["data"] == {"productCreate": None}
+    assert body["errors"][0]["extensions"]["field"] == "product.finalProcessId" and len(body["errors"]) == 101
+    assert len(transactions) <= 2
+
+
+def test_the_media_a_process_names_are_looked_up_at_once(shared_app, transactions):
+    """2,000 steps with an image each were 2,000 queries."""
+    steps = [{"id": f"step_{i:04d}", "primaryImage": {"path": f"/api/v1/images/{i:016x}-photo.png"}} for i in range(2_000)]
+    query = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
+    body = shared_app.test_client().post("/graph/v2", headers=HEADERS, json={"query": query, "variables": {"input": {
+        "process": {"id": "proc_1", "name": "P", "steps": steps}}}}).get_json()
+    assert body["data"] == {"processCreate": None}
+    assert body["errors"][0]["extensions"]["field"] == "process.steps[0].primaryImage.path"
+    assert len(transactions) <= 2

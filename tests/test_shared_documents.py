@@ -58,7 +58,7 @@ def test_upsert_and_get_answer_as_the_file_backend_does(shared, local):
         assert second["createdAt"] == first["createdAt"] == first["updatedAt"] <= second["updatedAt"]
         assert TIMESTAMP.fullmatch(second["createdAt"]) and TIMESTAMP.fullmatch(second["updatedAt"])
         answers[name] = (without_times(first), without_times(stored), list(stored),
-                         store.exists(ORG, "processes", "line_1"), store.exists(ORG, "processes", "line_2"),
+                         store.existing(ORG, "processes", ["line_1", "line_2", "line_1"]),
                          store.get(ORG, "processes", "line_2"))
     assert answers["shared"] == answers["local"]
     assert list(answers["shared"][2]) == ["id", "zeta", "alpha", "big", "createdAt", "updatedAt", "revision"]

@@ -30,14 +30,17 @@ def check_process(repo, org, process):
     minutes = process.get("autoSignoutMinutes")
     if minutes is not None and minutes < 0:
         problems.add("process.autoSignoutMinutes", f"must be 0 or more (leave it unset for no automatic sign-out); got {minutes}")
-    _check_media(problems, repo, org, "process.image", process.get("image"), "image")
+    # Every media path named, looked up at once: one query on the shared backend, not one per step.
+    paths = {media.get("path") for media in _media_of(process) if parse_media_path(media.get("path")) is not None}
+    uploaded = repo.media.existing(org, paths) if paths else set()
+    _check_media(problems, uploaded, "process.image", process.get("image"), "image")
     step_ids, action_ids, quantities = {}, {}, {}
     for i, step in enumerate(process.get("steps") or []):
         field = f"process.steps[{i}]"
         _check_unique(problems, f"{field}.id", step.get("id"), step_ids, "step")
         _check_styled_text(problems, f"{field}.instructionText", step.get("instructionText"))
-        _check_media(problems, repo, org, f"{field}.primaryImage", step.get("primaryImage"), "image")
-        _check_media(problems, repo, org, f"{field}.video", step.get("video"), "video")
+        _check_media(problems, uploaded, f"{field}.primaryImage", step.get("primaryImage"), "image")
+        _check_media(problems, uploaded, f"{field}.video", step.get("video"), "video")
         for j, action in enumerate(step.get("actions") or []):
             _check_action(problems, f"{field}.actions[{j}]", action, action_ids, quantities)
     problems.raise_if_any()
@@ -122,7 +125,16 @@ def _check_styled_text(problems, field, styled):
         problems.add(f"{field}.color", f"must be a hex colour #RRGGBB; got {quoted(color)}")
 
 
-def _check_media(problems, repo, org, field, media, kind):
+def _media_of(process):
+    """The media inputs of a process (its image, each step's primary image and video) that are set."""
+    found = [process.get("image")]
+    for step in process.get("steps") or []:
+        found += [step.get("primaryImage"), step.get("video")]
+    return [media for media in found if media is not None]
+
+
+def _check_media(problems, uploaded, field, media, kind):
+    """`uploaded` holds the media paths among those of the process that the org has uploaded."""
     if media is None:
         return
     field, path = f"{field}.path", media.get("path")
@@ -131,5 +143,5 @@ def _check_media(problems, repo, org, field, media, kind):
         problems.add(field, f"must be a path returned by the upload interface, like {media_path(kind, '<name>')}; got {quoted(path)}")
     elif parsed[0] != kind:
         problems.add(field, f"must name an uploaded {kind} ({media_path(kind, '<name>')}); {path!r} is a path for {parsed[0]}s")
-    elif not repo.media.exists(org, path):
+    elif path not in uploaded:
         problems.add(field, f"no {kind} has been uploaded at {path!r} by your org; upload it first and use the returned path")

@@ -66,8 +66,9 @@ class DocumentStore:
         except FileNotFoundError:
             return None
 
-    def exists(self, org, kind, identifier):
-        return self._path(org, kind, identifier).is_file()
+    def existing(self, org, kind, identifiers):
+        """The ids among `identifiers` that the org has stored of `kind`."""
+        return {identifier for identifier in identifiers if self._path(org, kind, identifier).is_file()}
 
     def upsert(self, org, kind, identifier, body):
         """Store `body` as the whole object; return (document, created)."""

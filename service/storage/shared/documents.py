@@ -80,10 +80,12 @@ class SharedDocumentStore:
                                      (org, kind, identifier)).fetchone()
         return None if row is None else _document(*row)
 
-    def exists(self, org, kind, identifier):
+    def existing(self, org, kind, identifiers):
+        """The ids among `identifiers` that the org has stored of `kind`: one query, however many are asked."""
         with self.database.transaction() as connection:
-            return connection.execute("SELECT EXISTS (SELECT 1 FROM documents WHERE org = %s AND kind = %s AND id = %s)",
-                                      (org, kind, identifier)).fetchone()[0]
+            rows = connection.execute("SELECT id FROM documents WHERE org = %s AND kind = %s AND id = ANY(%s)",
+                                      (org, kind, list(identifiers)))
+            return {identifier for (identifier,) in rows}
 
     def upsert(self, org, kind, identifier, body):
         """Store `body` as the whole object; return (document, created) once the write is committed."""
