@@ -33,6 +33,8 @@ RESPONSES = {
     "storage_full": (507, "INSUFFICIENT_STORAGE"),
     "database_unavailable": (503, "SERVICE_UNAVAILABLE"),
     "object_store_unavailable": (503, "SERVICE_UNAVAILABLE"),
+    "response_too_large": (400, "RESPONSE_TOO_LARGE"),
+    "unstorable_document": (500, "INTERNAL_SERVER_ERROR"),
     "internal_error": (500, "INTERNAL_SERVER_ERROR"),
 }
 
@@ -203,3 +205,16 @@ class BodyChecksumMismatch(ServiceError):
     """The PATCH body does not match its Upload-Checksum (tus checksum extension): nothing is appended."""
     code = "body_checksum_mismatch"
     message = "Upload-Checksum: the body does not match its checksum; nothing was appended"
+
+
+class UnstorableDocument(ServiceError):
+    """A document holds a number JSON cannot represent (infinity, NaN), which would be stored as null: a check above
+    storage let it through. Nothing is stored; the message names the field."""
+    code = "unstorable_document"
+    message = "the document holds a number that cannot be stored; nothing was stored"
+
+
+class ResponseTooLarge(ServiceError):
+    """The answer being built went over the budget of one answer: the operation stops, nothing of it is answered."""
+    code = "response_too_large"
+    message = "the answer is larger than one answer may be"
