@@ -208,7 +208,7 @@ def largest_process():
     name = "n" * MAX_NAME_LENGTH
     text_actions = [{"id": f"text_{i:05d}", "description": {"text": "tighten"}, "inputParts": [{"part": {
         "id": f"part_{i:05d}", "description": LONGEST_TEXT, "serial": {"id": "sn_1", "name": name}}}]}
-        for i in range(455)]
+        for i in range(435)]
     objects = 2 + 5 * len(text_actions)
     small_actions = [{"id": f"small_{i:05d}", "toolUsed": {"id": "wrench"}} for i in range((MAX_INPUT_OBJECTS - objects) // 2)]
     return {"id": "proc_largest", "name": name, "steps": [{"id": "step_1", "actions": text_actions + small_actions}]}
