@@ -28,6 +28,7 @@ import requests
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
+from service.config import load_server_config
 from service.interface import MB, TOKEN_HEADER
 from service.storage import files, incoming, media
 from service.storage.streams import append, boundaries, layout, store, stream
@@ -686,6 +687,10 @@ class _FaultyFile:
 
 
 # -- processes over HTTP, and gunicorn as shipped ----------------------------------------------------------------
+
+# The worker class service.gunicorn_config uses unless WIS_WORKER_CLASS says otherwise.
+SHIPPED_WORKER_CLASS = load_server_config({})["worker_class"]
+
 
 def shipped_server(tmp_path, data_dir):
     """Gunicorn with the service's own config (`-c python:service.gunicorn_config`), two workers; access log in

@@ -1,0 +1,300 @@
+"""`ReadAheadWorker`: gunicorn's gthread worker, with its event loop receiving each request until a thread can serve
+it without waiting for the client.
+
+gthread accepts a connection in its event loop and hands it to a thread at once; the thread then waits for the
+request with blocking reads and no deadline, so a client that sends a head and one byte of its body, then nothing,
+holds a thread for ever, and `threads` such clients (32 by default) stop the worker. Here the loop (gthread's own
+selector) also receives each request, new or on a kept-alive connection, without blocking: a thread takes it only
+when its head is whole and either its whole body has arrived or `arrival.HANDOFF_BYTES` of it have (a large upload
+then streams on in the thread, as before). The bytes received are given back to gunicorn's parser in the thread
+(`Unreader.unread`), so gunicorn parses and answers the request exactly as gthread would.
+
+What a client costs while the loop receives its request: a file descriptor and at most `HANDOFF_BYTES` of buffer.
+Bounds:
+- `request_start_timeout` (WIS_REQUEST_START_TIMEOUT): from its accept (or, on a kept-alive connection, from the
+  first byte of its next request), a request has this long to reach the hand-off; then the connection is closed
+  (with a 408 when part of a request had arrived).
+- `request_body_timeout` (WIS_REQUEST_BODY_TIMEOUT): once a thread serves the request, each wait for more of it lasts
+  at most this long (a socket receive timeout, SO_RCVTIMEO, so writing a large answer to a slow reader is not cut
+  off); then the request ends as if the client had gone: an upload keeps what arrived, and the connection is closed
+  after the answer.
+- `worker_connections` (WIS_WORKER_CONNECTIONS) bounds the connections a worker holds, waiting or served; the worker
+  raises its open-file limit to fit them (up to the hard limit) and holds fewer when it cannot.
+
+Plain HTTP/1.x only: TLS, HTTP/2 and the uwsgi protocol are refused at start-up (the loop cannot read a TLS or HTTP/2
+request before gunicorn has set the connection up in a thread); use `gthread` for them, behind a proxy that buffers.
+"""
+import errno
+import http
+import json
+import resource
+import selectors
+import socket
+import struct
+import time
+from collections import OrderedDict
+from functools import partial
+
+from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
+
+from service.config import load_server_config
+from service.errors import RequestTimeout, http_status
+from service.server.arrival import HANDOFF_BYTES, RequestArrival
+
+# Open files kept out of `worker_connections`' share for what the threads open: documents and lock files, upload
+# streams, database and object store connections, logs, metric files.
+FILES_BESIDE_CONNECTIONS = 256
+# accept() errors that say the process or system has no file (or memory) for another connection now.
+OUT_OF_FILES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+ACCEPT_PAUSE = 1.0
+
+
+class ReadAheadWorker(ThreadWorker):
+    """gthread with requests received in the event loop: a thread only serves a request that has arrived."""
+
+    @classmethod
+    def check_config(cls, cfg, log):
+        super().check_config(cfg, log)
+        if cfg.is_ssl or cfg.protocol != "http" or "h2" in cfg.http_protocols or cfg.http2_cleartext != "off":
+            # gunicorn stops with this message (a RuntimeError from check_config).
+            raise RuntimeError(f"{cls.__module__}.{cls.__name__} serves plain HTTP/1.x only: for TLS, HTTP/2 or "
+                               "uwsgi set WIS_WORKER_CLASS=gthread (slow clients then hold threads: put a buffering "
+                               "proxy in front)")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        settings = load_server_config()
+        self.start_timeout = settings["request_start_timeout"]
+        self.body_timeout = settings["request_body_timeout"]
+        # Connections whose request the loop is receiving, oldest deadline first (every deadline is a fixed time
+        # after its start, so insertion order is deadline order; an OrderedDict removes any of them in O(1)).
+        self.arriving = OrderedDict()
+        self.accept_paused_until = 0.0
+
+    def init_process(self):
+        self.worker_connections = self._fit_open_file_limit(self.worker_connections)
+        super().init_process()
+
+    def _fit_open_file_limit(self, connections):
+        """Raise the soft limit of open files (up to the hard one) to hold `connections`; the connections it fits."""
+        needed = connections + FILES_BESIDE_CONNECTIONS
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < needed:
+            soft = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        if soft != resource.RLIM_INFINITY and soft < needed:
+            fitted = max(soft - FILES_BESIDE_CONNECTIONS, self.cfg.threads)
+            self.log.warning("worker_connections %d does not fit the open-file limit %d (ulimit -n): this worker "
+                             "holds %d connections", connections, soft, fitted)
+            return fitted
+        return connections
+
+    # -- the event loop: receiving requests ------------------------------------------------------------------------
+
+    def accept(self, listener):
+        """A new connection waits in the loop for its first request."""
+        try:
+            client_sock, client_addr = listener.accept()
+        except (BlockingIOError, ConnectionAbortedError):
+            return  # another worker took it, or the client gave up in the backlog
+        except OSError as error:
+            if error.errno not in OUT_OF_FILES:
+                raise
+            # gthread would die here, dropping every connection it holds; the connection stays in the backlog.
+            self.log.warning("cannot accept a connection (%s): not accepting for %g s", error.strerror, ACCEPT_PAUSE)
+            self.accept_paused_until = time.monotonic() + ACCEPT_PAUSE
+            self.set_accept_enabled(False)
+            return
+        self.nr_conns += 1
+        conn = Connection(self.cfg, client_sock, client_addr, listener.getsockname(), self.body_timeout)
+        self._receive(conn)
+
+    def set_accept_enabled(self, enabled):
+        # gthread's loop turns accepting back on whenever it holds fewer than worker_connections: not while paused.
+        super().set_accept_enabled(enabled and time.monotonic() >= self.accept_paused_until)
+
+    def on_client_socket_readable(self, conn, client):
+        """A kept-alive connection's next request starts: received in the loop like the first."""
+        self.poller.unregister(client)
+        self.keepalived_conns.remove(conn)
+        self._receive(conn)
+
+    def _receive(self, conn, held=b""):
+        """Receive the next request of `conn` in the loop, starting with the bytes `held` already."""
+        number = conn.parser.req_count + 1 if conn.parser is not None else 1
+        conn.arrival = RequestArrival(self.cfg, conn.client, number)
+        conn.deadline = time.monotonic() + self.start_timeout
+        self.arriving[conn] = None
+        if held and self._take(conn, held):
+            self._hand_over(conn)
+            return
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_readable, conn))
+        if not held:
+            self._on_readable(conn, conn.sock)  # a kept-alive connection is readable already; a new one may be
+
+    def _on_readable(self, conn, _sock):
+        try:
+            data = conn.sock.recv(conn.arrival.room)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:  # the client closed (or reset) the connection
+            self._forget(conn)
+        elif self._take(conn, data):
+            self.poller.unregister(conn.sock)
+            self._hand_over(conn)
+
+    def _take(self, conn, data):
+        """Add bytes to the request; True when a thread can serve it now."""
+        arrival = conn.arrival
+        if arrival.add(data):
+            return True
+        if arrival.expects_continue and not conn.continue_sent:
+            # The client holds its body back until told to send it; gunicorn would say so only in the thread.
+            conn.continue_sent = True
+            try:
+                conn.sock.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+            except OSError:
+                pass  # a client that cannot take 25 bytes sends no body either: the deadline closes it
+        return False
+
+    def _hand_over(self, conn):
+        del self.arriving[conn]
+        conn.hand_over()
+        self.enqueue_req(conn)
+
+    def _forget(self, conn, answer=None):
+        """Stop receiving `conn`'s request and close it, with `answer` (bytes) sent first when it can be at once."""
+        del self.arriving[conn]
+        self.poller.unregister(conn.sock)
+        if answer is not None:
+            try:
+                conn.sock.send(answer)
+            except OSError:
+                pass
+        self.nr_conns -= 1
+        conn.close()
+
+    def murder_pending(self):
+        # gthread calls this on every turn of its loop, stopping or not: the deadlines of arriving requests too.
+        super().murder_pending()
+        now = time.monotonic()
+        if not self.alive:
+            # Stopping: a request under way gets what a kept-alive connection gets (gthread's linger), not more.
+            for conn in self.arriving:
+                conn.deadline = min(conn.deadline, now + STOP_KEEPALIVE_LINGER)
+        while self.arriving:
+            conn = next(iter(self.arriving))
+            if conn.deadline > now:
+                break
+            self.log.debug("closing a connection whose request did not arrive within %g s", self.start_timeout)
+            self._forget(conn, self._late_answer() if conn.arrival.received else None)
+
+    def _late_answer(self):
+        error = RequestTimeout(f"the request did not arrive within {self.start_timeout:g} s (its head, and its body "
+                               f"or the first {HANDOFF_BYTES // 1024} KB of it): send it again without pausing")
+        status = http_status(error)
+        body = json.dumps({"error": error.message}).encode()
+        head = (f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+        return head.encode("latin-1") + body
+
+    # -- threads: serving requests -----------------------------------------------------------------------------------
+
+    def handle(self, conn):
+        keep = super().handle(conn)
+        if keep is not True:
+            # gthread would linger for the client's FIN in the event loop (up to 2 s a connection, all of the
+            # worker's clients waiting meanwhile): here it holds this thread only.
+            conn.close_gracefully()
+        return keep
+
+    def handle_request(self, req, conn):
+        if conn.continue_sent:
+            req._expected_100_continue = False  # sent by the loop already (a second one would be harmless)
+            conn.continue_sent = False
+        return super().handle_request(req, conn)
+
+    def _keepalive_after(self, conn, keepalive):
+        # A body that stopped arriving leaves the connection mid-request: it cannot carry another one.
+        return not conn.read_timed_out and super()._keepalive_after(conn, keepalive)
+
+    def finish_request(self, conn, fs):
+        """Back in the loop after a thread served `conn`: a request already arriving behind the answered one is
+        received in the loop; a closed connection was closed by its thread (see `handle`)."""
+        if not fs.cancelled() and fs.exception() is None and fs.result() is True:
+            held = conn.parser.unreader.take_buffered()
+            if held:
+                conn.sock.setblocking(False)
+                self._receive(conn, held)
+            else:
+                super().finish_request(conn, fs)  # gthread keeps it alive in the loop
+            return
+        self.nr_conns -= 1
+        conn.close()
+
+
+class Connection(TConn):
+    """gthread's connection, with the request the loop is receiving on it."""
+
+    def __init__(self, cfg, sock, client, server, body_timeout):
+        super().__init__(cfg, sock, client, server)
+        self.body_timeout = body_timeout
+        self.arrival = None
+        self.deadline = None
+        self.replay = b""
+        self.continue_sent = False
+        self.read_timed_out = False
+        # gthread's handle() would otherwise wait in the thread for the first bytes of a new connection.
+        self.data_ready = True
+
+    def hand_over(self):
+        """The loop is done with the request: its bytes go to gunicorn's parser in the thread."""
+        self.replay = bytes(self.arrival.received)
+        self.arrival = None
+
+    def init(self):
+        # In the thread, before gunicorn parses the request (and on every request of a kept-alive connection).
+        first = not self.initialized
+        super().init()
+        if first:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(self.body_timeout))
+            self.parser.unreader.sock = _EndingReads(self)
+        if self.replay:
+            self.parser.unreader.unread(self.replay)
+            self.replay = b""
+
+    def close_gracefully(self):
+        if self.sock.fileno() == -1:
+            return  # closed by gunicorn already
+        try:
+            self.close(graceful=True)
+        except OSError:
+            self.close()
+
+
+class _EndingReads:
+    """The connection's socket as gunicorn's parser reads it: a wait for more of the request that lasts the body
+    timeout ends the request as if the client had gone (b""), the case gunicorn, werkzeug and the upload code already
+    handle (a short body: an upload keeps what arrived, a form or query is refused as cut short)."""
+
+    def __init__(self, conn):
+        self._conn = conn
+        self._sock = conn.sock
+
+    def recv(self, size):
+        try:
+            return self._sock.recv(size)
+        except BlockingIOError:  # SO_RCVTIMEO ran out on a blocking socket
+            self._conn.read_timed_out = True
+            return b""
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+def _timeval(seconds):
+    """A struct timeval (SO_RCVTIMEO's value) of `seconds`."""
+    whole = int(seconds)
+    return struct.pack("@ll", whole, int((seconds - whole) * 1_000_000))
