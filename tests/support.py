@@ -423,6 +423,24 @@ def process_children(pid):
     return children
 
 
+def connections_held(pids, port, client_ports):
+    """How many connections from the local ports `client_ports` to `port` the processes `pids` have accepted (from
+    /proc): a connection still in the listen backlog is in no process's files."""
+    sockets = set()
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                sockets.add(os.readlink(fd))
+            except OSError:
+                pass  # closed meanwhile
+    held = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local_port, remote_port = (int(address.rsplit(":", 1)[1], 16) for address in fields[1:3])
+        held += local_port == port and remote_port in client_ports and f"socket:[{fields[9]}]" in sockets
+    return held
+
+
 def process_alive(pid):
     """True while `pid` runs (a zombie, dead but not yet reaped, is not alive)."""
     try:

@@ -11,8 +11,8 @@ import pytest
 import requests
 
 from support import (
-    HEADERS, PNG, TOKEN, TOKEN_HEADER, TUS_BODY_TYPE, TUS_HEADERS, GunicornServer, process_children, tus_metadata,
-    tus_offset,
+    HEADERS, PNG, TOKEN, TOKEN_HEADER, TUS_BODY_TYPE, TUS_HEADERS, GunicornServer, connections_held, process_children,
+    tus_metadata, tus_offset,
 )
 
 CONFIG = ("-c", "python:service.gunicorn_config")
@@ -59,18 +59,6 @@ def open_files(pid):
         return 0
 
 
-def open_sockets(pids):
-    """How many sockets the processes `pids` hold open."""
-    count = 0
-    for pid in pids:
-        for fd in Path(f"/proc/{pid}/fd").iterdir():
-            try:
-                count += fd.readlink().name.startswith("socket:")
-            except OSError:
-                pass  # closed meanwhile
-    return count
-
-
 def connect(server, timeout=PATIENCE):
     return socket.create_connection(("127.0.0.1", server.port), timeout=timeout)
 
@@ -81,6 +69,19 @@ def read_until_closed(sock):
     while chunk := sock.recv(65536):
         received += chunk
     return received
+
+
+def read_answer(sock):
+    """One answer with a Content-Length, read off a connection that stays open."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += sock.recv(65536)
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:")))
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
 
 
 def answered(server):
@@ -101,16 +102,19 @@ def test_a_thousand_stalled_requests_lock_nobody_out(tmp_path, backend):
     stalled = []
     try:
         workers = both_workers(server)
-        sockets_before = open_sockets(workers)
         head = (f"POST /graph/v2 HTTP/1.1\r\nHost: 127.0.0.1\r\n{TOKEN_HEADER}: {TOKEN}\r\n"
                 "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{").encode()
-        for _ in range(STALLED):
+        for number in range(STALLED):
             sock = connect(server)
+            if number % 2:  # half of them stall in their second request, on a kept-alive connection
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                assert read_answer(sock).startswith(b"HTTP/1.1 200 OK\r\n")
             sock.sendall(head)
             stalled.append(sock)
         # The workers hold every one of them (none waits in the listen backlog, where it would hold nothing).
+        ports = {sock.getsockname()[1] for sock in stalled}
         deadline = time.monotonic() + PATIENCE
-        while open_sockets(workers) < sockets_before + STALLED:
+        while connections_held(workers, server.port, ports) < STALLED:
             assert time.monotonic() < deadline, "the workers did not accept the stalled connections"
             time.sleep(0.1)
 
@@ -174,6 +178,28 @@ def test_a_request_that_stops_mid_head_gets_408_and_is_closed(impatient_server):
     assert head.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
     assert b"Content-Type: application/json" in head
     assert "did not arrive within 1 s" in json.loads(body)["error"]
+
+
+def test_a_request_that_stops_mid_head_behind_a_pipelined_one_gets_408_and_is_closed(impatient_server):
+    with connect(impatient_server) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        answers = read_until_closed(sock)
+    first, _, second = answers.partition(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert first.startswith(b"HTTP/1.1 200 OK\r\n") and first.endswith(b'{"status":"ok"}\n')
+    assert b"did not arrive within 1 s" in second
+
+
+def test_a_client_that_expects_100_continue_is_told_once_to_send_its_body(impatient_server):
+    body = b'{"query": "{ processes { id } }"}'
+    with connect(impatient_server) as sock:
+        sock.sendall((f"POST /graph/v2 HTTP/1.1\r\nHost: 127.0.0.1\r\n{TOKEN_HEADER}: {TOKEN}\r\n"
+                      f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n"
+                      "Connection: close\r\n\r\n").encode())
+        assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        answer = read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b"100 Continue" not in answer
+    assert json.loads(answer.partition(b"\r\n\r\n")[2]) == {"data": {"processes": []}}
 
 
 def test_a_connection_that_sends_nothing_is_closed_without_an_answer(impatient_server):
