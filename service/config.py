@@ -171,8 +171,9 @@ def load_server_config(environ=None):
         # Connections a worker holds, arriving, served or kept alive (gunicorn's default): each costs a file
         # descriptor and, while its request arrives, at most 64 KB; with CPUs + 1 workers that is 2,000 or more.
         "worker_connections": 1000,
-        # A request's head and the start of its body (64 KB, or all of a smaller body) must arrive within this long.
-        "request_start_timeout": 20.0,
+        # A request's head and the start of its body (64 KB, or all of a smaller body) must arrive within this long:
+        # about 2 KB/s at least, then the thread's body timeout applies.
+        "request_start_timeout": 30.0,
         # Once a thread serves a request, the longest wait for more of its body: a slow link still uploads, a client
         # that stopped frees the thread (an upload keeps what arrived).
         "request_body_timeout": 60.0,

@@ -142,7 +142,7 @@ def test_config_reads_the_environment(tmp_path):
 
 def test_the_worker_deadlines_come_from_the_environment():
     # Read by the worker itself (gunicorn has no such settings), through the same parser as gunicorn's.
-    assert load_server_config({})["request_start_timeout"] == 20
+    assert load_server_config({})["request_start_timeout"] == 30
     assert load_server_config({})["request_body_timeout"] == 60
     settings = load_server_config({"WIS_REQUEST_START_TIMEOUT": "2.5", "WIS_REQUEST_BODY_TIMEOUT": "300"})
     assert (settings["request_start_timeout"], settings["request_body_timeout"]) == (2.5, 300)
