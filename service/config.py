@@ -84,6 +84,13 @@ def _seconds(value):
     return seconds
 
 
+def _bytes_per_second(value):
+    rate = int(value)
+    if rate < 1:
+        raise ValueError("must be a whole number of bytes per second, at least 1")
+    return rate
+
+
 SERVER_ENVIRONMENT = {
     "WIS_BIND": ("bind", str),
     "WIS_WORKER_CLASS": ("worker_class", str),
@@ -92,6 +99,7 @@ SERVER_ENVIRONMENT = {
     "WIS_WORKER_CONNECTIONS": ("worker_connections", int),
     "WIS_REQUEST_START_TIMEOUT": ("request_start_timeout", _seconds),
     "WIS_REQUEST_BODY_TIMEOUT": ("request_body_timeout", _seconds),
+    "WIS_REQUEST_BODY_MIN_RATE": ("request_body_min_rate", _bytes_per_second),
     "WIS_TIMEOUT": ("timeout", int),
     "WIS_GRACEFUL_TIMEOUT": ("graceful_timeout", int),
     "WIS_KEEPALIVE": ("keepalive", int),
@@ -174,9 +182,11 @@ def load_server_config(environ=None):
         # A request's head and the start of its body (64 KB, or all of a smaller body) must arrive within this long:
         # about 2 KB/s at least, then the thread's body timeout applies.
         "request_start_timeout": 30.0,
-        # Once a thread serves a request, the longest wait for more of its body: a slow link still uploads, a client
-        # that stopped frees the thread (an upload keeps what arrived).
+        # Once a thread serves a request, the longest wait for more of its body; and all its waits together may last
+        # this long plus a second per request_body_min_rate bytes received. A slow link still uploads; a client
+        # that stopped, or trickles, frees the thread (an upload keeps what arrived).
         "request_body_timeout": 60.0,
+        "request_body_min_rate": 1000,
         # A 10 MB chunk at 1 Mbit/s takes about 80 s; with sync workers this is also the longest request.
         "timeout": 120,
         # On restart or SIGTERM, workers finish the uploads in flight for this long before they are killed.

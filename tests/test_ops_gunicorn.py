@@ -144,13 +144,17 @@ def test_the_worker_deadlines_come_from_the_environment():
     # Read by the worker itself (gunicorn has no such settings), through the same parser as gunicorn's.
     assert load_server_config({})["request_start_timeout"] == 30
     assert load_server_config({})["request_body_timeout"] == 60
-    settings = load_server_config({"WIS_REQUEST_START_TIMEOUT": "2.5", "WIS_REQUEST_BODY_TIMEOUT": "300"})
-    assert (settings["request_start_timeout"], settings["request_body_timeout"]) == (2.5, 300)
+    assert load_server_config({})["request_body_min_rate"] == 1000
+    settings = load_server_config({"WIS_REQUEST_START_TIMEOUT": "2.5", "WIS_REQUEST_BODY_TIMEOUT": "300",
+                                   "WIS_REQUEST_BODY_MIN_RATE": "100"})
+    assert [settings[key] for key in ("request_start_timeout", "request_body_timeout", "request_body_min_rate")] \
+        == [2.5, 300, 100]
 
 
 @pytest.mark.parametrize("variable, value", [
     ("WIS_REQUEST_START_TIMEOUT", "0"), ("WIS_REQUEST_BODY_TIMEOUT", "-5"), ("WIS_REQUEST_BODY_TIMEOUT", "soon"),
-    ("WIS_REQUEST_START_TIMEOUT", "inf"), ("WIS_WORKER_CONNECTIONS", "many"),
+    ("WIS_REQUEST_START_TIMEOUT", "inf"), ("WIS_WORKER_CONNECTIONS", "many"), ("WIS_REQUEST_BODY_MIN_RATE", "0"),
+    ("WIS_REQUEST_BODY_MIN_RATE", "1.5"),
 ])
 def test_a_malformed_worker_setting_stops_start_up_naming_it(tmp_path, variable, value):
     status, message = gunicorn_settings(tmp_path, **{variable: value})

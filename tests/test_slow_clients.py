@@ -3,12 +3,15 @@ thousand connections that send a head and one byte, then nothing, lock nobody ou
 mid-body is ended by the server, and an upload stopped mid-body keeps what arrived."""
 import json
 import resource
+import select
 import socket
 import time
 from pathlib import Path
 
 import pytest
 import requests
+
+from service.server.arrival import HANDOFF_BYTES
 
 from support import (
     HEADERS, PNG, TOKEN, TOKEN_HEADER, TUS_BODY_TYPE, TUS_HEADERS, GunicornServer, connections_held, process_children,
@@ -217,6 +220,21 @@ def test_a_request_that_stops_mid_body_after_64_kb_is_answered_and_closed(impati
         answer = read_until_closed(sock)
     assert answer.startswith(b"HTTP/1.1 400 ")
     assert requests.get(impatient_server.url + "/healthz", timeout=PATIENCE).status_code == 200
+
+
+def test_a_request_that_trickles_its_body_after_64_kb_is_ended_before_it_has_sent_it(impatient_server):
+    # Each byte comes well within the body timeout; together they fall far behind the minimum rate (1 KB/s).
+    head = (f"POST /graph/v2 HTTP/1.1\r\nHost: 127.0.0.1\r\n{TOKEN_HEADER}: {TOKEN}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {HANDOFF_BYTES + 100}\r\n\r\n").encode()
+    trickled = 0
+    with connect(impatient_server) as sock:
+        sock.sendall(head + b" " * (HANDOFF_BYTES - len(head)))
+        while trickled < 100 and not select.select([sock], [], [], 0.2)[0]:
+            sock.sendall(b" ")
+            trickled += 1
+        answer = read_until_closed(sock)
+    assert trickled < 100  # the server ended the request while the client was still trickling
+    assert answer.startswith(b"HTTP/1.1 400 ")
 
 
 def test_a_tus_patch_that_stops_mid_body_keeps_what_arrived(impatient_server):

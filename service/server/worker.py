@@ -14,10 +14,11 @@ Bounds:
 - `request_start_timeout` (WIS_REQUEST_START_TIMEOUT): from its accept (or, on a kept-alive connection, from the
   first byte of its next request), a request has this long to reach the hand-off; then the connection is closed
   (with a 408 when part of a request had arrived).
-- `request_body_timeout` (WIS_REQUEST_BODY_TIMEOUT): once a thread serves the request, each wait for more of it lasts
-  at most this long (a socket receive timeout, SO_RCVTIMEO, so writing a large answer to a slow reader is not cut
-  off); then the request ends as if the client had gone: an upload keeps what arrived, and the connection is closed
-  after the answer.
+- `request_body_timeout` and `request_body_min_rate` (WIS_REQUEST_BODY_TIMEOUT, WIS_REQUEST_BODY_MIN_RATE): once a
+  thread serves the request, each wait for more of it lasts at most the timeout, and all its waits together the
+  timeout plus a second per `min_rate` bytes received (`PacedSocket`), so a client that trickles a byte now and then
+  cannot keep a thread either; then the request ends as if the client had gone: an upload keeps what arrived, and
+  the connection is closed after the answer.
 - `worker_connections` (WIS_WORKER_CONNECTIONS) bounds the connections a worker holds, waiting or served; the worker
   raises its open-file limit to fit them (up to the hard limit) and holds fewer when it cannot.
 
@@ -66,6 +67,7 @@ class ReadAheadWorker(ThreadWorker):
         settings = load_server_config()
         self.start_timeout = settings["request_start_timeout"]
         self.body_timeout = settings["request_body_timeout"]
+        self.body_min_rate = settings["request_body_min_rate"]
         # Connections whose request the loop is receiving, oldest deadline first (every deadline is a fixed time
         # after its start, so insertion order is deadline order; an OrderedDict removes any of them in O(1)).
         self.arriving = OrderedDict()
@@ -106,7 +108,8 @@ class ReadAheadWorker(ThreadWorker):
             self.set_accept_enabled(False)
             return
         self.nr_conns += 1
-        conn = Connection(self.cfg, client_sock, client_addr, listener.getsockname(), self.body_timeout)
+        sock = PacedSocket(client_sock, self.body_timeout, self.body_min_rate)
+        conn = Connection(self.cfg, sock, client_addr, listener.getsockname())
         self._receive(conn)
 
     def set_accept_enabled(self, enabled):
@@ -218,7 +221,7 @@ class ReadAheadWorker(ThreadWorker):
 
     def _keepalive_after(self, conn, keepalive):
         # A body that stopped arriving leaves the connection mid-request: it cannot carry another one.
-        return not conn.read_timed_out and super()._keepalive_after(conn, keepalive)
+        return not conn.sock.ran_out and super()._keepalive_after(conn, keepalive)
 
     def finish_request(self, conn, fs):
         """Back in the loop after a thread served `conn`: a request already arriving behind the answered one is
@@ -238,14 +241,12 @@ class ReadAheadWorker(ThreadWorker):
 class Connection(TConn):
     """gthread's connection, with the request the loop is receiving on it."""
 
-    def __init__(self, cfg, sock, client, server, body_timeout):
+    def __init__(self, cfg, sock, client, server):
         super().__init__(cfg, sock, client, server)
-        self.body_timeout = body_timeout
         self.arrival = None
         self.deadline = None
         self.replay = b""
         self.continue_sent = False
-        self.read_timed_out = False
         # gthread's handle() would otherwise wait in the thread for the first bytes of a new connection.
         self.data_ready = True
 
@@ -256,11 +257,8 @@ class Connection(TConn):
 
     def init(self):
         # In the thread, before gunicorn parses the request (and on every request of a kept-alive connection).
-        first = not self.initialized
         super().init()
-        if first:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(self.body_timeout))
-            self.parser.unreader.sock = _EndingReads(self)
+        self.sock.start_request()
         if self.replay:
             self.parser.unreader.unread(self.replay)
             self.replay = b""
@@ -274,27 +272,55 @@ class Connection(TConn):
             self.close()
 
 
-class _EndingReads:
-    """The connection's socket as gunicorn's parser reads it: a wait for more of the request that lasts the body
-    timeout ends the request as if the client had gone (b""), the case gunicorn, werkzeug and the upload code already
-    handle (a short body: an upload keeps what arrived, a form or query is refused as cut short)."""
+class PacedSocket:
+    """A connection's socket for gunicorn, with the waits for the client's bytes bounded while a thread serves its
+    request (blocking reads): each wait lasts at most `timeout` seconds, and all of a request's waits together at
+    most `timeout` plus one second per `min_rate` bytes received (time the application spends between reads does
+    not count). Then the request ends as if the client had gone (b"", 0): gunicorn, werkzeug and the upload code
+    already handle that (a body cut short: an upload keeps what arrived, a form or query is refused). Every other
+    use (the event loop's non-blocking reads, gunicorn's own timed reads, writing answers) is the socket's own."""
 
-    def __init__(self, conn):
-        self._conn = conn
-        self._sock = conn.sock
+    def __init__(self, sock, timeout, min_rate):
+        self._sock, self._timeout, self._min_rate = sock, timeout, min_rate
+        self.start_request()
 
-    def recv(self, size):
+    def start_request(self):
+        self._waited = 0.0
+        self._received = 0
+        self.ran_out = False
+
+    def recv(self, size, flags=0):
+        return self._paced(self._sock.recv, b"", size, flags)
+
+    def recv_into(self, buffer, nbytes=0, flags=0):
+        return self._paced(self._sock.recv_into, 0, buffer, nbytes, flags)
+
+    def _paced(self, receive, nothing, *args):
+        if self._sock.gettimeout() is not None:
+            return receive(*args)  # non-blocking, or a timeout gunicorn set for draining or closing
+        allowed = min(self._timeout, self._timeout + self._received / self._min_rate - self._waited)
+        if self.ran_out or allowed <= 0:
+            self.ran_out = True
+            return nothing
+        # SO_RCVTIMEO: a socket timeout of Python's would also bound writing the answer, as a whole.
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(allowed))
+        started = time.monotonic()
         try:
-            return self._sock.recv(size)
-        except BlockingIOError:  # SO_RCVTIMEO ran out on a blocking socket
-            self._conn.read_timed_out = True
-            return b""
+            received = receive(*args)
+        except BlockingIOError:  # the receive timeout ran out
+            self.ran_out = True
+            return nothing
+        finally:
+            self._waited += time.monotonic() - started
+        self._received += received if isinstance(received, int) else len(received)
+        return received
 
     def __getattr__(self, name):
         return getattr(self._sock, name)
 
 
 def _timeval(seconds):
-    """A struct timeval (SO_RCVTIMEO's value) of `seconds`."""
+    """A struct timeval (SO_RCVTIMEO's value) of `seconds`, at least a millisecond (zero would mean no timeout)."""
+    seconds = max(seconds, 0.001)
     whole = int(seconds)
     return struct.pack("@ll", whole, int((seconds - whole) * 1_000_000))
