@@ -128,49 +128,51 @@ class ReadAheadWorker(ThreadWorker):
         conn.arrival = RequestArrival(self.cfg, conn.client, number)
         conn.deadline = time.monotonic() + self.start_timeout
         self.arriving[conn] = None
-        if held and self._take(conn, held):
-            self._hand_over(conn)
-            return
-        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_readable, conn))
-        if not held:
-            self._on_readable(conn, conn.sock)  # a kept-alive connection is readable already; a new one may be
+        if held:
+            self._arrived(conn, held)
+        else:
+            self._on_readable(conn)  # a kept-alive connection is readable already, and a new one often is
 
-    def _on_readable(self, conn, _sock):
+    def _on_readable(self, conn, _sock=None):
         try:
             data = conn.sock.recv(conn.arrival.room)
         except BlockingIOError:
-            return
+            data = None  # nothing yet
         except OSError:
-            data = b""
-        if not data:  # the client closed (or reset) the connection
-            self._forget(conn)
-        elif self._take(conn, data):
-            self.poller.unregister(conn.sock)
-            self._hand_over(conn)
+            data = b""  # reset
+        if data == b"":
+            self._forget(conn)  # the client closed the connection
+        else:
+            self._arrived(conn, data)
 
-    def _take(self, conn, data):
-        """Add bytes to the request; True when a thread can serve it now."""
-        arrival = conn.arrival
-        if arrival.add(data):
-            return True
-        if arrival.expects_continue and not conn.continue_sent:
+    def _arrived(self, conn, data):
+        """Take the bytes that arrived (None: none yet), then hand the request to a thread or wait for more."""
+        if data is not None and conn.arrival.add(data):
+            self._unwatch(conn)
+            del self.arriving[conn]
+            conn.hand_over()
+            self.enqueue_req(conn)
+            return
+        if not conn.watched:
+            self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_readable, conn))
+            conn.watched = True
+        if conn.arrival.expects_continue and not conn.continue_sent:
             # The client holds its body back until told to send it; gunicorn would say so only in the thread.
             conn.continue_sent = True
             try:
                 conn.sock.send(b"HTTP/1.1 100 Continue\r\n\r\n")
             except OSError:
                 pass  # a client that cannot take 25 bytes sends no body either: the deadline closes it
-        return False
 
-    def _hand_over(self, conn):
-        del self.arriving[conn]
-        conn.hand_over()
-        self.enqueue_req(conn)
+    def _unwatch(self, conn):
+        if conn.watched:
+            self.poller.unregister(conn.sock)
+            conn.watched = False
 
     def _forget(self, conn, answer=None):
         """Stop receiving `conn`'s request and close it, with `answer` (bytes) sent first when it can be at once."""
         del self.arriving[conn]
-        self.poller.unregister(conn.sock)
+        self._unwatch(conn)
         if answer is not None:
             try:
                 conn.sock.send(answer)
@@ -245,6 +247,7 @@ class Connection(TConn):
         super().__init__(cfg, sock, client, server)
         self.arrival = None
         self.deadline = None
+        self.watched = False  # registered with the loop's selector for the request's next bytes
         self.replay = b""
         self.continue_sent = False
         # gthread's handle() would otherwise wait in the thread for the first bytes of a new connection.
