@@ -25,6 +25,7 @@ RESPONSES = {
     "tus_version_unsupported": (412, "PRECONDITION_FAILED"),
     "file_too_large": (413, "PAYLOAD_TOO_LARGE"),
     "beyond_upload_length": (413, "PAYLOAD_TOO_LARGE"),
+    "request_timeout": (408, "REQUEST_TIMEOUT"),
     "upload_locked": (423, "LOCKED"),
     "body_checksum_mismatch": (460, "BAD_REQUEST"),
     "body_too_large": (413, "PAYLOAD_TOO_LARGE"),
@@ -125,6 +126,13 @@ class FileTooLarge(ServiceError):
     """A file or chunk over its destination's or the per-request limit."""
     code = "file_too_large"
     message = "file is too large"
+
+
+class RequestTimeout(ServiceError):
+    """The request's head (and the start of its body) did not arrive in time: answered by the server's worker, before
+    any view sees the request."""
+    code = "request_timeout"
+    message = "the request did not arrive in time"
 
 
 class BodyTooLarge(ServiceError):

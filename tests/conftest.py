@@ -14,8 +14,8 @@ from service.client import Client
 from engines import POSTGRES_INSTALL, WEED_INSTALL, PostgresServer, SeaweedServer, postgres_bin, weed_binary
 from service.storage import get_repository
 from support import (
-    CHROMIUM, CHROMIUM_ARGS, HEADERS, JS_DIR, OTHER_HEADERS, TOKEN, TOKENS, FileBackend, GunicornServer, PageServer,
-    SharedBackend,
+    CHROMIUM, CHROMIUM_ARGS, HEADERS, JS_DIR, OTHER_HEADERS, SHIPPED_WORKER_CLASS, TOKEN, TOKENS, FileBackend,
+    GunicornServer, PageServer, SharedBackend,
 )
 
 BACKENDS = ("file", "shared")
@@ -104,10 +104,11 @@ def server(tmp_path_factory, backend):
 
 
 @pytest.fixture(scope="module")
-def gthread_server(tmp_path_factory, backend):
-    """Two gthread workers of four threads: requests of one upload meet in one process as well as across two."""
-    server = GunicornServer(tmp_path_factory.mktemp("gthread") / "data", workers=2, backend=backend,
-                            extra_args=("--worker-class", "gthread", "--threads", "4"))
+def threaded_server(tmp_path_factory, backend):
+    """Two workers of the shipped (threaded) class, four threads each: requests of one upload meet in one process as
+    well as across two."""
+    server = GunicornServer(tmp_path_factory.mktemp("threaded") / "data", workers=2, backend=backend,
+                            extra_args=("--worker-class", SHIPPED_WORKER_CLASS, "--threads", "4"))
     yield server
     server.stop()
 

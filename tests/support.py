@@ -28,6 +28,7 @@ import requests
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
+from service.config import load_server_config
 from service.interface import MB, TOKEN_HEADER
 from service.storage import files, incoming, media
 from service.storage.streams import append, boundaries, layout, store, stream
@@ -422,6 +423,24 @@ def process_children(pid):
     return children
 
 
+def connections_held(pids, port, client_ports):
+    """How many connections from the local ports `client_ports` to `port` the processes `pids` have accepted (from
+    /proc): a connection still in the listen backlog is in no process's files."""
+    sockets = set()
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                sockets.add(os.readlink(fd))
+            except OSError:
+                pass  # closed meanwhile
+    held = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local_port, remote_port = (int(address.rsplit(":", 1)[1], 16) for address in fields[1:3])
+        held += local_port == port and remote_port in client_ports and f"socket:[{fields[9]}]" in sockets
+    return held
+
+
 def process_alive(pid):
     """True while `pid` runs (a zombie, dead but not yet reaped, is not alive)."""
     try:
@@ -686,6 +705,10 @@ class _FaultyFile:
 
 
 # -- processes over HTTP, and gunicorn as shipped ----------------------------------------------------------------
+
+# The worker class service.gunicorn_config uses unless WIS_WORKER_CLASS says otherwise.
+SHIPPED_WORKER_CLASS = load_server_config({})["worker_class"]
+
 
 def shipped_server(tmp_path, data_dir):
     """Gunicorn with the service's own config (`-c python:service.gunicorn_config`), two workers; access log in

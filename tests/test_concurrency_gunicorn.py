@@ -1,4 +1,4 @@
-"""Concurrency through gunicorn as shipped (its gthread config, 2 workers): many clients on the same ids and streams.
+"""Concurrency through gunicorn as shipped (its config: threaded workers, 2 of them): many clients on the same ids and streams.
 
 No acknowledged update is lost (the final revision counts every acknowledged write) and a stream whose chunks are
 sent at once, each several times, by many threads completes exactly once.

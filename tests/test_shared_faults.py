@@ -12,7 +12,7 @@ import requests
 
 from service.storage.shared.database import POOL_WAIT_SECONDS
 from support import (
-    HEADERS, MB, GunicornServer, create_stream_over_http, mp4, png, send_chunk_over_http, sha256,
+    HEADERS, MB, SHIPPED_WORKER_CLASS, GunicornServer, create_stream_over_http, mp4, png, send_chunk_over_http, sha256,
     tus_create, tus_offset, tus_patch,
 )
 
@@ -28,7 +28,7 @@ REFUSAL_SECONDS = POOL_WAIT_SECONDS + 8
 @pytest.fixture
 def node(tmp_path, shared_backend):
     server = GunicornServer(tmp_path / "data", workers=2, backend=shared_backend,
-                            extra_args=("--worker-class", "gthread", "--threads", "8"))
+                            extra_args=("--worker-class", SHIPPED_WORKER_CLASS, "--threads", "8"))
     yield server
     server.stop()
 

@@ -14,8 +14,8 @@ import pytest
 import requests
 
 from support import (
-    HEADERS, MB, TUS_BODY_TYPE, TUS_HEADERS, GunicornServer, create_stream_over_http, mp4, png, send_chunk_over_http, sha256,
-    tus_create, tus_offset, tus_patch,
+    HEADERS, MB, SHIPPED_WORKER_CLASS, TUS_BODY_TYPE, TUS_HEADERS, GunicornServer, create_stream_over_http, mp4, png,
+    send_chunk_over_http, sha256, tus_create, tus_offset, tus_patch,
 )
 
 GRAPH = "/graph/v2"
@@ -23,7 +23,7 @@ STATION_CREATE = "mutation($input: StationCreateInput!) { stationCreate(input: $
 PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
 PRODUCT_CREATE = "mutation($input: ProductCreateInput!) { productCreate(input: $input) }"
 # Threads per worker: requests of one node meet in one process as well as across its two workers.
-GTHREAD = ("--worker-class", "gthread", "--threads", "4")
+THREADED = ("--worker-class", SHIPPED_WORKER_CLASS, "--threads", "4")
 
 
 def start_nodes(tmp_path, shared_backend, settings, name):
@@ -31,7 +31,7 @@ def start_nodes(tmp_path, shared_backend, settings, name):
     nodes = []
     try:
         for number in (1, 2):
-            nodes.append(GunicornServer(tmp_path / f"{name}-node{number}", workers=2, extra_args=GTHREAD,
+            nodes.append(GunicornServer(tmp_path / f"{name}-node{number}", workers=2, extra_args=THREADED,
                                         backend=shared_backend, settings=settings))
     except BaseException:
         for node in nodes:

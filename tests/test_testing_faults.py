@@ -87,7 +87,7 @@ def test_malformed_faults_are_400_naming_the_field(session, fault, field):
     assert response.json()["error"].startswith(field)
 
 
-@pytest.mark.parametrize("extra_args", [(), ("-c", "python:service.gunicorn_config")], ids=["sync", "gthread"])
+@pytest.mark.parametrize("extra_args", [(), ("-c", "python:service.gunicorn_config")], ids=["sync", "shipped"])
 def test_faults_hold_across_gunicorn_workers_and_drop_works_there(tmp_path, extra_args):
     server = GunicornServer(tmp_path / "data", workers=2, env={"WIS_TEST_MODE": "1"}, extra_args=extra_args)
     try:

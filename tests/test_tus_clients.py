@@ -17,8 +17,8 @@ MB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def server(gthread_server):
-    return gthread_server
+def server(threaded_server):
+    return threaded_server
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""tus 1.0 on /uploads (CONTRACT 7), status by status, through real gunicorn (gthread workers, as shipped)."""
+"""tus 1.0 on /uploads (CONTRACT 7), status by status, through real gunicorn (threaded workers, as shipped)."""
 import base64
 import email.utils
 import hashlib
@@ -19,8 +19,8 @@ MP4 = b"\x00\x00\x00\x18ftypmp42"
 
 
 @pytest.fixture(scope="module")
-def server(gthread_server):
-    return gthread_server
+def server(threaded_server):
+    return threaded_server
 
 
 @pytest.fixture(scope="module")

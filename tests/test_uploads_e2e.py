@@ -7,14 +7,15 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from support import (HEADERS, MB, GunicornServer, create_stream_over_http, media_names_of, mp4,
-                     send_chunk_over_http)
+from support import (HEADERS, MB, SHIPPED_WORKER_CLASS, GunicornServer, create_stream_over_http, media_names_of,
+                     mp4, send_chunk_over_http)
 
 
 
-@pytest.fixture(params=["sync", "gthread"])
+@pytest.fixture(params=["sync", SHIPPED_WORKER_CLASS], ids=["sync", "threaded"])
 def server(request, tmp_path, backend):
-    """Two workers; with gthread, concurrent requests also share a process (threads contend for the same lock)."""
+    """Two workers; with the shipped threaded ones, concurrent requests also share a process (threads contend for the
+    same lock)."""
     started = GunicornServer(tmp_path / "data", workers=2, backend=backend,
                              extra_args=("--worker-class", request.param, "--threads", "4"))
     yield started
