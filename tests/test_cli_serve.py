@@ -10,15 +10,16 @@ import pytest
 import requests
 
 from service.cli import main
-from support import HEADERS, TOKENS, free_port
+from support.ports import free_port
+from support.tokens import HEADERS, TOKENS
 
 WIS = Path(sys.executable).with_name("wis")
 
 
-def test_serve_runs_gunicorn_with_the_service_config(tmp_path):
+def test_serve_runs_gunicorn_with_the_service_config(tmp_path, server_process):
     port = free_port()
     data_dir = tmp_path / "served-data"
-    process = subprocess.Popen(
+    process = server_process(
         [str(WIS), "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1", "--data-dir", str(data_dir)],
         env=dict(os.environ, WIS_API_TOKENS=TOKENS), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -56,10 +57,10 @@ def test_dev_mode_is_one_reloading_worker(monkeypatch, tmp_path):
     ({"WIS_API_TOKENS": "acme:short"}, "WIS_API_TOKENS"),
     ({"WIS_STREAM_TTL_HOURS": "soon"}, "WIS_STREAM_TTL_HOURS"),
 ])
-def test_a_malformed_setting_stops_serve_with_one_line_naming_it(tmp_path, setting, named):
+def test_a_malformed_setting_stops_serve_with_one_line_naming_it(tmp_path, setting, named, server_process):
     environment = {name: value for name, value in os.environ.items() if not name.startswith("WIS_")}
-    done = subprocess.run([str(WIS), "serve", "--bind", f"127.0.0.1:{free_port()}"], cwd=tmp_path, timeout=60,
-                          env={**environment, **setting}, capture_output=True, text=True)
+    done = server_process.run([str(WIS), "serve", "--bind", f"127.0.0.1:{free_port()}"], cwd=tmp_path, timeout=60,
+                              env={**environment, **setting}, capture_output=True, text=True)
     assert done.returncode == 1
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("work-instruction service: ") and named in line and "Traceback" not in done.stderr

@@ -8,7 +8,7 @@ from service.domain.reads import PROCESSES, PRODUCTS, STATIONS
 from service.domain.stations import upsert_station
 from service.domain.validation import InvalidInput
 from service.storage import get_repository
-from support import store_media
+from support.datadir import store_media
 
 ORG = "default"
 

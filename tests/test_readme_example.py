@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from service.domain.uploads import media_name
-from support import HEADERS, GunicornServer
+from support.tokens import HEADERS
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 EXAMPLE_BLOCK = re.compile(r"<!-- example (request|answer): ([\w-]+) -->\n```json\n(.*?)\n```", re.S)
@@ -28,10 +28,8 @@ def readme_examples():
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, backend):
-    started = GunicornServer(tmp_path_factory.mktemp("readme") / "data", workers=1, backend=backend)
-    yield started
-    started.stop()
+def server(tmp_path_factory, backend, start_module_gunicorn):
+    return start_module_gunicorn(tmp_path_factory.mktemp("readme") / "data", workers=1, backend=backend)
 
 
 def test_the_readme_example_answers_as_shown(server):

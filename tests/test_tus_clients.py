@@ -10,7 +10,8 @@ import pytest
 import requests
 from tusclient import client as tus_client
 
-from support import HEADERS, JS_DIR, TOKEN
+from support.servers import JS_DIR
+from support.tokens import HEADERS, TOKEN
 
 AUTH = HEADERS
 MB = 1024 * 1024

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from support import free_port
+from support.ports import free_port
 
 
 class EngineError(RuntimeError):
@@ -140,7 +140,7 @@ class PostgresServer:
             self._run("initdb", "-D", str(self.data), "-U", self.USER, "--auth=trust", "-E", "UTF8",
                       "--locale=C.UTF-8", "--no-sync")
             with open(self.data / "postgresql.conf", "a") as conf:
-                conf.write(f"\n# wis tests (tests/engines.py)\nlisten_addresses = '127.0.0.1'\nport = {self.port}\n"
+                conf.write(f"\n# wis tests (tests/support/engines.py)\nlisten_addresses = '127.0.0.1'\nport = {self.port}\n"
                            f"unix_socket_directories = '{self.directory}'\nmax_connections = {max_connections}\n"
                            "fsync = on\n")
             self.start()
