@@ -64,3 +64,30 @@ def test_a_malformed_setting_stops_serve_with_one_line_naming_it(tmp_path, setti
     assert done.returncode == 1
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("work-instruction service: ") and named in line and "Traceback" not in done.stderr
+
+
+# Hides the shared backend's packages, as on a machine where the `shared` extra was not installed.
+WITHOUT_SHARED_EXTRA = '''
+import sys
+
+class NotInstalled:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"psycopg", "psycopg_pool", "boto3", "botocore"}:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, NotInstalled())
+'''
+
+
+def test_serve_with_a_database_but_without_the_shared_extra_names_the_install_command(tmp_path, server_process):
+    (tmp_path / "sitecustomize.py").write_text(WITHOUT_SHARED_EXTRA)
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("WIS_")}
+    environment.update(PYTHONPATH=str(tmp_path), WIS_API_TOKENS=TOKENS, WIS_S3_BUCKET="wis",
+                       WIS_DATABASE_URL=f"postgresql://wis@127.0.0.1:{free_port()}/wis")
+    done = server_process.run([str(WIS), "serve", "--bind", f"127.0.0.1:{free_port()}"], cwd=tmp_path, timeout=60,
+                              env=environment, capture_output=True, text=True)
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line == ("work-instruction service: the shared backend (WIS_DATABASE_URL or DATABASE_URL) needs psycopg, "
+                    "psycopg_pool, boto3, not installed: pip install 'work-instruction-service[shared]' (from a "
+                    "checkout: pip install '.[shared]')")
