@@ -20,6 +20,8 @@ from support.media import mp4, png, sha256
 from support.tokens import HEADERS, TOKENS
 from support.uploads import create_stream, send_chunk, send_file_first, stream_status, upload
 
+pytestmark = pytest.mark.exhaustive  # a crash at every step of every write
+
 CRASHED = 70
 # More operations than any one request performs; the loop ends at the first n the request survives.
 MAX_STEPS = 80

@@ -217,3 +217,22 @@ def test_every_block_is_of_a_kind_the_docs_test_knows():
             if kind == "json":
                 assert marker, f"{page.name}: a json block without <!-- example request/answer: NAME -->"
 
+
+
+def slug(heading):
+    """The anchor GitHub gives a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_pages_leads_somewhere():
+    for page in PAGES:
+        text = FENCE.sub("", page.read_text())
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"\w+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            assert linked.is_file(), f"{page.name}: {target}"
+            if anchor:
+                headings = re.findall(r"^#+ (.+)$", FENCE.sub("", linked.read_text()), re.M)
+                assert anchor in {slug(heading) for heading in headings}, f"{page.name}: {target}"

@@ -15,6 +15,8 @@ from service.storage import get_repository
 from support.datadir import snapshot, store_media
 from support.tokens import HEADERS, TOKENS
 
+pytestmark = pytest.mark.exhaustive  # hundreds of generated inputs per property
+
 SCHEMA = load_schema()
 MUTATIONS = {"process": "processCreate", "product": "productCreate", "station": "stationCreate"}
 INPUT_TYPES = {"process": "ProcessInput", "product": "ProductInput", "station": "StationInput"}

@@ -58,8 +58,8 @@ CONFIG = SchemathesisConfig.from_dict({"checks": {"negative_data_rejection": {"e
 
 # Schemathesis calls the app through werkzeug's test client and never closes the answer, so the file a media answer
 # streams from is closed by the garbage collector (a ResourceWarning). Only that one is let through here.
-pytestmark = pytest.mark.filterwarnings(
-    r"ignore:Exception ignored in. <_io\.FileIO name='[^']*/media/(images|videos)/:pytest.PytestUnraisableExceptionWarning")
+pytestmark = [pytest.mark.exhaustive, pytest.mark.filterwarnings(
+    r"ignore:Exception ignored in. <_io\.FileIO name='[^']*/media/(images|videos)/:pytest.PytestUnraisableExceptionWarning")]
 
 
 @pytest.fixture(scope="module")

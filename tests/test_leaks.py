@@ -20,6 +20,8 @@ from support.documents import BENCH_MUTATION, bench_process
 from support.media import MP4, PNG, blob
 from support.tokens import HEADERS, TOKENS
 
+pytestmark = pytest.mark.exhaustive  # thousands of requests, counted objects and memory
+
 
 WARM_UP = 20
 N = 50

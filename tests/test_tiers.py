@@ -65,9 +65,20 @@ def test_on_each_backend(backend):
 """
 
 
+EXHAUSTIVE = """
+import pytest
+
+pytestmark = pytest.mark.exhaustive
+
+
+def test_many_cases():
+    pass
+"""
+
+
 def run_tiers(pytester, *args):
     pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(test_tiers_example=TESTS_OF_EACH_TIER)
+    pytester.makepyfile(test_tiers_example=TESTS_OF_EACH_TIER, test_exhaustive_example=EXHAUSTIVE)
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
     return pytester.runpytest_subprocess(*args)
 
@@ -75,13 +86,11 @@ def run_tiers(pytester, *args):
 def test_markers_come_from_the_fixtures_and_the_backend(pytester):
     result = run_tiers(pytester, "--collect-only", "-q", "-m", "not fast")
     collected = {line.split("::")[1] for line in result.outlines if "::" in line}
-    assert collected == {"test_server_tier", "test_on_each_backend[shared]"}
-    result = run_tiers(pytester, "--collect-only", "-q", "-m", "engines")
-    assert [line.split("::")[1] for line in result.outlines if "::" in line] == ["test_on_each_backend[shared]"]
+    assert collected == {"test_server_tier", "test_on_each_backend[shared]", "test_many_cases"}
 
 
 def test_a_fast_test_that_starts_a_server_fails_naming_it(pytester):
-    result = run_tiers(pytester, "-q")
+    result = run_tiers(pytester, "-q", "test_tiers_example.py")
     # Seven tests pass their call (one runs on each backend); three fail at teardown, for what they started.
     result.assert_outcomes(passed=7, errors=3)
     errors = "\n".join(result.outlines)

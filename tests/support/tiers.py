@@ -7,6 +7,10 @@ a process of another tier fails.
     engines  PostgreSQL and SeaweedFS (postgres, seaweed; every test run on the shared backend)
     fast     none of these: Python only (the Flask test client, servers in a thread, short `wis` or python commands)
 
+One marker is set by hand, on a whole module: `exhaustive`, for tests that start nothing but run hundreds or
+thousands of cases in this process (generated inputs, every crash point, memory over many requests). They are not in
+the fast tier, which is meant to answer within a minute.
+
 Fixtures are followed through their dependencies (`item.fixturenames` is the closure), so a test that asks for `api`
 is a server test because `api` asks for `server`. A pytest plugin, loaded by conftest.py.
 """
@@ -26,7 +30,8 @@ MARKERS = {
     "browser": "drives headless Chromium (applied from the fixtures the test uses)",
     "node": "runs Node.js with tus-js-client (applied from the fixtures the test uses)",
     "engines": "needs PostgreSQL and SeaweedFS: the shared backend (applied from the fixtures and the backend)",
-    "fast": "starts none of the above: Python only (applied to every test with no other tier)",
+    "exhaustive": "runs hundreds or thousands of cases in this process, starting nothing (set on the module)",
+    "fast": "starts none of the above and is not exhaustive: Python only, seconds (applied to every other test)",
 }
 
 # What a fast test must not start, by the program a process runs.
@@ -70,9 +75,11 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        tiers = tiers_of(item) or {"fast"}
+        tiers = tiers_of(item)
         for tier in sorted(tiers):
             item.add_marker(tier)
+        if not tiers and item.get_closest_marker("exhaustive") is None:
+            item.add_marker("fast")
 
 
 # -- the check: a fast test starts nothing ------------------------------------------------------------------------
