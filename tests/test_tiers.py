@@ -1,5 +1,6 @@
 """The test tiers (support/tiers.py): a test is marked by what it starts, from the fixtures it uses and the backend it
 runs on, and a fast-tier test that starts a server, a browser, Node or an engine fails naming what it started."""
+import re
 import sys
 from pathlib import Path
 
@@ -24,6 +25,12 @@ def start_gunicorn():
 @pytest.fixture(params=["file", "shared"])
 def backend(request):
     return request.param
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    for item in items:
+        print("tiers of", item.name, sorted(mark.name for mark in item.iter_markers()))
 """
 
 TESTS_OF_EACH_TIER = f"""
@@ -83,16 +90,16 @@ def run_tiers(pytester, *args):
     return pytester.runpytest_subprocess(*args)
 
 
-def test_markers_come_from_the_fixtures_and_the_backend(pytester):
-    result = run_tiers(pytester, "--collect-only", "-q", "-m", "not fast")
-    collected = {line.split("::")[1] for line in result.outlines if "::" in line}
-    assert collected == {"test_server_tier", "test_on_each_backend[shared]", "test_many_cases"}
-
-
-def test_a_fast_test_that_starts_a_server_fails_naming_it(pytester):
-    result = run_tiers(pytester, "-q", "test_tiers_example.py")
-    # Seven tests pass their call (one runs on each backend); three fail at teardown, for what they started.
-    result.assert_outcomes(passed=7, errors=3)
+def test_markers_come_from_the_fixtures_and_a_fast_test_that_starts_a_server_fails_naming_it(pytester):
+    result = run_tiers(pytester, "-q", "-s")
+    tiers = dict(re.findall(r"^tiers of (\S+) (\[.*\])$", "\n".join(result.outlines), re.M))
+    assert tiers == {
+        "test_fast_and_starting_nothing": "['fast']", "test_fast_but_starting_gunicorn": "['fast']",
+        "test_fast_but_its_module_fixture_starts_gunicorn": "['fast']", "test_fast_but_running_wis_serve": "['fast']",
+        "test_server_tier": "['server']", "test_on_each_backend[file]": "['fast']",
+        "test_on_each_backend[shared]": "['engines']", "test_many_cases": "['exhaustive']"}
+    # Eight tests pass their call (one runs on each backend); three fail at teardown, for what they started.
+    result.assert_outcomes(passed=8, errors=3)
     errors = "\n".join(result.outlines)
     for name in ("test_fast_but_starting_gunicorn", "test_fast_but_its_module_fixture_starts_gunicorn",
                  "test_fast_but_running_wis_serve"):
