@@ -16,14 +16,13 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from support.ports import free_port
+from support.ports import free_port, port_is_free
 
 
 class EngineError(RuntimeError):
@@ -78,15 +77,6 @@ def _signal(pid, signum):
         os.kill(pid, signum)
     except ProcessLookupError:
         pass
-
-
-def _port_is_free(port):
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 # -- PostgreSQL -------------------------------------------------------------------------------------------------------
@@ -302,7 +292,7 @@ _ADMIN_GRPC_OFFSET = 10000
 def _free_port_with_offset(offset, low=15000, high=25000, attempts=200):
     for _ in range(attempts):
         port = random.randrange(low, high)
-        if _port_is_free(port) and _port_is_free(port + offset):
+        if port_is_free(port) and port_is_free(port + offset):
             return port
     raise EngineError(f"no free port p in [{low}, {high}) with p + {offset} free as well")
 
