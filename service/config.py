@@ -1,4 +1,5 @@
 """Configuration: defaults, then the environment, then explicit overrides (tests, embedding)."""
+import importlib
 import math
 import os
 import re
@@ -146,18 +147,37 @@ def uses_shared_backend(config):
     return bool(config["DATABASE_URL"])
 
 
+# What the shared backend imports, installed by the `shared` extra.
+SHARED_BACKEND_MODULES = ("psycopg", "psycopg_pool", "boto3")
+SHARED_BACKEND_INSTALL = "pip install 'work-instruction-service[shared]' (from a checkout: pip install '.[shared]')"
+
+
 def check_backend(config, serving=True):
-    """A ConfigurationError for half a shared-backend configuration, or one without tokens for a service that serves
-    requests: an ephemeral disk keeps no default token, and every node must accept the same ones."""
+    """A ConfigurationError for half a shared-backend configuration, one whose packages are not installed, or one
+    without tokens for a service that serves requests: an ephemeral disk keeps no default token, and every node must
+    accept the same ones."""
     if config["DATABASE_URL"] and not config["S3_BUCKET"]:
         raise ConfigurationError("WIS_S3_BUCKET is required with a database URL (WIS_DATABASE_URL or DATABASE_URL): "
                                  "media and upload bytes go to that S3 bucket")
     if config["S3_BUCKET"] and not config["DATABASE_URL"]:
         raise ConfigurationError("WIS_DATABASE_URL (or DATABASE_URL) is required with WIS_S3_BUCKET: documents, "
                                  "stream state and the media index go to that PostgreSQL database")
+    if config["DATABASE_URL"] and (missing := _missing_modules(SHARED_BACKEND_MODULES)):
+        raise ConfigurationError(f"the shared backend (WIS_DATABASE_URL or DATABASE_URL) needs {', '.join(missing)}, "
+                                 f"not installed: {SHARED_BACKEND_INSTALL}")
     if serving and config["DATABASE_URL"] and not str(config["API_TOKENS"]).strip():
         raise ConfigurationError("WIS_API_TOKENS is required with the shared backend (WIS_DATABASE_URL and "
                                  "WIS_S3_BUCKET): there is no default token on a shared or ephemeral disk")
+
+
+def _missing_modules(names):
+    missing = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    return missing
 
 
 def load_server_config(environ=None):

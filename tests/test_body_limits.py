@@ -11,9 +11,10 @@ import pytest
 import requests
 
 from service.interface import MAX_REQUEST_BODY, MB, TOKEN_HEADER
-from support import (
-    GIF, HEADERS, MP4, PNG, TOKEN, GunicornServer, blob, create_stream_over_http, sha256, stored_names, tus_metadata,
-)
+from support.datadir import stored_names
+from support.media import GIF, MP4, PNG, blob, sha256
+from support.over_http import create_stream_over_http, tus_metadata
+from support.tokens import HEADERS, TOKEN
 
 BODY_TOO_LARGE = f"request body is larger than the limit of {MAX_REQUEST_BODY} bytes"
 MALFORMED_CHUNKED = "the request body is not valid chunked transfer coding"
@@ -25,12 +26,10 @@ SOCKET_TIMEOUT = 60
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, backend):
+def server(tmp_path_factory, backend, start_module_gunicorn):
     """Test mode, so that the /_test/ endpoints and /_test/objects (what is stored) are there."""
-    server = GunicornServer(tmp_path_factory.mktemp("body-limits") / "data", workers=2, backend=backend,
-                            env={"WIS_TEST_MODE": "1"})
-    yield server
-    server.stop()
+    return start_module_gunicorn(tmp_path_factory.mktemp("body-limits") / "data", workers=2, backend=backend,
+                                 env={"WIS_TEST_MODE": "1"})
 
 
 @pytest.fixture(scope="module")

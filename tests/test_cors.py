@@ -6,8 +6,10 @@ from service import create_app
 from service.config import load_config
 from service.cors import ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS
 from service.errors import ConfigurationError
-from service.interface import MAX_REQUEST_BODY
-from support import HEADERS, PNG, TOKEN_HEADER, TOKENS, upload
+from service.interface import MAX_REQUEST_BODY, TOKEN_HEADER
+from support.media import PNG
+from support.tokens import HEADERS, TOKENS
+from support.uploads import upload
 
 PAGE = "http://127.0.0.1:8765"
 OTHER_PAGE = "https://app.example.com"

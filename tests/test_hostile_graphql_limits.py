@@ -16,7 +16,7 @@ from service.graphql.budget import BudgetedExecutor
 from service.graphql.limits import FIELD_BUDGET, RESPONSE_BUDGET
 from service.interface import MAX_INPUT_OBJECTS, MAX_NAME_LENGTH, MAX_REQUEST_BODY, MAX_TEXT_LENGTH
 from service.storage import get_repository
-from support import HEADERS
+from support.tokens import HEADERS
 
 HANG_GUARD = 60
 PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
@@ -277,7 +277,7 @@ def test_the_schema_states_the_limits_the_service_applies():
 @pytest.fixture
 def shared_app(tmp_path, shared_backend):
     from service import create_app
-    from support import TOKENS
+    from support.tokens import TOKENS
 
     app = create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS, "TESTING": True,
                       **shared_backend.settings()})

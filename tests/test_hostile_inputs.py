@@ -19,7 +19,11 @@ import requests
 from service import create_app
 from service.interface import MAX_REQUEST_BODY
 from service.storage import get_repository
-from support import HEADERS, MP4, PNG, TOKEN, TOKEN_HEADER, TOKENS, GunicornServer, snapshot, uploaded_path
+from service.interface import TOKEN_HEADER
+from support.datadir import snapshot
+from support.media import MP4, PNG
+from support.tokens import HEADERS, TOKEN, TOKENS
+from support.uploads import uploaded_path
 
 HANG_GUARD = 20
 IMAGE = PNG + bytes(range(256))
@@ -364,12 +368,10 @@ BOMBS = {
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, backend):
+def server(tmp_path_factory, backend, start_module_gunicorn):
     """Real gunicorn with the shipped configuration."""
-    gunicorn = GunicornServer(tmp_path_factory.mktemp("hostile-gunicorn"), backend=backend,
-                              extra_args=("-c", "python:service.gunicorn_config"))
-    yield gunicorn
-    gunicorn.stop()
+    return start_module_gunicorn(tmp_path_factory.mktemp("hostile-gunicorn"), backend=backend,
+                                 extra_args=("-c", "python:service.gunicorn_config"))
 
 
 
@@ -479,11 +481,11 @@ def test_a_chunked_body_over_the_limit_is_a_413_on_gunicorn(server, path, conten
 
 # ---------------------------------------------------------------- slow clients
 
-def test_slow_clients_holding_connections_do_not_stop_normal_requests(tmp_path):
+def test_slow_clients_holding_connections_do_not_stop_normal_requests(tmp_path, start_gunicorn):
     """60 connections that never finish their request: 30 silent, 30 sending a header byte every half second."""
     # The shipped config's worker count (cores + 1), which GunicornServer would otherwise override.
     workers = len(os.sched_getaffinity(0)) + 1
-    server = GunicornServer(tmp_path / "data", workers=workers, extra_args=("-c", "python:service.gunicorn_config"))
+    server = start_gunicorn(tmp_path / "data", workers=workers, extra_args=("-c", "python:service.gunicorn_config"))
     stop = threading.Event()
     silent, slow = [], []
     try:

@@ -3,6 +3,7 @@ import base64
 import hashlib
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,14 @@ def test_document_is_served_without_token_and_valid(client, document):
     assert response.content_type == "application/json"
     assert response.get_json() == document
     validate(document)
+
+
+def test_every_file_the_document_names_is_in_the_repository(document):
+    """Its readers (clients, integrators) have the repository, not the files its authors worked from."""
+    named = re.findall(r"[\w./-]+\.md\b", json.dumps(document))
+    assert named, "the document points its readers at the docs"
+    root = Path(__file__).resolve().parents[1]  # the checkout (the package may be installed elsewhere)
+    assert [name for name in named if not (root / name).is_file()] == []
 
 
 def test_document_covers_the_upload_and_media_endpoints(document):

@@ -10,7 +10,8 @@ import pytest
 import requests
 
 from service.config import load_server_config
-from support import HEADERS, TOKEN, GunicornServer, metric_value
+from support.metrics import metric_value
+from support.tokens import HEADERS, TOKEN
 
 
 CONFIG = ("-c", "python:service.gunicorn_config")
@@ -37,21 +38,20 @@ def read_json_lines(path):
 
 
 @pytest.fixture
-def logged_server(tmp_path):
+def logged_server(tmp_path, start_gunicorn):
     """Gunicorn with the service's config (threaded workers, 2 of them), access and error logs in files."""
     logs = tmp_path / "access.log", tmp_path / "error.log"
-    server = GunicornServer(tmp_path / "data", workers=2, extra_args=(
+    server = start_gunicorn(tmp_path / "data", workers=2, extra_args=(
         *CONFIG, "--access-logfile", str(logs[0]), "--error-logfile", str(logs[1])))
-    yield server, logs
-    server.stop()
+    return server, logs
 
 
-def test_metrics_are_summed_over_both_workers(tmp_path):
+def test_metrics_are_summed_over_both_workers(tmp_path, start_gunicorn):
     # Sync workers make the split certain: the worker that accepts a half-sent request is stuck reading
     # it, so the other worker serves every request that follows. (More than one thread would make
     # gunicorn switch to gthread.)
     access_log = tmp_path / "access.log"
-    server = GunicornServer(tmp_path / "data", workers=2,
+    server = start_gunicorn(tmp_path / "data", workers=2,
                             extra_args=(*CONFIG, "--worker-class", "sync", "--threads", "1",
                                         "--access-logfile", str(access_log)))
     try:
@@ -91,12 +91,12 @@ def test_access_log_is_json_with_request_id_and_never_the_token(logged_server):
         assert TOKEN not in log.read_text()
 
 
-def test_metrics_files_of_a_previous_run_are_wiped_at_start(tmp_path):
+def test_metrics_files_of_a_previous_run_are_wiped_at_start(tmp_path, start_gunicorn):
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
     env = {"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     for expected in (3, 2):
-        server = GunicornServer(tmp_path / "data", workers=2, env=env, extra_args=CONFIG)
+        server = start_gunicorn(tmp_path / "data", workers=2, env=env, extra_args=CONFIG)
         try:
             # The readiness probe of GunicornServer already counted one /healthz.
             for _ in range(expected - 1):

@@ -11,7 +11,8 @@ import pytest
 
 from service import create_app
 from service.observability import json_handler
-from support import HEADERS, TOKEN, TOKENS, metric_value
+from support.metrics import metric_value
+from support.tokens import HEADERS, TOKEN, TOKENS
 
 
 @pytest.fixture

@@ -13,10 +13,11 @@ import requests
 
 from service.server.arrival import HANDOFF_BYTES
 
-from support import (
-    HEADERS, PNG, TOKEN, TOKEN_HEADER, TUS_BODY_TYPE, TUS_HEADERS, GunicornServer, connections_held, process_children,
-    tus_metadata, tus_offset,
-)
+from service.interface import TOKEN_HEADER
+from support.media import PNG
+from support.over_http import TUS_BODY_TYPE, TUS_HEADERS, tus_metadata, tus_offset
+from support.servers import connections_held, process_children
+from support.tokens import HEADERS, TOKEN
 
 CONFIG = ("-c", "python:service.gunicorn_config")
 STALLED = 1000
@@ -33,10 +34,11 @@ def raise_open_file_limit(needed):
         resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
-def shipped(tmp_path, backend, **env):
-    """Gunicorn as `wis serve` runs it (two workers), with the WIS_* settings in `env`."""
-    return GunicornServer(tmp_path / "data", workers=2, backend=backend, extra_args=CONFIG,
-                          env={"WIS_WORKERS": "2", "WIS_LOG_LEVEL": "warning", "WIS_ACCESS_LOG": "off",
+def shipped(start, tmp_path, backend, **env):
+    """Gunicorn as `wis serve` runs it (two workers), with the WIS_* settings in `env`, started by a start_gunicorn
+    fixture (`start`)."""
+    return start(tmp_path / "data", workers=2, backend=backend, extra_args=CONFIG,
+                 env={"WIS_WORKERS": "2", "WIS_LOG_LEVEL": "warning", "WIS_ACCESS_LOG": "off",
                                "PROMETHEUS_MULTIPROC_DIR": str(_directory(tmp_path / "metrics")), **env})
 
 
@@ -99,9 +101,9 @@ def answered(server):
     return upload.json()["path"]
 
 
-def test_a_thousand_stalled_requests_lock_nobody_out(tmp_path, backend):
+def test_a_thousand_stalled_requests_lock_nobody_out(tmp_path, backend, start_gunicorn):
     raise_open_file_limit(STALLED + 256)
-    server = shipped(tmp_path, backend)
+    server = shipped(start_gunicorn, tmp_path, backend)
     stalled = []
     try:
         workers = both_workers(server)
@@ -136,9 +138,9 @@ def test_a_thousand_stalled_requests_lock_nobody_out(tmp_path, backend):
         server.stop()
 
 
-def test_a_worker_out_of_open_files_keeps_what_it_holds_and_serves_again(tmp_path):
+def test_a_worker_out_of_open_files_keeps_what_it_holds_and_serves_again(tmp_path, start_gunicorn):
     raise_open_file_limit(STALLED + 256)
-    server = shipped(tmp_path, None)
+    server = shipped(start_gunicorn, tmp_path, None)
     stalled = []
     try:
         workers = both_workers(server)
@@ -165,12 +167,10 @@ def test_a_worker_out_of_open_files_keeps_what_it_holds_and_serves_again(tmp_pat
 
 
 @pytest.fixture(scope="module")
-def impatient_server(tmp_path_factory, backend):
+def impatient_server(tmp_path_factory, backend, start_module_gunicorn):
     """The shipped configuration with deadlines of one second."""
-    server = shipped(tmp_path_factory.mktemp("impatient"), backend,
-                     WIS_REQUEST_START_TIMEOUT="1", WIS_REQUEST_BODY_TIMEOUT="1")
-    yield server
-    server.stop()
+    return shipped(start_module_gunicorn, tmp_path_factory.mktemp("impatient"), backend,
+                   WIS_REQUEST_START_TIMEOUT="1", WIS_REQUEST_BODY_TIMEOUT="1")
 
 
 def test_a_request_that_stops_mid_head_gets_408_and_is_closed(impatient_server):

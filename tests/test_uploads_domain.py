@@ -98,12 +98,12 @@ def test_media_name_takes_the_extension_of_the_sniffed_format():
     assert media_name("x.jpg", "png") != name
 
 
-def test_the_readme_table_of_media_names_is_what_the_service_makes():
+def test_the_docs_table_of_media_names_is_what_the_service_makes():
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    table = readme.split("<!-- media names -->", 1)[1].split("\n\n", 1)[0]
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "uploads.md").read_text()
+    table = docs.split("<!-- media names -->", 1)[1].split("\n\n", 1)[0]
     rows = re.findall(r"^\| `(.+?)`(?: \((\w+) bytes\))? \| `<16 hex>-(.+?)` \|$", table, re.M)
     assert len(rows) >= 5
     formats = {".png": "png", ".jpg": "jpeg", ".gif": "gif", ".mp4": "mp4"}

@@ -12,7 +12,11 @@ from service.domain import uploads
 from service.storage import SWEEP_INTERVAL_SECONDS, get_repository
 from service.storage.files import disk_errors
 from service.storage.incoming import IncomingFile
-from support import GIF, JPEG, MB, MP4, PNG, TOKEN_HEADER, TOKENS, blob, create_stream, send_chunk, sha256, stored_names, upload
+from service.interface import MB, TOKEN_HEADER
+from support.datadir import stored_names
+from support.media import GIF, JPEG, MP4, PNG, blob, sha256
+from support.tokens import TOKENS
+from support.uploads import create_stream, send_chunk, upload
 
 def split(data, size):
     return [data[i:i + size] for i in range(0, len(data), size)]
