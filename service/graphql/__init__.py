@@ -1,4 +1,5 @@
 """The GraphQL endpoint: `POST /graph/v2` runs operations for the token's org; `GET /graph/v2` is the explorer."""
+import functools
 import json
 from importlib import resources
 
@@ -39,7 +40,13 @@ PLACEHOLDER_TOKEN = "paste your API token here"
 
 def load_schema():
     """Build the executable schema from the packaged schema.graphql; exit naming the file if it is unusable."""
-    path = resources.files("service") / SCHEMA_FILE
+    return _executable_schema(resources.files("service") / SCHEMA_FILE)
+
+
+@functools.cache
+def _executable_schema(path):
+    # Built once per process and file: the schema is the same for every app (resolvers are bound at import), and
+    # building it was four fifths of create_app's time, which an embedding test suite pays per app.
     try:
         return make_executable_schema(path.read_text(encoding="utf-8"), *BINDABLES)
     except (OSError, UnicodeDecodeError, GraphQLError, TypeError, ValueError) as error:
