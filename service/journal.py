@@ -12,7 +12,9 @@ import time
 from datetime import datetime, timezone
 
 from flask import current_app, g, request
+from werkzeug.exceptions import HTTPException
 
+from service.graphql.endpoint import BadGraphQLRequest, read_payload, read_url_parameters
 from service.interface import GRAPHQL_PATHS, parse_media_path
 from service.storage import get_repository
 
@@ -51,11 +53,27 @@ def record(response):
 
 def _calls(response):
     """[(operation, ids)] of the request: a GraphQL request's root fields, else one call without an operation."""
-    if request.path in GRAPHQL_PATHS and "graphql_parameters" in g:
-        calls = current_app.extensions["graphql"].root_calls(*g.graphql_parameters)
+    parameters = _graphql_parameters() if request.path in GRAPHQL_PATHS else None
+    if parameters is not None:
+        calls = current_app.extensions["graphql"].root_calls(*parameters)
         if calls:
             return calls
     return [(None, _upload_ids(response) if request.path.startswith(UPLOADS) else _media_ids())]
+
+
+def _graphql_parameters():
+    """What a GraphQL request asked for: as its view read it, or, when no view read it (a fault or a missing token
+    answered first), read from its URL or body now, so the journal names the call that was refused."""
+    if "graphql_parameters" in g:
+        return g.graphql_parameters
+    if g.get("connection_reset"):
+        return None
+    try:
+        if request.method == "GET":
+            return read_url_parameters(request.args)
+        return read_payload(request.get_data(cache=False)) if request.method == "POST" else None
+    except (BadGraphQLRequest, HTTPException, OSError):
+        return None  # not a GraphQL request that could run: no operation to name
 
 
 def _upload_ids(response):

@@ -52,7 +52,7 @@ def test_each_call_is_recorded_with_its_operation_and_the_ids_it_named(client):
         ("POST", "/graph/v2", 200, "process", ["weld_2"]),
         ("POST", "/graph/v2", 200, "stations", []),
         ("GET", "/graph/v2", 200, "station", ["st_1"]),
-        ("POST", "/graph/v2", 401, None, []),
+        ("POST", "/graph/v2", 401, "stations", []),  # refused, and named all the same
         ("POST", "/graph/v2", 400, None, []),
     ]
     assert [entry["seq"] for entry in entries] == list(range(1, 9))
@@ -60,6 +60,17 @@ def test_each_call_is_recorded_with_its_operation_and_the_ids_it_named(client):
     assert [entry["org"] for entry in entries] == ["default"] * 6 + [None, "default"]
     assert len({entry["requestId"] for entry in entries}) == 6  # one per request: the three reads share one
     assert all(entry["at"].endswith("Z") and entry["durationMs"] >= 0 and entry["fault"] is None for entry in entries)
+
+
+def test_a_call_a_fault_answered_is_named_too(client):
+    fault = client.post("/_test/faults", headers=HEADERS, json={"path": "^/graph", "status": 503, "times": 2}).get_json()
+    gql(client, PROCESS_CREATE, {"input": {"process": {"id": "weld_1", "name": "Weld"}}})
+    client.get("/graphql", query_string={"query": '{ process(id: "weld_1") { id } }'},
+               headers={**HEADERS, "Accept": "application/json"})
+    entries = journal(client)
+    assert calls(entries) == [("POST", "/graph/v2", 503, "processCreate", ["weld_1"]),
+                              ("GET", "/graphql", 503, "process", ["weld_1"])]
+    assert [entry["fault"] for entry in entries] == [fault["id"]] * 2
 
 
 def test_uploads_record_the_stream_id_and_the_media_path(client):
