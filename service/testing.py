@@ -26,6 +26,7 @@ from service import create_app
 from service.interface import MEDIA_PATH_ROOT, TOKEN_HEADER
 
 READY_TIMEOUT = 10
+POLL_INTERVAL = 0.02
 UPLOADS = "/uploads"
 
 
@@ -83,7 +84,9 @@ class ThreadedServer:
     def start(self):
         """Serve in a daemon thread and return once /healthz answers."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._server.serve_forever, name="wis-test-server", daemon=True)
+            # A short poll: stop() waits for the loop to notice, up to one interval (0.5 s by default).
+            self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_INTERVAL,),
+                                            name="wis-test-server", daemon=True)
             self._thread.start()
             self._wait_ready()
         return self
@@ -172,6 +175,7 @@ class RequestJournal:
     def assert_called(self, operation, ids=None, times=None):
         """Fail unless `operation` was called `times` times (at least once when None); with `ids`, unless each of
         them was named by that many calls of it."""
+        __tracebackhide__ = True  # pytest shows the failing line of the test, not this helper's
         entries = self.entries()
         calls = [entry for entry in entries if entry["operation"] == operation]
         for identifier in ids if ids is not None else [None]:
@@ -186,6 +190,7 @@ class RequestJournal:
 
     def assert_not_called(self, operation, ids=None):
         """Fail if `operation` was called (with `ids`: if any call of it named one of them)."""
+        __tracebackhide__ = True
         self.assert_called(operation, ids=ids, times=0)
 
 
