@@ -20,6 +20,7 @@ MEDIA = "/api/v1/images/0123456789abcdef-photo.png"
 # Every route, and the methods a preflight for it allows (HEAD comes with GET, OPTIONS with every rule).
 ROUTES = [
     ("/graph/v2", "GET, HEAD, OPTIONS, POST"),
+    ("/graphql", "GET, HEAD, OPTIONS, POST"),
     ("/uploads", "OPTIONS, POST"),
     (STREAM, "DELETE, GET, HEAD, OPTIONS, PATCH"),
     (MEDIA, "GET, HEAD, OPTIONS"),
@@ -28,6 +29,7 @@ ROUTES = [
     ("/metrics", "GET, HEAD, OPTIONS"),
     ("/openapi.json", "GET, HEAD, OPTIONS"),
     ("/_test/faults", "DELETE, GET, HEAD, OPTIONS, POST"),
+    ("/_test/requests", "GET, HEAD, OPTIONS"),
 ]
 
 

@@ -39,23 +39,20 @@ class JournalStore:
         """Record `entries` (dicts, at most KEEP of them) in order, each given the next `seq` (its first key)."""
         if not entries:
             return
-        with self._locked():
-            last, count = self._read_state()
+        with self._locked(), _opened(self._state) as state:
+            last, count = _unpack(os.pread(state, 2 * _STATE_WIDTH, 0))
             if count + len(entries) > self.keep:
                 self._rotate()
                 count = 0
             # The state first: a worker killed before its lines are written skips those seqs, never repeats them.
-            self._write_state(last + len(entries), count + len(entries))
+            os.pwrite(state, _pack(last + len(entries), count + len(entries)), 0)
             lines = b"".join(orjson.dumps({"seq": last + number, **entry}) + b"\n"
                              for number, entry in enumerate(entries, 1))
-            fd = os.open(self._current, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                size = os.fstat(fd).st_size
-                if size and os.pread(fd, 1, size - 1) != b"\n":
+            with _opened(self._current, os.O_APPEND) as current:
+                size = os.fstat(current).st_size
+                if size and os.pread(current, 1, size - 1) != b"\n":
                     lines = b"\n" + lines  # after a line torn by a killed worker: only that line is lost
-                os.write(fd, lines)
-            finally:
-                os.close(fd)
+                os.write(current, lines)
 
     def read(self, since=0):
         """The entries whose seq is above `since`, oldest first, at most the last KEEP."""
@@ -74,11 +71,11 @@ class JournalStore:
 
     def clear(self):
         """Forget every entry; `seq` goes on from where it was."""
-        with self._locked():
-            last, _ = self._read_state()
+        with self._locked(), _opened(self._state) as state:
+            last, _ = _unpack(os.pread(state, 2 * _STATE_WIDTH, 0))
             self._current.unlink(missing_ok=True)
             self._previous.unlink(missing_ok=True)
-            self._write_state(last, 0)
+            os.pwrite(state, _pack(last, 0), 0)
 
     @contextlib.contextmanager
     def _locked(self):
@@ -90,19 +87,24 @@ class JournalStore:
         if self._current.exists():
             os.replace(self._current, self._previous)
 
-    def _read_state(self):
-        try:
-            data = self._state.read_bytes()
-        except FileNotFoundError:
-            return 0, 0
-        return int.from_bytes(data[:_STATE_WIDTH], "big"), int.from_bytes(data[_STATE_WIDTH:], "big")
 
-    def _write_state(self, last, count):
-        fd = os.open(self._state, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            os.pwrite(fd, last.to_bytes(_STATE_WIDTH, "big") + count.to_bytes(_STATE_WIDTH, "big"), 0)
-        finally:
-            os.close(fd)
+@contextlib.contextmanager
+def _opened(path, flags=0):
+    """A file descriptor of `path`, opened for reading and writing (made if missing), closed after the block."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o644)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _pack(last, count):
+    return last.to_bytes(_STATE_WIDTH, "big") + count.to_bytes(_STATE_WIDTH, "big")
+
+
+def _unpack(state):
+    """(last seq, entries in `current`) of the state file's bytes; (0, 0) for a new file."""
+    return int.from_bytes(state[:_STATE_WIDTH], "big"), int.from_bytes(state[_STATE_WIDTH:], "big")
 
 
 def _read_or_empty(path):
