@@ -30,6 +30,15 @@ def record(response):
     """after_request: append this request's entries to the journal."""
     if request.path.startswith(TEST_PREFIX):
         return response
+    try:
+        get_repository(current_app).journal.append(_entries(response))
+    except Exception:
+        # The journal serves the test around the request; the request itself was answered and must stay so.
+        log.exception("recording a request in the test-mode journal failed")
+    return response
+
+
+def _entries(response):
     status = None if g.get("connection_reset") else response.status_code
     started = g.get("request_started")
     duration_ms = round((time.perf_counter() - started) * 1000, 3) if started is not None else None
@@ -42,13 +51,7 @@ def record(response):
         "durationMs": duration_ms,
     }
     tail = {"requestId": g.get("request_id"), "fault": g.get("fault_id")}
-    entries = [{**common, "operation": operation, "ids": ids, **tail} for operation, ids in _calls(response)]
-    try:
-        get_repository(current_app).journal.append(entries)
-    except Exception:
-        # The journal serves the test around the request; the request itself was answered and must stay so.
-        log.exception("recording a request in the test-mode journal failed")
-    return response
+    return [{**common, "operation": operation, "ids": ids, **tail} for operation, ids in _calls(response)]
 
 
 def _calls(response):

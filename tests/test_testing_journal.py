@@ -1,5 +1,6 @@
 """The request journal of test mode (GET /_test/requests, CONTRACT 12): what it records of each request, paging,
 bad input, reset, its bound, and one journal for every gunicorn worker, on both backends."""
+import hashlib
 import threading
 
 import pytest
@@ -7,6 +8,7 @@ import requests
 
 from service.storage import get_repository
 from service.storage.journal import KEEP, JournalStore
+from service.testing import RequestJournal, ThreadedServer
 from support import HEADERS, MP4, OTHER_HEADERS, TOKEN, GunicornServer, create_stream, png, send_chunk, upload
 
 PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
@@ -219,3 +221,66 @@ def test_every_worker_appends_to_one_journal_with_one_seq(test_server):
     assert [entry["seq"] for entry in entries] == list(range(entries[0]["seq"], entries[0]["seq"] + 60))
     assert sorted(entry["path"] for entry in entries) == sorted(f"/uploads/{n:032x}" for n in range(60))
     assert all(entry["status"] == 404 and entry["ids"] == [entry["path"][9:]] for entry in entries)
+
+
+# -- service.testing.RequestJournal: the helpers a test reads the journal with -------------------------------------
+
+@pytest.fixture(scope="module")
+def threaded():
+    with ThreadedServer(token=TOKEN) as server:
+        yield server
+
+
+@pytest.fixture
+def helpers(threaded):
+    threaded.reset()
+    with threaded.session() as session:
+        yield RequestJournal(session), session
+
+
+def test_helpers_filter_and_mark(helpers):
+    journal_, session = helpers
+    session.post("/graph/v2", json={"query": 'mutation { stationCreate(input: {station: {id: "st_1", name: "A"}}) }'})
+    journal_.mark()
+    session.get("/healthz")
+    session.post("/graph/v2", json={"query": '{ station(id: "st_1") { id } }'})
+    assert [entry["path"] for entry in journal_.entries()] == ["/healthz", "/graph/v2"]
+    assert journal_.operations() == ["station"]
+    assert [entry["path"] for entry in journal_.entries(method="get")] == ["/healthz"]
+    assert journal_.entries(path="^/health") == journal_.entries(method="GET")
+    journal_.assert_not_called("stationCreate")  # before the mark
+
+
+def test_uploads_counts_a_retried_last_chunk_once_and_a_second_upload_twice(helpers):
+    journal_, session = helpers
+    data = MP4 + bytes(300)
+    stream_id = session.post("/uploads", json={"destinationId": "stepVideo", "fileName": "c.mp4",
+                                               "fileSize": len(data), "sha": hashlib.sha256(data).hexdigest()}
+                             ).json()["streamId"]
+    chunk = {"chunkIndex": "0", "totalChunks": "1"}
+    first = session.patch(f"/uploads/{stream_id}", data=chunk, files={"file": ("b", data)}).json()["path"]
+    again = session.patch(f"/uploads/{stream_id}", data=chunk, files={"file": ("b", data)})
+    assert again.json()["path"] == first  # the client did not hear the first answer and sent the chunk again
+    image = session.post("/uploads", files={"file": ("a.png", png(100, seed=2))}, data={"destinationId": "stepImage"})
+    image_again = session.post("/uploads", files={"file": ("a.png", png(100, seed=2))},
+                               data={"destinationId": "stepImage"})
+    assert journal_.uploads() == [first, image.json()["path"], image_again.json()["path"]]
+
+
+def test_failure_messages_say_what_was_expected_and_what_the_journal_holds(helpers):
+    journal_, session = helpers
+    with pytest.raises(AssertionError, match=r"^expected processCreate at least once, saw it 0 times; the journal "
+                                             r"holds nothing$"):
+        journal_.assert_called("processCreate")
+    session.get("/healthz")
+    with pytest.raises(AssertionError) as failure:
+        journal_.assert_called("processCreate", ids=["weld_1"], times=1)
+    assert str(failure.value) == (f"expected processCreate of `weld_1` once, saw it 0 times; the journal holds:\n"
+                                  f"  #{journal_.entries()[0]['seq']} GET /healthz -> 200")
+    for _ in range(3):
+        session.post("/graph/v2", json={"query": PROCESS_CREATE,
+                                        "variables": {"input": {"process": {"id": "weld_1", "name": "W"}}}})
+    with pytest.raises(AssertionError, match=r"^expected no processCreate of `weld_1`, saw it 3 times:\n  #\d+ POST "
+                                             r"/graph/v2 -> 200 processCreate \[weld_1\]\n"):
+        journal_.assert_not_called("processCreate", ids=["weld_1"])
+    journal_.assert_called("processCreate", ids=["weld_1"], times=3)
