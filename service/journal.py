@@ -15,7 +15,7 @@ from flask import current_app, g, request
 from werkzeug.exceptions import HTTPException
 
 from service.graphql.endpoint import BadGraphQLRequest, read_payload, read_url_parameters
-from service.interface import GRAPHQL_PATHS, parse_media_path
+from service.interface import GRAPHQL_PATHS, MAX_REQUEST_BODY, parse_media_path
 from service.storage import get_repository
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,9 @@ def _calls(response):
 
 def _graphql_parameters():
     """What a GraphQL request asked for: as its view read it, or, when no view read it (a fault or a missing token
-    answered first), read from its URL or body now, so the journal names the call that was refused."""
+    answered first), read from its URL or body now, so the journal names the call that was refused. Only a body of a
+    known length within the request limit is read: one refused for its size, or still arriving chunked past the
+    limit, is never waited for."""
     if "graphql_parameters" in g:
         return g.graphql_parameters
     if g.get("connection_reset"):
@@ -74,7 +76,10 @@ def _graphql_parameters():
     try:
         if request.method == "GET":
             return read_url_parameters(request.args)
-        return read_payload(request.get_data(cache=False)) if request.method == "POST" else None
+        length = request.content_length
+        if request.method != "POST" or length is None or length > MAX_REQUEST_BODY:
+            return None
+        return read_payload(request.get_data(cache=False))
     except (BadGraphQLRequest, HTTPException, OSError):
         return None  # not a GraphQL request that could run: no operation to name
 
