@@ -84,7 +84,8 @@ def bare_server():
     app = Flask("bare")
     app.get("/healthz")(lambda: {"status": "ok"})
     server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # The poll interval ThreadedServer uses: the default 0.5 s would be waited out at the end of the session.
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
 
