@@ -1,13 +1,18 @@
-"""The work-instruction service: `create_app()` is the WSGI entry (gunicorn "service:create_app()")."""
-from flask import Flask
+"""The work-instruction service: `create_app()` is the WSGI entry (gunicorn "service:create_app()").
 
-from service import auth, body_limits, cors, error_handlers, health, storage
-from service.config import load_config
+Nothing is imported here until an app is built: importing any module of the package (the pytest plugin, which pytest
+loads in every project that has the package installed, or the client) must not pay for Flask and the rest.
+"""
 
 
 def create_app(config_overrides=None):
     """Build the app: config -> storage -> observability -> CORS -> auth -> error handlers -> body limits ->
     blueprints."""
+    from flask import Flask
+
+    from service import auth, body_limits, cors, error_handlers, health, storage
+    from service.config import load_config
+
     app = Flask(__name__)
     app.config.update(load_config(config_overrides))
     app.json.sort_keys = False

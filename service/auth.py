@@ -12,7 +12,7 @@ from pathlib import Path
 from flask import current_app, g, request
 
 from service.errors import ConfigurationError, Unauthenticated
-from service.interface import TOKEN_HEADER
+from service.interface import TOKEN_HEADER, TOKEN_HEADER_ALIAS
 from service.storage.tokens import DEFAULT_TOKEN_FILE, ensure_default_token
 
 DEFAULT_ORG = "default"
@@ -78,9 +78,15 @@ def org_for_token(token):
     return found
 
 
+def request_token():
+    """The token a request carries: in TOKEN_HEADER, else in the vendor's spelling TOKEN_HEADER_ALIAS (when both are
+    sent, TOKEN_HEADER is the one checked)."""
+    return request.headers.get(TOKEN_HEADER) or request.headers.get(TOKEN_HEADER_ALIAS, "")
+
+
 def require_org():
     """before_request hook: set g.org or refuse with 401."""
-    token = request.headers.get(TOKEN_HEADER, "")
+    token = request_token()
     org = org_for_token(token) if token else None
     if org is None:
         raise Unauthenticated()

@@ -14,6 +14,9 @@ DEFAULTS = {
     "STREAM_TTL_HOURS": 24.0,
     # Test mode turns on the state and fault-injection endpoints for integrators' test suites.
     "TEST_MODE": False,
+    # Test mode only: an integer that makes the names the server makes up (stream ids, media name prefixes) and the
+    # draws of faults with a rate the same on every run (CONTRACT 12); None: random.
+    "TEST_SEED": None,
     # Operators usually scrape /metrics from a private network without a token; this makes it ask for one.
     "METRICS_REQUIRE_TOKEN": False,
     # The explorer keeps headers (so the token) only in the page unless the operator allows saving them
@@ -62,6 +65,7 @@ ENVIRONMENT = {
     "WIS_API_TOKENS": ("API_TOKENS", str),
     "WIS_STREAM_TTL_HOURS": ("STREAM_TTL_HOURS", float),
     "WIS_TEST_MODE": ("TEST_MODE", _flag),
+    "WIS_TEST_SEED": ("TEST_SEED", int),
     "WIS_METRICS_REQUIRE_TOKEN": ("METRICS_REQUIRE_TOKEN", _flag),
     "WIS_EXPLORER_PERSIST_HEADERS": ("EXPLORER_PERSIST_HEADERS", _flag),
     "WIS_CORS_ORIGINS": ("CORS_ORIGINS", parse_origins),
@@ -154,8 +158,8 @@ SHARED_BACKEND_INSTALL = "pip install 'work-instruction-service[shared]' (from a
 
 def check_backend(config, serving=True):
     """A ConfigurationError for half a shared-backend configuration, one whose packages are not installed, or one
-    without tokens for a service that serves requests: an ephemeral disk keeps no default token, and every node must
-    accept the same ones."""
+    without tokens for a service that serves requests (an ephemeral disk keeps no default token, and every node must
+    accept the same ones), or a test seed outside test mode."""
     if config["DATABASE_URL"] and not config["S3_BUCKET"]:
         raise ConfigurationError("WIS_S3_BUCKET is required with a database URL (WIS_DATABASE_URL or DATABASE_URL): "
                                  "media and upload bytes go to that S3 bucket")
@@ -165,6 +169,9 @@ def check_backend(config, serving=True):
     if config["DATABASE_URL"] and (missing := _missing_modules(SHARED_BACKEND_MODULES)):
         raise ConfigurationError(f"the shared backend (WIS_DATABASE_URL or DATABASE_URL) needs {', '.join(missing)}, "
                                  f"not installed: {SHARED_BACKEND_INSTALL}")
+    if serving and config["TEST_SEED"] is not None and not config["TEST_MODE"]:
+        raise ConfigurationError("WIS_TEST_SEED is for test mode only (WIS_TEST_MODE=1): a service in production must "
+                                 "not make up names anyone can predict")
     if serving and config["DATABASE_URL"] and not str(config["API_TOKENS"]).strip():
         raise ConfigurationError("WIS_API_TOKENS is required with the shared backend (WIS_DATABASE_URL and "
                                  "WIS_S3_BUCKET): there is no default token on a shared or ephemeral disk")

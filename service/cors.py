@@ -7,11 +7,11 @@ list of methods where a preflight here names the methods of the requested URL. W
 """
 from flask import current_app, request
 
-from service.interface import REQUEST_ID_HEADER, TOKEN_HEADER
+from service.interface import REQUEST_ID_HEADER, TOKEN_HEADER, TOKEN_HEADER_ALIAS
 
 # The request headers a page may send (lower case, as browsers list them in Access-Control-Request-Headers).
-ALLOWED_REQUEST_HEADERS = (TOKEN_HEADER, "content-type", "tus-resumable", "upload-length", "upload-offset",
-                           "upload-metadata", "upload-checksum")
+ALLOWED_REQUEST_HEADERS = (TOKEN_HEADER, TOKEN_HEADER_ALIAS, "content-type", "tus-resumable", "upload-length",
+                           "upload-offset", "upload-metadata", "upload-checksum")
 # The response headers a page may read besides the CORS-safelisted ones (Content-Type, Content-Length...).
 EXPOSED_HEADERS = ("Location", "Upload-Offset", "Upload-Length", "Upload-Expires", "Tus-Resumable", "Tus-Version",
                    "Tus-Max-Size", "Tus-Extension", "Media-Path", "ETag", REQUEST_ID_HEADER)
@@ -34,7 +34,7 @@ def answer_preflight():
     """before_request: answer a listed origin's preflight, before any token check (preflights carry no token)."""
     if not _is_preflight() or _listed_origin() is None:
         return None
-    # Every rule on this path counts (GET and POST /graph/v2 are rules of two blueprints).
+    # Every rule on this path counts (a path may have rules on several blueprints).
     methods = current_app.create_url_adapter(request).allowed_methods()
     if not methods:
         return None  # no such path: its 404 goes out, with the CORS headers so a page can read it

@@ -1,7 +1,7 @@
 """Facts of the service's interface that several layers (and the client) need: one home for each.
 
-The token and request-id headers, the upload destinations with their formats and limits, the request limits, and the
-shape of a media path. Nothing here imports Flask or the rest of the service, so views, the domain, storage, the
+The token and request-id headers, the GraphQL paths (each with the vendor's other spelling), the upload destinations
+with their formats and limits, the request limits, and the shape of a media path. Nothing here imports Flask or the rest of the service, so views, the domain, storage, the
 client and the command line all import it.
 """
 import re
@@ -9,8 +9,15 @@ from collections import namedtuple
 
 MB = 1024 * 1024
 
-# The header every request but a few public ones carries (SPEC 5).
+# The header every request but a few public ones carries (SPEC 5): the name the service prints and documents.
 TOKEN_HEADER = "x-service-api-org"
+# The vendor's public documentation spells it this way too; accepted everywhere TOKEN_HEADER is (CONTRACT 12).
+TOKEN_HEADER_ALIAS = "x-pico-api-org"
+TOKEN_HEADERS = (TOKEN_HEADER, TOKEN_HEADER_ALIAS)
+# The GraphQL endpoint (CONTRACT 3), and the path the vendor's public documentation gives it (CONTRACT 12).
+GRAPHQL_PATH = "/graph/v2"
+GRAPHQL_PATH_ALIAS = "/graphql"
+GRAPHQL_PATHS = (GRAPHQL_PATH, GRAPHQL_PATH_ALIAS)
 # A client's request id, kept (when well-formed) and returned on every response.
 REQUEST_ID_HEADER = "X-Request-Id"
 

@@ -3,16 +3,28 @@
 - `wis_token`: the API token the server accepts (org `default`), session scoped.
 - `wis_server`: a ThreadedServer (service.testing) on a free 127.0.0.1 port, test mode on, with a
   temporary data directory; one per test session.
-- `wis_clean`: empties the server (documents, media, streams, faults) before the test.
+- `wis_seed`: the test seed of that server (None when names are random). Set it with `--wis-seed=<int>`, the ini
+  option `wis_seed`, or WIS_TEST_SEED in the environment; each test then sees the same stream ids and media
+  paths on every run, whatever ran before it (the names are counted from the reset before each test).
+- `wis_clean`: empties the server (documents, media, streams, faults, journal) before the test.
 - `wis_client`: a service.client.Client for the server, on a clean server.
 - `wis_session`: a requests.Session taking relative paths (`wis_session.get("/_test/objects")`), on a clean server.
-- `wis_fault`: `wis_fault(method="PATCH", path="^/uploads/", status=503)` injects a fault (see /_test/faults).
+- `wis_journal`: the server's request journal (service.testing.RequestJournal) on a clean server:
+  `wis_journal.assert_called("processCreate", ids=["weld_1"], times=1)`, `.operations()`, `.ids(...)`, `.uploads()`.
+- `wis_fault`: `wis_fault(method="PATCH", path="^/uploads/", status=503)` injects a fault (see /_test/faults):
+  also `rate=0.3` (each matching request fails with that probability) and `reset=True` (no answer at all).
 
 Nothing here starts unless a test asks for one of these fixtures.
 """
 import pytest
 
 DEFAULT_TOKEN = "wis-test-token-0123456789"
+SEED_HELP = "test seed of the wis_server fixture: the same stream ids and media paths on every run (WIS_TEST_SEED)"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--wis-seed", type=int, default=None, help=SEED_HELP)
+    parser.addini("wis_seed", SEED_HELP, default=None)
 
 
 @pytest.fixture(scope="session")
@@ -22,12 +34,22 @@ def wis_token():
 
 
 @pytest.fixture(scope="session")
-def wis_server(wis_token, tmp_path_factory):
+def wis_server(wis_token, tmp_path_factory, pytestconfig):
     """The service, started once per test session."""
     from service.testing import ThreadedServer
 
-    with ThreadedServer(token=wis_token, data_dir=tmp_path_factory.mktemp("wis-data")) as server:
+    seed = pytestconfig.getoption("wis_seed")
+    if seed is None and pytestconfig.getini("wis_seed"):
+        seed = pytestconfig.getini("wis_seed")
+    # Without either, the server reads WIS_TEST_SEED from the environment like any other setting.
+    with ThreadedServer(token=wis_token, data_dir=tmp_path_factory.mktemp("wis-data"), seed=seed) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def wis_seed(wis_server):
+    """The test seed the server uses, or None when the names it makes up are random."""
+    return wis_server.app.config["TEST_SEED"]
 
 
 @pytest.fixture
@@ -51,6 +73,15 @@ def wis_client(wis_clean):
 
     with Client(wis_clean.url, wis_clean.token) as client:
         yield client
+
+
+@pytest.fixture
+def wis_journal(wis_clean):
+    """The requests the server answered during this test (service.testing.RequestJournal)."""
+    from service.testing import RequestJournal
+
+    with wis_clean.session() as session:
+        yield RequestJournal(session)
 
 
 @pytest.fixture

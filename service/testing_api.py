@@ -1,26 +1,38 @@
-"""Test-mode endpoints under /_test/ for integrators' test suites: reset, inspect, inject faults.
+"""Test-mode endpoints under /_test/ for integrators' test suites: reset, inspect, read the request journal, inject
+faults.
 
-Registered only when TEST_MODE is on (absent, so 404, otherwise), and they need the API token. Faults
-live in the data directory under a lock, so they hold across gunicorn workers as well as threads.
+Registered only when TEST_MODE is on (absent, so 404, otherwise), and they need the API token. Faults and the
+journal live in the data directory under locks, so they hold across gunicorn workers as well as threads.
 """
 import re
 import socket
+import struct
 import time
 import uuid
 
 from flask import Blueprint, current_app, g, jsonify, request
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
+from service import journal
 from service.auth import require_org
 from service.storage import get_repository
 from service.uploads.schemas import load
 
 PREFIX = "/_test"
-FAULT_KINDS = ("status", "delay", "drop")
+FAULT_KINDS = ("status", "delay", "drop", "reset")
 DEFAULT_FAULT_ERROR = "fault injected by the test-mode API"
 
 bp = Blueprint("testing_api", __name__, url_prefix=PREFIX)
 bp.before_request(require_org)
+
+
+class JsonNumber(fields.Float):
+    """A JSON number; a string holding one ("0.5") is refused, where marshmallow's Float would convert it."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, (int, float)):
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
 
 
 class FaultSchema(Schema):
@@ -34,6 +46,11 @@ class FaultSchema(Schema):
     error = fields.String(validate=validate.Length(max=1000))
     delay = fields.Float(validate=validate.Range(min=0, max=60, min_inclusive=False))
     drop = fields.Boolean(validate=validate.Equal(True, error="must be true when given"))
+    # The connection is closed before any work is done: the client gets no answer at all.
+    reset = fields.Boolean(validate=validate.Equal(True, error="must be true when given"))
+    # Each matching request fails with this probability (seeded by WIS_TEST_SEED when set); `times` counts failures.
+    rate = JsonNumber(error_messages={"invalid": "must be a number from 0 to 1"},
+                      validate=validate.Range(min=0, max=1, error="must be a number from 0 to 1"))
 
     @validates_schema
     def one_kind(self, data, **kwargs):
@@ -49,18 +66,24 @@ class FaultSchema(Schema):
 
 
 def _inject_fault():
-    """before_request: answer, delay or mark for dropping the next requests that match a fault."""
+    """before_request: answer, delay, mark for dropping or cut the next requests that match a fault."""
     if request.path.startswith(PREFIX + "/"):
         return None
     fault = get_repository(current_app).faults.take(request.method, request.path)
     if fault is None:
         return None
+    g.fault_id = fault["id"]
     if "status" in fault:
         response = jsonify(error=fault["error"])
         response.status_code = fault["status"]
         return response
     if "delay" in fault:
         time.sleep(fault["delay"])
+    elif "reset" in fault:
+        _cut_connection(reset=True)
+        g.connection_reset = True
+        # Nothing of the request is done; this answer goes nowhere (the server's write fails quietly).
+        return current_app.response_class(status=204)
     else:
         g.drop_response = True
     return None
@@ -69,12 +92,20 @@ def _inject_fault():
 def _drop_if_marked(response):
     """after_request: the work is done; close the connection so the client never hears the answer."""
     if g.get("drop_response"):
-        connection = request.environ.get("werkzeug.socket") or request.environ.get("gunicorn.socket")
-        if connection is None:
-            raise RuntimeError("a 'drop' fault needs the werkzeug or gunicorn server (no socket in the environ)")
-        # shutdown, never close: the server still owns the descriptor, its write then fails quietly.
-        connection.shutdown(socket.SHUT_RDWR)
+        _cut_connection(reset=False)
     return response
+
+
+def _cut_connection(reset):
+    """Shut the request's connection in both directions: the client reads no answer, only the end of the connection.
+    With `reset`, the server's later close of the socket sends a TCP reset (SO_LINGER 0), as a crashed peer's would."""
+    connection = request.environ.get("werkzeug.socket") or request.environ.get("gunicorn.socket")
+    if connection is None:
+        raise RuntimeError("a 'drop' or 'reset' fault needs the werkzeug or gunicorn server (no socket in the environ)")
+    if reset:
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    # shutdown, never close: the server still owns the descriptor, its write then fails quietly.
+    connection.shutdown(socket.SHUT_RDWR)
 
 
 def _org_objects(repo, org):
@@ -87,7 +118,7 @@ def _org_objects(repo, org):
 
 @bp.post("/reset")
 def reset():
-    """Remove every org's documents, media and streams, and every pending fault."""
+    """Remove every org's documents, media and streams, every pending fault and the journal; count names anew."""
     get_repository(current_app).reset()
     return jsonify(status="reset")
 
@@ -99,6 +130,20 @@ def objects():
     return jsonify(orgs={org: _org_objects(repo, org) for org in repo.orgs()})
 
 
+class JournalQuerySchema(Schema):
+    error_messages = {"unknown": "unknown parameter"}
+    since = fields.Integer(load_default=0, error_messages={"invalid": "must be a whole number: the seq of the last "
+                                                                      "entry you have (0 for all)"},
+                           validate=validate.Range(min=0, error="must be 0 or more"))
+
+
+@bp.get("/requests")
+def requests_received():
+    """The request journal, oldest first: the entries after `since`, at most the last 10,000."""
+    since = load(JournalQuerySchema(), request.args)["since"]
+    return jsonify(requests=get_repository(current_app).journal.read(since))
+
+
 @bp.post("/faults")
 def add_fault():
     fault = load(FaultSchema(), request.get_json(silent=True))
@@ -106,8 +151,7 @@ def add_fault():
     fault["method"] = fault["method"].upper() if fault["method"] else None
     if "status" in fault:
         fault.setdefault("error", DEFAULT_FAULT_ERROR)
-    get_repository(current_app).faults.add(fault)
-    return jsonify(fault), 201
+    return jsonify(get_repository(current_app).faults.add(fault)), 201
 
 
 @bp.get("/faults")
@@ -122,7 +166,8 @@ def clear_faults():
 
 
 def init_app(app):
-    """Register the /_test/ endpoints and the fault hooks; call only when TEST_MODE is on."""
+    """Register the /_test/ endpoints, the fault hooks and the journal; call only when TEST_MODE is on."""
     app.register_blueprint(bp)
     app.before_request(_inject_fault)
     app.after_request(_drop_if_marked)
+    app.after_request(journal.record)

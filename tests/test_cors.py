@@ -22,6 +22,7 @@ MEDIA = "/api/v1/images/0123456789abcdef-photo.png"
 # Every route, and the methods a preflight for it allows (HEAD comes with GET, OPTIONS with every rule).
 ROUTES = [
     ("/graph/v2", "GET, HEAD, OPTIONS, POST"),
+    ("/graphql", "GET, HEAD, OPTIONS, POST"),
     ("/uploads", "OPTIONS, POST"),
     (STREAM, "DELETE, GET, HEAD, OPTIONS, PATCH"),
     (MEDIA, "GET, HEAD, OPTIONS"),
@@ -30,6 +31,7 @@ ROUTES = [
     ("/metrics", "GET, HEAD, OPTIONS"),
     ("/openapi.json", "GET, HEAD, OPTIONS"),
     ("/_test/faults", "DELETE, GET, HEAD, OPTIONS, POST"),
+    ("/_test/requests", "GET, HEAD, OPTIONS"),
 ]
 
 
@@ -105,7 +107,7 @@ def test_a_listed_origin_gets_a_preflight_answer_on_every_route_without_a_token(
     assert cors_headers(response) == {
         "Access-Control-Allow-Origin": PAGE,
         "Access-Control-Allow-Methods": methods,
-        "Access-Control-Allow-Headers": (f"{TOKEN_HEADER}, content-type, tus-resumable, upload-length, "
+        "Access-Control-Allow-Headers": (f"{TOKEN_HEADER}, x-pico-api-org, content-type, tus-resumable, upload-length, "
                                          "upload-offset, upload-metadata, upload-checksum"),
         "Access-Control-Max-Age": "600",
     }
@@ -113,7 +115,7 @@ def test_a_listed_origin_gets_a_preflight_answer_on_every_route_without_a_token(
 
 
 def test_the_preflight_lists_the_contract_headers_and_a_ten_minute_max_age():
-    assert ALLOWED_REQUEST_HEADERS == (TOKEN_HEADER, "content-type", "tus-resumable", "upload-length",
+    assert ALLOWED_REQUEST_HEADERS == (TOKEN_HEADER, "x-pico-api-org", "content-type", "tus-resumable", "upload-length",
                                        "upload-offset", "upload-metadata", "upload-checksum")
     assert EXPOSED_HEADERS == ("Location", "Upload-Offset", "Upload-Length", "Upload-Expires", "Tus-Resumable",
                                "Tus-Version", "Tus-Max-Size", "Tus-Extension", "Media-Path", "ETag", "X-Request-Id")

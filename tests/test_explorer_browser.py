@@ -1,4 +1,4 @@
-"""The GraphQL explorer (GET /graph/v2) in a real browser: headless Chromium driven by Playwright, against gunicorn.
+"""The GraphQL explorer (GET /graph/v2, and /graphql) in a real browser: headless Chromium driven by Playwright, against gunicorn.
 
 The browser comes from the `browser` fixture (conftest.py: the system's Chromium, never Playwright's download).
 WIS_EXPLORER_SCREENSHOT=<directory> keeps a screenshot of the page once the token is in.
@@ -120,6 +120,14 @@ def test_the_default_query_editor_content_is_the_runnable_read(server, new_page)
     response = requests.post(server.url + "/graph/v2", json={"query": query}, headers=HEADERS,
                              timeout=10)
     assert response.status_code == 200 and "errors" not in response.json()
+
+
+def test_the_explorer_on_the_vendor_path_accepts_the_vendor_header(server, new_page):
+    page = new_page(server.url + "/graphql")
+    expect(page.locator(STATUS)).to_contain_text("x-pico-api-org", timeout=WAIT_MS)  # the hint names it
+    paste_headers(page, json.dumps({"x-pico-api-org": TOKEN}))
+    expect(page.locator(STATUS)).to_have_attribute("data-state", "accepted", timeout=WAIT_MS)
+    assert "errors" not in run_default_query(page)
 
 
 def test_an_unknown_token_is_reported_on_the_page(server, new_page):

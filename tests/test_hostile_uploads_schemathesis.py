@@ -1,4 +1,4 @@
-"""Schema-driven fuzzing of the upload and media endpoints from the service's own /openapi.json (schemathesis).
+"""Schema-driven fuzzing of the upload, media and GraphQL endpoints from the service's own /openapi.json (schemathesis).
 
 Every operation of the document is called on the WSGI app with generated requests, valid ones and
 invalid ones, both against ids nobody has and against a real stream or a real media file: no answer
@@ -22,8 +22,12 @@ from service.storage import get_repository
 from support.tokens import HEADERS, TOKENS
 
 DOCUMENT = json.loads((Path(service.__file__).parent / "openapi.json").read_text())
-OPERATIONS = [(method.upper(), path) for path, item in DOCUMENT["paths"].items() for method in item
-              if method != "parameters"]
+# Both GraphQL paths are one path item, referred to by `$ref`.
+PATH_ITEMS = {path: DOCUMENT["components"]["pathItems"][item["$ref"].rsplit("/", 1)[1]] if "$ref" in item else item
+              for path, item in DOCUMENT["paths"].items()}
+# The test-mode endpoints are test tooling, absent (404) from the app fuzzed here; every other operation is fuzzed.
+OPERATIONS = [(method.upper(), path) for path, item in PATH_ITEMS.items() for method in item
+              if method != "parameters" and "test mode" not in item[method].get("tags", ())]
 # Operations on a stream or a media file run twice: on an id nobody has, and on one the org really has.
 TARGETS = [(method, path, target) for method, path in OPERATIONS
            for target in (("unknown", "existing") if "{" in path else ("unknown",))]
@@ -31,7 +35,7 @@ TARGETS = [(method, path, target) for method, path in OPERATIONS
 
 def _has_inputs(method, path):
     """Whether an operation takes anything an invalid request could get wrong (tus OPTIONS takes nothing)."""
-    item = DOCUMENT["paths"][path]
+    item = PATH_ITEMS[path]
     return bool(item.get("parameters") or item[method.lower()].get("parameters") or
                 item[method.lower()].get("requestBody"))
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from openapi_core import OpenAPI
+from openapi_core import Config, OpenAPI
 from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
 from openapi_spec_validator import validate
 
@@ -25,7 +25,9 @@ def document():
 
 @pytest.fixture(scope="module")
 def openapi(document):
-    return OpenAPI.from_dict(document)
+    # GraphQL over HTTP's own media type is JSON; openapi-core knows application/json by name only.
+    return OpenAPI.from_dict(document, config=Config(
+        extra_media_type_deserializers={"application/graphql-response+json": json.loads}))
 
 
 def test_document_is_served_without_token_and_valid(client, document):
@@ -44,13 +46,27 @@ def test_every_file_the_document_names_is_in_the_repository(document):
     assert [name for name in named if not (root / name).is_file()] == []
 
 
-def test_document_covers_the_upload_and_media_endpoints(document):
+def test_document_covers_the_upload_media_graphql_and_test_endpoints(document):
     assert {path: sorted(ops) for path, ops in document["paths"].items()} == {
         "/uploads": ["options", "post"],
         "/uploads/{streamId}": ["delete", "get", "head", "parameters", "patch"],
         "/api/v1/images/{name}": ["get", "head"],
         "/api/v1/videos/{name}": ["get", "head"],
+        # Both GraphQL paths are one path item (the vendor's /graphql is an alias).
+        "/graph/v2": ["$ref"],
+        "/graphql": ["$ref"],
+        "/_test/reset": ["post"],
+        "/_test/objects": ["get"],
+        "/_test/requests": ["get"],
+        "/_test/faults": ["delete", "get", "post"],
     }
+    assert sorted(document["components"]["pathItems"]["GraphQL"]) == ["get", "post"]
+
+
+def test_document_names_both_spellings_of_the_token_header(document):
+    [(name, scheme)] = document["components"]["securitySchemes"].items()
+    assert (name, scheme["in"], scheme["name"]) == ("apiToken", "header", "x-service-api-org")
+    assert "x-pico-api-org" in scheme["description"] and "x-pico-api-org" in document["info"]["description"]
 
 
 class AnsweredRequest(WerkzeugOpenAPIRequest):
@@ -138,3 +154,43 @@ def test_real_responses_match_the_document(client, auth, other_auth, openapi):
     call("DELETE", upload, 204, headers=tus)
 
     assert len(seen) == 40
+
+
+def test_graphql_and_test_mode_responses_match_the_document(make_app, auth, openapi):
+    client = make_app(TEST_MODE=True).test_client()
+    vendor = {"x-pico-api-org": auth["x-service-api-org"]}
+    seen = []
+
+    def call(method, path, expected_status, **kwargs):
+        response = client.open(path, method=method, **kwargs)
+        assert response.status_code == expected_status, response.get_data(as_text=True)
+        openapi.validate_response(AnsweredRequest(response.request), WerkzeugOpenAPIResponse(response))
+        seen.append((method, path, expected_status))
+        return response
+
+    mutation = {"query": 'mutation { stationCreate(input: {station: {id: "st_1", name: "Press"}}) }'}
+    for path in ("/graph/v2", "/graphql"):
+        call("POST", path, 200, headers=auth, json=mutation)
+        call("POST", path, 200, headers=vendor, json={"query": "{ stations { id } }"})
+        call("POST", path, 400, headers=auth, json={"query": "{ nothing }"})
+        call("POST", path, 401, json={"query": "{ stations { id } }"})
+        call("POST", path, 413, headers=auth, json={"query": "{" * 100_001})
+        call("GET", path, 200, headers={**auth, "Accept": "application/json"}, query_string={"query": "{ stations { id } }"})
+        call("GET", path, 200, headers={**vendor, "Accept": "application/graphql-response+json"},
+             query_string={"query": "query Q($n: Int) { stations(first: $n) { id } }", "variables": '{"n": 1}'})
+        call("GET", path, 200, headers={"Accept": "text/html"})
+        call("GET", path, 400, headers={**auth, "Accept": "application/json"}, query_string={"variables": "[1]"})
+        call("GET", path, 401, headers={"Accept": "application/json"}, query_string={"query": "{ stations { id } }"})
+        call("GET", path, 405, headers={**auth, "Accept": "application/json"}, query_string=mutation)
+
+    call("POST", "/_test/faults", 201, headers=auth, json={"path": "^/healthz$", "status": 503, "rate": 0.5, "times": 3})
+    call("POST", "/_test/faults", 400, headers=auth, json={"status": 503, "rate": 2})
+    call("GET", "/_test/faults", 200, headers=vendor)
+    call("DELETE", "/_test/faults", 204, headers=auth)
+    call("GET", "/_test/requests", 200, headers=auth)
+    call("GET", "/_test/requests", 200, headers=auth, query_string={"since": "3"})
+    call("GET", "/_test/requests", 400, headers=auth, query_string={"since": "three"})
+    call("GET", "/_test/requests", 401)
+    call("GET", "/_test/objects", 200, headers=auth)
+    call("POST", "/_test/reset", 200, headers=auth)
+    assert len(seen) == 32

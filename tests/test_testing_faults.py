@@ -1,4 +1,5 @@
-"""Fault injection (POST/DELETE /_test/faults): status, delay and dropped responses, on werkzeug and gunicorn."""
+"""Fault injection (POST/DELETE /_test/faults): status, delay, dropped responses, reset connections and faults that fire
+by probability (seeded or not), on werkzeug and gunicorn."""
 import pytest
 import requests
 
@@ -82,11 +83,89 @@ def test_test_endpoints_are_never_faulted(session):
     ({"delay": 0}, "delay"), ({"delay": 61}, "delay"), ({"drop": False}, "drop"),
     ({"path": "(", "status": 500}, "path"), ({"status": 500, "times": 0}, "times"),
     ({"status": 500, "color": "red"}, "color"), ({"delay": 1, "error": "x"}, "error"),
+    ({"status": 503, "rate": 1.5}, "rate"), ({"status": 503, "rate": -0.1}, "rate"),
+    ({"status": 503, "rate": "0.5"}, "rate"), ({"status": 503, "rate": True}, "rate"),
+    ({"status": 503, "rate": None}, "rate"), ({"status": 503, "rate": [0.5]}, "rate"),
+    ({"reset": False}, "reset"), ({"reset": "yes please"}, "reset"), ({"reset": True, "drop": True}, "request body"),
 ])
-def test_malformed_faults_are_400_naming_the_field(session, fault, field):
+def test_malformed_faults_are_400_naming_the_field_and_store_nothing(session, fault, field):
     response = session.post("/_test/faults", json=fault)
     assert response.status_code == 400
     assert response.json()["error"].startswith(field)
+    assert session.get("/_test/faults").json() == {"faults": []}
+
+
+def healthz_statuses(url, count):
+    """The statuses of `count` GET /healthz, each on a new connection (so every worker of a server answers some)."""
+    return [requests.get(url + "/healthz", timeout=10).status_code for _ in range(count)]
+
+
+def test_a_rate_of_0_never_fires_and_a_rate_of_1_always_does(server, session):
+    add_fault(session, path="^/healthz$", status=503, rate=0, times=5)
+    assert healthz_statuses(server.url, 10) == [200] * 10
+    [fault] = session.get("/_test/faults").json()["faults"]
+    assert (fault["matched"], fault["times"]) == (10, 5)
+    session.delete("/_test/faults")
+    add_fault(session, path="^/healthz$", status=503, rate=1, times=3)
+    assert healthz_statuses(server.url, 5) == [503] * 3 + [200] * 2
+
+
+def test_a_rate_fires_on_about_that_share_of_the_matching_requests(server, session):
+    add_fault(session, path="^/healthz$", status=503, rate=0.5, times=10_000)
+    statuses = healthz_statuses(server.url, 200)
+    # Binomial(200, 0.5) falls outside 50..150 with a probability near 1e-12.
+    assert 50 <= statuses.count(503) <= 150 and statuses.count(503) + statuses.count(200) == 200
+    assert session.get("/_test/faults").json()["faults"][0]["matched"] == 200
+
+
+SEEDED_FAULT = {"path": "^/healthz$", "status": 503, "rate": 0.5, "times": 10_000}
+
+
+def seeded_pattern(url, token=TOKEN):
+    """The statuses of 30 /healthz under SEEDED_FAULT, added to a server whose seed is 3."""
+    with ServiceSession(url, token) as session:
+        session.post("/_test/reset").raise_for_status()
+        add_fault(session, **SEEDED_FAULT)
+        return healthz_statuses(url, 30)
+
+
+def test_with_a_seed_the_draws_of_a_rate_are_the_same_on_every_run():
+    with ThreadedServer(token=TOKEN, seed=3) as first, ThreadedServer(token=TOKEN, seed=3) as second:
+        pattern = seeded_pattern(first.url)
+        assert 503 in pattern and 200 in pattern
+        assert seeded_pattern(second.url) == pattern
+        assert seeded_pattern(first.url) == pattern  # after a reset, the fault added again draws the same
+    with ThreadedServer(token=TOKEN, seed=4) as other:
+        assert seeded_pattern(other.url) != pattern
+
+
+def test_with_a_seed_every_gunicorn_worker_draws_the_same(tmp_path, backend, start_gunicorn):
+    with ThreadedServer(token=TOKEN, seed=3) as reference:
+        pattern = seeded_pattern(reference.url)
+    server = start_gunicorn(tmp_path / "data", workers=2, backend=backend,
+                            env={"WIS_TEST_MODE": "1", "WIS_TEST_SEED": "3"})
+    try:
+        assert seeded_pattern(server.url) == pattern
+    finally:
+        server.stop()
+
+
+def test_a_reset_fault_cuts_the_connection_before_any_work(session):
+    fault = add_fault(session, method="POST", path="^/uploads$", reset=True)
+    with pytest.raises(requests.ConnectionError):
+        session.post("/uploads", files={"file": ("a.png", SMALL_PNG)}, data={"destinationId": "stepImage"}, timeout=10)
+    assert stored_media(session) == []
+    [entry] = session.get("/_test/requests").json()["requests"]
+    assert (entry["path"], entry["status"], entry["fault"]) == ("/uploads", None, fault["id"])
+    upload_png(session)  # the fault is used up
+
+
+def test_a_reset_fault_cuts_an_upload_whose_body_is_still_coming(session):
+    add_fault(session, method="POST", path="^/uploads$", reset=True)
+    body = SMALL_PNG + bytes(8 * 1024 * 1024)
+    with pytest.raises(requests.ConnectionError):
+        session.post("/uploads", files={"file": ("big.png", body)}, data={"destinationId": "stepImage"}, timeout=30)
+    assert stored_media(session) == []
 
 
 @pytest.mark.parametrize("extra_args", [(), ("-c", "python:service.gunicorn_config")], ids=["sync", "shipped"])
@@ -105,5 +184,11 @@ def test_faults_hold_across_gunicorn_workers_and_drop_works_there(tmp_path, extr
                              timeout=10)
             [path] = stored_media(session)
             assert session.get(path).content == SMALL_PNG
+
+            add_fault(session, method="POST", path="^/uploads$", reset=True)
+            with pytest.raises(requests.ConnectionError):
+                session.post("/uploads", files={"file": ("b.png", SMALL_PNG)}, data={"destinationId": "stepImage"},
+                             timeout=10)
+            assert stored_media(session) == [path]
     finally:
         server.stop()

@@ -1,4 +1,6 @@
 """The pytest plugin (entry point pytest11), exercised the way an integrator's suite would use it."""
+import re
+
 pytest_plugins = ["pytester"]
 
 INTEGRATOR_TESTS = '''
@@ -34,16 +36,90 @@ def test_faults(wis_fault, wis_session):
 
 def test_one_server_per_session(wis_server, request):
     assert request.getfixturevalue("wis_server") is wis_server
+
+
+def test_journal(wis_client, wis_journal):
+    wis_client.create_station({"id": "station_1", "name": "Press"})
+    wis_journal.assert_called("stationCreate", ids=["station_1"], times=1)
+    wis_journal.assert_not_called("processCreate")
+    assert wis_journal.operations() == ["stationCreate"]
+
+
+def test_rate_and_reset_faults(wis_fault, wis_session):
+    wis_fault(path="^/healthz$", status=503, rate=1, times=2)
+    assert [wis_session.get("/healthz").status_code for _ in range(3)] == [503, 503, 200]
+    wis_fault(path="^/healthz$", reset=True)
+    with pytest.raises(requests.ConnectionError):
+        wis_session.get("/healthz")
+'''
+
+SEEDED_TESTS = '''
+PNG = b"\\x89PNG\\r\\n\\x1a\\n" + b"\\0" * 32
+
+
+def names(session):
+    image = session.post("/uploads", files={"file": ("a.png", PNG)}, data={"destinationId": "stepImage"}).json()
+    stream = session.post("/uploads", json={"destinationId": "stepVideo", "fileName": "c.mp4", "fileSize": 10,
+                                            "sha": "0" * 64}).json()
+    return image["path"], stream["streamId"]
+
+
+def test_first(wis_session, wis_seed):
+    print("NAMES", wis_seed, *names(wis_session))
+
+
+def test_second(wis_session, wis_seed):
+    print("NAMES", wis_seed, *names(wis_session))
+'''
+
+FAILING_TESTS = '''
+def test_created_once(wis_client, wis_journal):
+    for _ in range(2):
+        wis_client.create_process({"id": "weld_1", "name": "Weld"})
+    wis_journal.assert_called("processCreate", ids=["weld_1"], times=1)
 '''
 
 
 def test_integrator_suite_using_the_fixtures_passes(pytester):
     pytester.makepyfile(test_integration=INTEGRATOR_TESTS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=8)
 
 
 def test_fixtures_are_listed_for_discovery(pytester):
     result = pytester.runpytest_subprocess("--fixtures")
     result.stdout.fnmatch_lines(["*fixtures defined from service.pytest_plugin*", "wis_token*", "wis_server*",
-                                 "wis_clean*", "wis_session*", "wis_client*", "wis_fault*"])
+                                 "wis_seed*", "wis_clean*", "wis_session*", "wis_client*", "wis_journal*",
+                                 "wis_fault*"])
+
+
+def seeded_names(pytester, *args):
+    """{test name: the names it printed} of one run of SEEDED_TESTS."""
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", *args)
+    result.assert_outcomes(passed=2)
+    return [list(names) for names in re.findall(r"NAMES (\S+) (\S+) (\S+)", result.stdout.str())]
+
+
+def test_with_a_seed_every_run_and_every_test_gets_the_same_names(pytester):
+    pytester.makepyfile(test_seeded=SEEDED_TESTS)
+    first = seeded_names(pytester, "--wis-seed=5")
+    assert len(first) == 2 and first[0] == first[1]  # each test starts from the reset count
+    assert first[0][0] == "5"
+    assert seeded_names(pytester, "--wis-seed=5") == first
+    pytester.makeini("[pytest]\nwis_seed = 5\n")
+    assert seeded_names(pytester) == first
+    unseeded = seeded_names(pytester, "-o", "wis_seed=")
+    assert unseeded[0][0] == "None" and unseeded[0] != unseeded[1]
+
+
+def test_a_failed_journal_assertion_says_what_was_seen(pytester):
+    pytester.makepyfile(test_failing=FAILING_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*AssertionError: expected processCreate of `weld_1` once, saw it twice:",
+        "*#? POST /graph/v2 -> 200 processCreate [[]weld_1[]]",
+        "*#? POST /graph/v2 -> 200 processCreate [[]weld_1[]]",
+    ])
+    # The helper's own frame is hidden: the failure points at the test's line.
+    assert "def assert_called" not in result.stdout.str()

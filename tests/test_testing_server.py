@@ -14,6 +14,10 @@ from support.media import SMALL_PNG
 from support.over_http import upload_png
 from support.tokens import TOKENS
 
+TEST_ENDPOINTS = [("POST", "/_test/reset"), ("GET", "/_test/objects"), ("POST", "/_test/faults"),
+                  ("DELETE", "/_test/faults"), ("GET", "/_test/requests")]
+
+
 def open_stream(session, size=100):
     response = session.post("/uploads", json={"destinationId": "stepImage", "fileName": "big.png", "fileSize": size,
                                               "sha": hashlib.sha256(b"x").hexdigest()}, timeout=10)
@@ -45,14 +49,12 @@ def test_threaded_server_keeps_a_data_dir_it_was_given(tmp_path):
     assert (tmp_path / "data" / "orgs" / "acme").is_dir()
 
 
-@pytest.mark.parametrize("method, path", [("POST", "/_test/reset"), ("GET", "/_test/objects"),
-                                          ("POST", "/_test/faults"), ("DELETE", "/_test/faults")])
+@pytest.mark.parametrize("method, path", TEST_ENDPOINTS)
 def test_test_endpoints_are_absent_unless_test_mode_is_on(client, auth, method, path):
     assert client.open(path, method=method, headers=auth, json={"status": 503}).status_code == 404
 
 
-@pytest.mark.parametrize("method, path", [("POST", "/_test/reset"), ("GET", "/_test/objects"),
-                                          ("POST", "/_test/faults"), ("DELETE", "/_test/faults")])
+@pytest.mark.parametrize("method, path", TEST_ENDPOINTS)
 def test_test_endpoints_need_the_token(tmp_path, method, path):
     app = create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS, "TEST_MODE": True})
     assert app.test_client().open(path, method=method, json={"status": 503}).status_code == 401

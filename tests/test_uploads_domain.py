@@ -1,9 +1,12 @@
 """Upload rules without HTTP: format sniffing, the 413 message, media names."""
+import re
+
 import pytest
 
-from service.domain.uploads import check_size, clean_stem, media_name, size_in_mb
+from service.domain.uploads import check_size, clean_stem, media_name, new_media_prefix, size_in_mb
 from service.interface import MB, sniff_format
 from service.errors import FileTooLarge
+from service.storage import Repository
 
 
 @pytest.mark.parametrize("head, expected", [
@@ -91,11 +94,12 @@ def test_clean_stem_keeps_only_safe_characters(original, stem):
     assert clean_stem(original) == stem
 
 
-def test_media_name_takes_the_extension_of_the_sniffed_format():
-    name = media_name("x.jpg", "png")
+def test_media_name_takes_the_extension_of_the_sniffed_format(tmp_path):
+    repo = Repository(tmp_path)
+    name = media_name("x.jpg", "png", new_media_prefix(repo))
     prefix, rest = name.split("-", 1)
-    assert rest == "x.png" and len(prefix) == 16
-    assert media_name("x.jpg", "png") != name
+    assert rest == "x.png" and re.fullmatch("[0-9a-f]{16}", prefix)
+    assert media_name("x.jpg", "png", new_media_prefix(repo)) != name
 
 
 def test_the_docs_table_of_media_names_is_what_the_service_makes():

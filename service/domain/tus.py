@@ -44,7 +44,7 @@ def create_tus_upload(repo, org, length, metadata, raw_metadata):
     return repo.streams.create(org, {
         "protocol": TUS_PROTOCOL, "destinationId": destination_id, "fileName": file_name, "fileSize": length,
         "sha": sha.lower() if sha else None, "uploadMetadata": raw_metadata, "totalChunks": None, "format": None,
-        "mediaPrefix": new_media_prefix(), "state": "open", "path": None,
+        "mediaPrefix": new_media_prefix(repo), "state": "open", "path": None,
     }, tus=True)
 
 

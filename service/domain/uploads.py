@@ -5,7 +5,6 @@ Views hand these functions the repository, the org and already-validated fields;
 """
 import os
 import re
-import secrets
 import unicodedata
 from datetime import datetime, timezone
 
@@ -22,6 +21,7 @@ from service.interface import (
 CHUNK_INDEX = re.compile(r"[0-9]{1,5}")
 CONTENT_TYPES = {fmt.extension: fmt.content_type for fmt in FORMATS.values()}
 NAME_STEM_LIMIT = 100
+MEDIA_PREFIX_BYTES = 8
 
 
 def size_in_mb(size):
@@ -89,14 +89,14 @@ def clean_stem(file_name):
     return stem[:NAME_STEM_LIMIT].rstrip("._-") or "upload"
 
 
-def media_name(file_name, fmt, prefix=None):
-    """A fresh media name: unique prefix, '-', cleaned original name, extension of the sniffed format."""
-    prefix = prefix or new_media_prefix()
+def media_name(file_name, fmt, prefix):
+    """A media name: the unique prefix, '-', the cleaned original name, the extension of the sniffed format."""
     return f"{prefix}-{clean_stem(file_name)}{FORMATS[fmt].extension}"
 
 
-def new_media_prefix():
-    return secrets.token_hex(8)
+def new_media_prefix(repo):
+    """A fresh prefix of 16 hex digits from the repository's source of names (random, or seeded in test mode)."""
+    return repo.new_hex(MEDIA_PREFIX_BYTES)
 
 
 def check_sha(expected, incoming, what):
@@ -116,7 +116,7 @@ def upload_single(repo, org, destination_id, file_name, incoming, sha=None):
     check_sha(sha, incoming, "file")
     incoming.finish()
     while True:
-        path = media_path(DESTINATIONS[destination_id].kind, media_name(file_name, fmt))
+        path = media_path(DESTINATIONS[destination_id].kind, media_name(file_name, fmt, new_media_prefix(repo)))
         if repo.media.publish(org, path, incoming.path):
             return path
 
@@ -131,7 +131,7 @@ def create_stream(repo, org, destination_id, file_name, file_size, sha):
     check_size(file_size, destination.limit)
     return repo.streams.create(org, {
         "destinationId": destination_id, "fileName": file_name, "fileSize": file_size, "sha": sha.lower(),
-        "totalChunks": None, "format": None, "mediaPrefix": new_media_prefix(), "state": "open", "path": None,
+        "totalChunks": None, "format": None, "mediaPrefix": new_media_prefix(repo), "state": "open", "path": None,
     })
 
 

@@ -1,4 +1,5 @@
-"""The GraphQL endpoint: `POST /graph/v2` runs operations for the token's org; `GET /graph/v2` is the explorer."""
+"""The GraphQL endpoint at `/graph/v2` (and `/graphql`, the vendor's other spelling): `POST` runs operations for the
+token's org; `GET` runs queries given as URL parameters (GraphQL over HTTP) and shows a browser the explorer."""
 import functools
 import json
 from importlib import resources
@@ -9,10 +10,10 @@ from graphql import GraphQLError
 
 from service.auth import require_org
 from service.errors import ConfigurationError, Unauthenticated, graphql_code, http_status
-from service.graphql.endpoint import GraphQLEndpoint
+from service.graphql.endpoint import BadGraphQLRequest, GraphQLEndpoint, read_payload, read_url_parameters
 from service.graphql.errors import request_error
-from service.interface import TOKEN_HEADER
 from service.graphql.resolvers import BINDABLES
+from service.interface import GRAPHQL_PATHS, TOKEN_HEADER, TOKEN_HEADER_ALIAS
 from service.storage import get_repository
 
 SCHEMA_FILE = "schema.graphql"
@@ -21,6 +22,8 @@ EXPLORER_QUERY = f"""# The work-instruction service's GraphQL explorer.
 #
 # 1. Put your API token in the Headers tab below:
 #      {{"{TOKEN_HEADER}": "<your token>"}}
+#    ({TOKEN_HEADER_ALIAS}, the spelling of the vendor's
+#    documentation, is accepted too.)
 #    The schema (Docs, autocompletion) loads as soon as the
 #    service accepts it.
 # 2. Run this query with the run button (or Ctrl-Enter): your
@@ -53,13 +56,15 @@ def _executable_schema(path):
         raise ConfigurationError(f"cannot load the GraphQL schema from {path}: {error}") from error
 
 
-# Two blueprints on one URL: the explorer page needs no token, running operations does.
-explorer = Blueprint("graphql_explorer", __name__)
-api = Blueprint("graphql", __name__)
-api.before_request(require_org)
+JSON = "application/json"
+# The media type GraphQL over HTTP prefers for answers; given to a client that asks for it by name.
+GRAPHQL_RESPONSE = "application/graphql-response+json"
+HTML = "text/html"
+
+bp = Blueprint("graphql", __name__)
 
 
-@api.errorhandler(Unauthenticated)
+@bp.errorhandler(Unauthenticated)
 def unauthenticated(error):
     # GraphQL tools (get-graphql-schema, codegen, gql) read `errors`; the house clients read `error`.
     response = jsonify(error=error.message, errors=[request_error(error.message, graphql_code(error))])
@@ -67,25 +72,80 @@ def unauthenticated(error):
     return response
 
 
-@explorer.get("/graph/v2")
-def explorer_page():
+def _on_graphql_paths(method):
+    """Register a view for `method` on every GraphQL path (CONTRACT 3, and the vendor's spelling of CONTRACT 12)."""
+    def register(view):
+        for path in GRAPHQL_PATHS:
+            bp.add_url_rule(path, view_func=view, methods=[method])
+        return view
+    return register
+
+
+@_on_graphql_paths("POST")
+def run():
+    require_org()
+    return _answer(read_payload, request.get_data(cache=False), mutations=True)
+
+
+@_on_graphql_paths("GET")
+def get():
+    """The explorer for a browser; a query's answer for a GraphQL client (GraphQL over HTTP, GET)."""
+    if _wants_explorer():
+        return _explorer_page()
+    require_org()
+    response = _answer(read_url_parameters, request.args, mutations=False)
+    # One org's data, chosen by a header: no cache between client and service may keep it for anyone else.
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _wants_explorer():
+    """True when the client ranks HTML above JSON; on a tie (no Accept, `*/*`) the explorer without a `query`
+    parameter (someone opening the URL), the answer with one (a client configured for GET)."""
+    accept = request.accept_mimetypes
+    html, data = accept.quality(HTML), max(accept.quality(JSON), accept.quality(GRAPHQL_RESPONSE))
+    return html > data or (html == data and "query" not in request.args)
+
+
+def _explorer_page():
     # GraphiQL is served from the package (service/static/graphiql), so the explorer works offline.
-    settings = {"endpoint": request.path, "header": TOKEN_HEADER, "placeholder": PLACEHOLDER_TOKEN,
-                "defaultQuery": EXPLORER_QUERY,
+    settings = {"endpoint": request.path, "header": TOKEN_HEADER, "headerAlias": TOKEN_HEADER_ALIAS,
+                "placeholder": PLACEHOLDER_TOKEN, "defaultQuery": EXPLORER_QUERY,
                 "persistHeaders": bool(current_app.config["EXPLORER_PERSIST_HEADERS"])}
     return render_template("explorer.html", settings=settings)
 
 
-@api.post("/graph/v2")
-def run():
-    context = {"repo": get_repository(current_app), "org": g.org}
-    status, body = current_app.extensions["graphql"].respond(request.get_data(cache=False), context)
-    return Response(json.dumps(body, ensure_ascii=False, separators=(",", ":")), status=status,
-                    mimetype="application/json")
+def _answer(read_parameters, source, mutations):
+    """Run the request whose parameters `read_parameters(source)` reads; answer JSON of the type the client prefers."""
+    endpoint = current_app.extensions["graphql"]
+    try:
+        parameters = read_parameters(source)
+    except BadGraphQLRequest as refusal:
+        status, body = refusal.status, {"errors": refusal.errors}
+    else:
+        # What was asked, for whoever looks at this request afterwards (the journal of test mode).
+        g.graphql_parameters = parameters
+        context = {"repo": get_repository(current_app), "org": g.org}
+        status, body = endpoint.respond(*parameters, context, mutations=mutations)
+    response = Response(json.dumps(body, ensure_ascii=False, separators=(",", ":")), status=status,
+                        content_type=_answer_type())
+    if status == 405:
+        response.headers["Allow"] = "POST"
+    return response
+
+
+def _answer_type():
+    """application/graphql-response+json when the client names it and ranks it at least as high as
+    application/json; application/json otherwise, also when Accept names neither (what clients expected before
+    GraphQL over HTTP named a type of its own)."""
+    accept = request.accept_mimetypes
+    named = any(value.split(";")[0].strip().lower() == GRAPHQL_RESPONSE for value, _ in accept)
+    if named and accept.quality(GRAPHQL_RESPONSE) >= accept.quality(JSON):
+        return f"{GRAPHQL_RESPONSE}; charset=utf-8"
+    return JSON
 
 
 def init_app(app):
-    """Load the schema once, then serve the explorer page and the token-protected POST at /graph/v2."""
+    """Load the schema once, then serve the GraphQL paths."""
     app.extensions["graphql"] = GraphQLEndpoint(load_schema())
-    app.register_blueprint(explorer)
-    app.register_blueprint(api)
+    app.register_blueprint(bp)

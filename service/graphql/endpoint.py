@@ -20,6 +20,7 @@ from graphql import (
     FieldNode,
     GraphQLError,
     OperationDefinitionNode,
+    OperationType,
     execute_sync,
     get_operation_ast,
     is_non_null_type,
@@ -29,6 +30,7 @@ from graphql import (
 )
 
 from service.graphql.budget import BudgetedExecutor
+from service.graphql.calls import root_calls
 from service.graphql.coercion import PrecoercedExecutor, VariableCoercer, without_variable_definitions
 from service.graphql.errors import format_execution_errors, request_error, variable_errors
 from service.graphql.limits import MAX_QUERY_LENGTH, MAX_TOKENS, QueryLimits, capped
@@ -66,7 +68,7 @@ def _load_with_json(body):
 
 
 def read_payload(body):
-    """The request's JSON object as (query, variables, operation_name), or BadGraphQLRequest naming the problem."""
+    """The POSTed JSON object as (query, variables, operation_name), or BadGraphQLRequest naming the problem."""
     try:
         # orjson is several times faster on a large body; a body it refuses gets the json module's verdict.
         payload = orjson.loads(body)
@@ -74,7 +76,24 @@ def read_payload(body):
         payload = _load_with_json(body)
     if not isinstance(payload, dict):
         raise BadGraphQLRequest([request_error("the body must be a JSON object with `query` and `variables`")])
-    query, variables, operation_name = payload.get("query"), payload.get("variables"), payload.get("operationName")
+    return _checked(payload.get("query"), payload.get("variables"), payload.get("operationName"))
+
+
+def read_url_parameters(args):
+    """A GET request's URL parameters (GraphQL over HTTP: `query`, `variables` as a JSON text, `operationName`) as
+    (query, variables, operation_name), or BadGraphQLRequest naming the problem."""
+    variables = args.get("variables") or None
+    if variables is not None:
+        try:
+            variables = orjson.loads(variables)
+        except orjson.JSONDecodeError as error:
+            raise BadGraphQLRequest([request_error(f"the `variables` parameter must be a JSON object: {error}")]) from None
+    # An empty operationName is the same as none (GraphQL over HTTP, GET).
+    return _checked(args.get("query"), variables, args.get("operationName") or None)
+
+
+def _checked(query, variables, operation_name):
+    """The three parameters of a GraphQL request once they have the right types and sizes."""
     if not isinstance(query, str) or not query.strip():
         raise BadGraphQLRequest([request_error("`query` must be a non-empty string holding the GraphQL document")])
     if len(query) > MAX_QUERY_LENGTH:
@@ -163,12 +182,9 @@ class GraphQLEndpoint:
                  for definition in document.definitions if isinstance(definition, OperationDefinitionNode)}
         return Prepared(document, without_variable_definitions(document), plans), None
 
-    def respond(self, body, context):
-        """(HTTP status, response object) for one POSTed request body."""
-        try:
-            query, variables, operation_name = read_payload(body)
-        except BadGraphQLRequest as refusal:
-            return refusal.status, {"errors": refusal.errors}
+    def respond(self, query, variables, operation_name, context, mutations=True):
+        """(HTTP status, response object) for one request's parameters (read_payload, read_url_parameters).
+        `mutations=False` (GET) answers 405 to a mutation without running it."""
         prepared, errors = self.prepare(query)
         if errors:
             return 400, {"errors": errors}
@@ -178,6 +194,9 @@ class GraphQLEndpoint:
             message = (f"no operation named {operation_name!r} in the document" if operation_name
                        else "the document holds several operations: say which one to run in `operationName`")
             return 400, {"errors": [request_error(message)]}
+        if not mutations and operation.operation != OperationType.QUERY:
+            return 405, {"errors": [request_error(
+                f"a {operation.operation.value} cannot be sent with GET (GraphQL over HTTP): POST it", "METHOD_NOT_ALLOWED")]}
         plan = prepared.plans[operation.name.value if operation.name else None]
         coerced = None if plan is None else self.coercer.coerce(plan, variables)
         if coerced is None:
@@ -197,6 +216,15 @@ class GraphQLEndpoint:
             response["errors"] = capped(format_execution_errors(result.errors))
         response["data"] = result.data
         return 200, response
+
+    def root_calls(self, query, variables, operation_name):
+        """[(root field name, ids it names)] of the operation a request ran or asked for (service.graphql.calls);
+        empty when the document does not parse or validate, or names no operation to run."""
+        prepared, errors = self.prepare(query)
+        if errors:
+            return []
+        operation = get_operation_ast(prepared.document, operation_name)
+        return [] if operation is None else root_calls(self.schema, prepared.document, operation, variables)
 
     def _null_data(self, operation):
         """`data` of an operation none of whose fields ran: each field null, or null as a whole if one is non-null."""

@@ -55,7 +55,7 @@ class QueryLimits(ValidationRule):
             self.report_error(GraphQLError(f"the operation selects more than {MAX_FIELDS} fields (fragments expanded, "
                                            "aliases counted); select fewer or split the request", node))
             return
-        root_fields = [field for field in _root_fields(node.selection_set, fragments, set())
+        root_fields = [field for field in fields_of_root(node.selection_set, fragments)
                        if field.name.value != "__typename"]
         if node.operation == OperationType.MUTATION and len(root_fields) > MAX_MUTATIONS:
             self.report_error(GraphQLError(f"the operation runs {len(root_fields)} mutations; at most {MAX_MUTATIONS} "
@@ -82,17 +82,18 @@ class QueryLimits(ValidationRule):
         return min(max(int(given.value), 0), MAX_PAGE_SIZE) if isinstance(given, IntValueNode) else MAX_PAGE_SIZE
 
 
-def _root_fields(selection_set, fragments, seen):
+def fields_of_root(selection_set, fragments, seen=None):
     """The fields of a root selection set, through inline fragments and fragment spreads (each spread once)."""
+    seen = set() if seen is None else seen
     for selection in selection_set.selections:
         if isinstance(selection, FieldNode):
             yield selection
         elif isinstance(selection, InlineFragmentNode):
-            yield from _root_fields(selection.selection_set, fragments, seen)
+            yield from fields_of_root(selection.selection_set, fragments, seen)
         elif isinstance(selection, FragmentSpreadNode) and selection.name.value in fragments:
             if selection.name.value not in seen:
                 seen.add(selection.name.value)
-                yield from _root_fields(fragments[selection.name.value].selection_set, fragments, seen)
+                yield from fields_of_root(fragments[selection.name.value].selection_set, fragments, seen)
 
 
 def _measure(selection_set, fragments, memo):

@@ -1,7 +1,8 @@
 """The repository: every store of the service. The file backend (this module's Repository, rooted in one data
 directory) is the default; the shared backend (service.storage.shared) keeps everything in PostgreSQL and an S3
-bucket. Both offer the same stores with the same methods (`documents`, `media`, `streams`, `faults`), and `orgs`,
-`sweep`, `sweep_due`, `reset` and `check_ready`; nothing above this package knows which one it talks to."""
+bucket. Both offer the same stores with the same methods (`documents`, `media`, `streams`, and test mode's `faults`,
+`journal` and `names_counter`), `new_hex` (the source of the names the server makes up), and `orgs`, `sweep`,
+`sweep_due`, `reset` and `check_ready`; nothing above this package knows which one it talks to."""
 import logging
 import os
 import shutil
@@ -9,8 +10,11 @@ import time
 from pathlib import Path
 
 from service.storage import names
+from service.storage.counter import FileCounter
 from service.storage.documents import DocumentStore
 from service.storage.faults import FaultStore
+from service.storage.fresh_names import name_source
+from service.storage.journal import JournalStore
 from service.storage.media import MediaStore
 from service.storage.schedule import SWEEP_INTERVAL_SECONDS, SweepSchedule
 from service.storage.streams import StreamStore
@@ -19,19 +23,25 @@ __all__ = ["Repository", "SWEEP_INTERVAL_SECONDS", "open_repository", "init_app"
 
 log = logging.getLogger(__name__)
 
+# How many names the server made up since the state was emptied, when a test seed makes them (fresh_names).
+NAMES_COUNTER = "test-mode/names-counter"
+
 
 class Repository:
     """What views and resolvers hand to domain functions; the only object that touches disk."""
 
-    def __init__(self, data_dir, stream_ttl_seconds=24 * 3600, clock=time.time):
+    def __init__(self, data_dir, stream_ttl_seconds=24 * 3600, clock=time.time, test_seed=None):
         self.data_dir = Path(data_dir)
         self.orgs_root = self.data_dir / "orgs"
         self.orgs_root.mkdir(parents=True, exist_ok=True)
         self.clock = clock
+        self.names_counter = FileCounter(self.data_dir / NAMES_COUNTER)
+        self.new_hex = name_source(test_seed, self.names_counter)
         self.documents = DocumentStore(self.orgs_root)
         self.media = MediaStore(self.orgs_root, names)
-        self.streams = StreamStore(self.orgs_root, self.media, stream_ttl_seconds, clock)
-        self.faults = FaultStore(self.data_dir)
+        self.streams = StreamStore(self.orgs_root, self.media, stream_ttl_seconds, clock, self.new_hex)
+        self.faults = FaultStore(self.data_dir, test_seed)
+        self.journal = JournalStore(self.data_dir)
         self._sweep_schedule = SweepSchedule(lambda: self.clock())  # the clock may be replaced (tests)
 
     def orgs(self):
@@ -60,10 +70,13 @@ class Repository:
         """Nothing held open between requests."""
 
     def reset(self):
-        """Remove every org's documents, media and streams, and every pending fault (test mode)."""
+        """Remove every org's documents, media and streams, every pending fault and the request journal, and count
+        made-up names from the start again (test mode)."""
         for org_directory in list(self.orgs_root.iterdir()):
             shutil.rmtree(org_directory, ignore_errors=True)
         self.faults.clear()
+        self.journal.clear()
+        self.names_counter.reset()
 
 
 def open_repository(config, clock=time.time):
@@ -73,8 +86,8 @@ def open_repository(config, clock=time.time):
         from service.storage.shared import SharedRepository  # psycopg and boto3 load only when used
 
         return SharedRepository(config["DATA_DIR"], config["DATABASE_URL"], config["S3_BUCKET"],
-                                config["S3_PREFIX"], ttl_seconds, clock)
-    return Repository(config["DATA_DIR"], ttl_seconds, clock)
+                                config["S3_PREFIX"], ttl_seconds, clock, config.get("TEST_SEED"))
+    return Repository(config["DATA_DIR"], ttl_seconds, clock, config.get("TEST_SEED"))
 
 
 def init_app(app):

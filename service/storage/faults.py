@@ -1,4 +1,11 @@
-"""Faults injected through the test-mode API, kept in one file under a lock so they apply across workers."""
+"""Faults injected through the test-mode API, kept in one file under a lock so they apply across workers.
+
+A fault with a `rate` fires on each matching request with that probability. Its draws come from `random` unless a test
+seed is set; then the n-th draw of a fault is hash(seed, the fault's definition, n), so it is the same on every run and
+whichever worker draws it. `matched` counts the requests a fault has matched, `times` the firings it has left.
+"""
+import hashlib
+import random
 import re
 
 import orjson
@@ -6,11 +13,14 @@ import orjson
 from service.storage.files import atomic_write_bytes, lock
 
 FAULTS_FILE = "test-mode/faults.json"
+# What changes as a fault is used, so not part of what defines it (and its seeded draws).
+_COUNTERS = ("id", "times", "matched")
 
 
 class FaultStore:
-    def __init__(self, data_dir):
+    def __init__(self, data_dir, seed=None):
         self.path = data_dir / FAULTS_FILE
+        self.seed = seed
 
     def list(self):
         """Every pending fault, in the order they were added."""
@@ -20,25 +30,42 @@ class FaultStore:
             return []
 
     def add(self, fault):
+        """Store a fault after the pending ones; return it as stored."""
+        stored = dict(fault, matched=0)
         with lock(self.path):
-            self._write(self.list() + [fault])
+            self._write(self.list() + [stored])
+        return stored
 
     def take(self, method, path):
-        """The first fault matching a request, with one of its uses taken, or None."""
+        """The first fault matching a request that fires, with one of its uses taken, or None."""
         if not self.path.exists():
             return None
         with lock(self.path):
             faults = self.list()
-            for fault in faults:
-                if fault["method"] in (None, method) and re.search(fault["path"], path):
+            matching = [fault for fault in faults
+                        if fault["method"] in (None, method) and re.search(fault["path"], path)]
+            for fault in matching:
+                fault["matched"] += 1
+                if "rate" not in fault or self._draw(fault) < fault["rate"]:
                     fault["times"] -= 1
                     self._write([f for f in faults if f["times"] > 0])
                     return fault
+            if matching:
+                self._write(faults)
         return None
 
     def clear(self):
         with lock(self.path):
             self.path.unlink(missing_ok=True)
+
+    def _draw(self, fault):
+        """A number in [0, 1) for the fault's current match."""
+        if self.seed is None:
+            return random.random()
+        definition = orjson.dumps({key: value for key, value in fault.items() if key not in _COUNTERS},
+                                  option=orjson.OPT_SORT_KEYS)
+        digest = hashlib.blake2b(b"%d:%d:%s" % (self.seed, fault["matched"], definition), digest_size=8).digest()
+        return int.from_bytes(digest, "big") / 2 ** 64
 
     def _write(self, faults):
         atomic_write_bytes(self.path, orjson.dumps(faults))

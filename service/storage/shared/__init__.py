@@ -1,9 +1,11 @@
 """The shared backend (CONTRACT 8): documents, stream state and the media index in PostgreSQL, media and upload bytes
 in an S3-compatible bucket. No node keeps anything another node needs: its data directory holds only what is received
-before it goes to the store (spooled request bodies) and the test-mode faults of that node.
+before it goes to the store (spooled request bodies), and the test-mode faults and request journal of that node (a
+test that wants one view of them talks to one node; the count of made-up names is in the database, shared).
 
 Modules, each importing only those after it: `streams` and `tus` (upload streams), `media` (published media),
-`documents`, `database` (PostgreSQL: pool, transactions, schema), `objects` (the bucket).
+`documents`, `counter` (test mode's count of made-up names), `database` (PostgreSQL: pool, transactions, schema),
+`objects` (the bucket).
 """
 import shutil
 import time
@@ -11,7 +13,10 @@ from pathlib import Path
 
 from service.errors import ObjectStoreUnavailable
 from service.storage.faults import FaultStore
+from service.storage.fresh_names import name_source
+from service.storage.journal import JournalStore
 from service.storage.schedule import SweepSchedule
+from service.storage.shared.counter import DatabaseCounter
 from service.storage.shared.database import Database
 from service.storage.shared.documents import SharedDocumentStore
 from service.storage.shared.media import SharedMediaStore
@@ -25,17 +30,22 @@ SPOOL = "spool"
 class SharedRepository:
     """The stores of the shared backend; the same methods as service.storage.Repository."""
 
-    def __init__(self, data_dir, database_url, bucket, prefix="", stream_ttl_seconds=24 * 3600, clock=time.time):
+    def __init__(self, data_dir, database_url, bucket, prefix="", stream_ttl_seconds=24 * 3600, clock=time.time,
+                 test_seed=None):
         self.data_dir = Path(data_dir)
         self.spool = self.data_dir / SPOOL
         self.spool.mkdir(parents=True, exist_ok=True)
         self.clock = clock
         self.database = Database(database_url)
         self.objects = ObjectStore(bucket, prefix)
+        self.names_counter = DatabaseCounter(self.database, "names")
+        self.new_hex = name_source(test_seed, self.names_counter)
         self.documents = SharedDocumentStore(self.database)
         self.media = SharedMediaStore(self.database, self.objects, self.spool, clock)
-        self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds, clock)
-        self.faults = FaultStore(self.data_dir)
+        self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds, clock,
+                                         self.new_hex)
+        self.faults = FaultStore(self.data_dir, test_seed)
+        self.journal = JournalStore(self.data_dir)
         self._sweep_schedule = SweepSchedule(lambda: self.clock())  # the clock may be replaced (tests)
 
     def orgs(self):
@@ -88,10 +98,13 @@ class SharedRepository:
         self.database.close()
 
     def reset(self):
-        """Remove every org's documents, media and streams, and every pending fault (test mode)."""
+        """Remove every org's documents, media and streams, this node's pending faults and request journal, and count
+        made-up names from the start again (test mode)."""
         self.streams.remove_all()
         self.media.remove_all()
         self.documents.remove_all()
         shutil.rmtree(self.spool, ignore_errors=True)
         self.spool.mkdir(parents=True, exist_ok=True)
         self.faults.clear()
+        self.journal.clear()
+        self.names_counter.reset()

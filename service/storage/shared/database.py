@@ -74,6 +74,13 @@ MIGRATIONS = [
         PRIMARY KEY (org, stream_id, index)
     );
     """,
+    # Test mode (CONTRACT 12): how many names the server made up since the last reset, when a test seed makes them.
+    """
+    CREATE TABLE test_counters (
+        name text COLLATE "C" PRIMARY KEY,
+        value bigint NOT NULL
+    );
+    """,
 ]
 # Taken by `upgrade` for its transaction, so several nodes running it at once apply each migration once.
 UPGRADE_LOCK = 0x5749_5301

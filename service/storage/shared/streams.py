@@ -29,6 +29,7 @@ import orjson
 from service.errors import InvalidChunk, OffsetMismatch, StreamNotFound
 from service.interface import SNIFF_BYTES
 from service.storage.files import disk_errors
+from service.storage.fresh_names import random_hex
 from service.storage.incoming import BUFFER_SIZE, Receiving
 from service.storage.sha256_state import Sha256State
 from service.storage.shared.objects import MIN_PART_SIZE, NoSuchObject
@@ -44,13 +45,15 @@ _COLUMNS = ", ".join(_COLUMN_NAMES)
 class SharedStreamStore:
     """Every org's streams; a stream idle for longer than `ttl_seconds` (by `clock`) is gone."""
 
-    def __init__(self, database, objects, media, spool, ttl_seconds, clock=time.time):
+    def __init__(self, database, objects, media, spool, ttl_seconds, clock=time.time, new_hex=random_hex):
         self.database = database
         self.objects = objects
         self.media = media
         self.spool = spool
         self.ttl_seconds = ttl_seconds
         self.clock = clock
+        # Makes stream ids (service.storage.fresh_names): random, or seeded in test mode.
+        self.new_hex = new_hex
 
     def _stream_key(self, org, stream_id, name):
         return self.objects.key(f"streams/{org}/{stream_id}/{name}")
@@ -68,7 +71,7 @@ class SharedStreamStore:
     # -- creating and reading ---------------------------------------------------------------------------------------
 
     def create(self, org, meta, tus=False):
-        stream_id = secrets.token_hex(16)
+        stream_id = self.new_hex(16)
         self._insert(org, stream_id, meta, tus)
         return stream_id
 

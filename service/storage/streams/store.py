@@ -1,12 +1,12 @@
 """The streams of every org: creating, finding, locking, deleting and sweeping stream directories."""
 import contextlib
 import os
-import secrets
 import shutil
 import time
 
 from service.errors import StreamNotFound
 from service.storage.files import LockTimeout, disk_errors, lock
+from service.storage.fresh_names import random_hex
 from service.storage.incoming import IncomingFile
 from service.storage.names import id_to_name
 from service.storage.streams.append import PrefixAppend
@@ -22,11 +22,13 @@ LOCK_TIMEOUT = 60
 class StreamStore:
     """Every org's streams; a stream idle for longer than `ttl_seconds` (by `clock`) is gone."""
 
-    def __init__(self, orgs_root, media, ttl_seconds, clock=time.time):
+    def __init__(self, orgs_root, media, ttl_seconds, clock=time.time, new_hex=random_hex):
         self.orgs_root = orgs_root
         self.media = media
         self.ttl_seconds = ttl_seconds
         self.clock = clock
+        # Makes stream ids (service.storage.fresh_names): random, or seeded in test mode.
+        self.new_hex = new_hex
 
     def _directory(self, org, stream_id):
         if not STREAM_ID.fullmatch(stream_id or ""):
@@ -36,7 +38,7 @@ class StreamStore:
     def create(self, org, meta, tus=False):
         """Make a new stream directory with its bookkeeping (`tus`: a tus upload's offset record too); return the
         server-made stream id."""
-        stream_id = secrets.token_hex(16)
+        stream_id = self.new_hex(16)
         directory = self._directory(org, stream_id)
         with disk_errors():
             directory.mkdir(parents=True)
