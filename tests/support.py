@@ -29,7 +29,7 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from service.interface import MB, TOKEN_HEADER
-from service.storage import files, incoming, media
+from service.storage import disk, incoming, media
 from service.storage.streams import append, boundaries, layout, store, stream
 
 
@@ -596,7 +596,7 @@ class FaultyDisk:
             return real_open(path, flags, *args, **kwargs)
 
         monkeypatch.setattr(os, "open", os_open)
-        for module in (files, incoming, layout, boundaries, append, stream, store, media):
+        for module in (disk, incoming, layout, boundaries, append, stream, store, media):
             monkeypatch.setattr(module, "os", _FaultyOs(self), raising=False)
             monkeypatch.setattr(module, "open", self.open, raising=False)
             if hasattr(module, "tempfile"):

@@ -10,7 +10,7 @@ import pytest
 from service import create_app
 from service.domain import uploads
 from service.storage import SWEEP_INTERVAL_SECONDS, get_repository
-from service.storage.files import disk_errors
+from service.storage.disk import disk_errors
 from service.storage.incoming import IncomingFile
 from support import GIF, JPEG, MB, MP4, PNG, TOKEN_HEADER, TOKENS, blob, create_stream, send_chunk, sha256, stored_names, upload
 

@@ -9,7 +9,7 @@ import pytest
 
 from service.errors import StreamNotFound
 from service.storage import Repository
-from service.storage import files as storage_files
+from service.storage import disk as storage_disk
 from service.storage import incoming as storage_incoming
 from service.storage.incoming import IncomingFile
 from service.storage.streams.append import PrefixAppend
@@ -369,16 +369,16 @@ def test_early_writeback_is_asked_for_the_received_bytes_of_prefix_appends_and_p
     """Every WRITEBACK_BLOCK bytes received, writeback of the bytes received since the last call is started: on the
     prefix from where the chunk begins (appended in order), in a part file from 0 (out of order); the tail is left
     to the fsync. The bytes must have reached the kernel by then (the file object's buffer flushed)."""
-    if storage_files._start_writeback is None:
+    if storage_disk._start_writeback is None:
         pytest.skip("no sync_file_range here")
-    real, calls = storage_files._start_writeback, []
+    real, calls = storage_disk._start_writeback, []
 
     def recording(fd, offset, nbytes, flags):
         # What is to be written back is in the file already, not in a Python buffer.
         assert os.fstat(fd).st_size >= offset + nbytes
         calls.append((os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[1], offset, nbytes, flags))
         return real(fd, offset, nbytes, flags)
-    monkeypatch.setattr(storage_files, "_start_writeback", recording)
+    monkeypatch.setattr(storage_disk, "_start_writeback", recording)
     monkeypatch.setattr(storage_incoming, "WRITEBACK_BLOCK", 400)
     stream_id = new_stream(repo, CHUNKS)
     # 100-byte writes: the file object buffers them, so only a flush makes them the kernel's.
@@ -392,7 +392,7 @@ def test_early_writeback_is_asked_for_the_received_bytes_of_prefix_appends_and_p
     assert commit(repo, stream_id, 3, receive_in_writes(repo, stream_id, 3, CHUNKS[2], 500)) == (2, 2000)
     assert [(name.startswith(".incoming-"), offset, nbytes) for name, offset, nbytes, _ in calls] == \
         [(True, 0, 500), (True, 500, 500)]
-    assert {flags for *_, flags in calls} == {storage_files.SYNC_FILE_RANGE_WRITE}
+    assert {flags for *_, flags in calls} == {storage_disk.SYNC_FILE_RANGE_WRITE}
     assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1]
 
 
@@ -406,7 +406,7 @@ def test_chunks_without_early_writeback_are_stored_as_before(repo, monkeypatch, 
         calls.append((offset, nbytes))
         ctypes.set_errno(errno.EINVAL)
         return -1
-    monkeypatch.setattr(storage_files, "_start_writeback", refused if writeback == "refused" else None)
+    monkeypatch.setattr(storage_disk, "_start_writeback", refused if writeback == "refused" else None)
     monkeypatch.setattr(storage_incoming, "WRITEBACK_BLOCK", 400)
     stream_id = new_stream(repo, CHUNKS)
     assert commit(repo, stream_id, 0, receive_in_writes(repo, stream_id, 0, CHUNKS[0], 100)) == (1, 1000)
@@ -414,7 +414,7 @@ def test_chunks_without_early_writeback_are_stored_as_before(repo, monkeypatch, 
     assert commit(repo, stream_id, 1, receive_in_writes(repo, stream_id, 1, CHUNKS[1], 100)) == (3, 3000)
     assert prefix_bytes(repo, stream_id) == b"".join(CHUNKS[:3])
     assert digest(repo, stream_id) == hashlib.sha256(b"".join(CHUNKS[:3])).hexdigest()
-    assert storage_files._start_writeback is None
+    assert storage_disk._start_writeback is None
     assert len(calls) == (1 if writeback == "refused" else 0)
 
 
@@ -426,9 +426,9 @@ def test_a_failing_early_writeback_is_left_for_the_fsync_to_report(repo, monkeyp
         calls.append((offset, nbytes))
         ctypes.set_errno(errno.EIO)
         return -1
-    monkeypatch.setattr(storage_files, "_start_writeback", failing)
+    monkeypatch.setattr(storage_disk, "_start_writeback", failing)
     monkeypatch.setattr(storage_incoming, "WRITEBACK_BLOCK", 400)
     stream_id = new_stream(repo, CHUNKS)
     assert commit(repo, stream_id, 0, receive_in_writes(repo, stream_id, 0, CHUNKS[0], 500)) == (1, 1000)
-    assert storage_files._start_writeback is failing
+    assert storage_disk._start_writeback is failing
     assert calls == [(0, 500), (500, 500)]

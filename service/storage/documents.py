@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 import orjson
 
-from service.storage.files import TEMPORARY_PREFIX, TEMPORARY_SUFFIX, atomic_write_bytes, lock
+from service.storage.disk import TEMPORARY_PREFIX, TEMPORARY_SUFFIX, atomic_write_bytes, lock
 from service.storage.names import SAFE_NAME, id_to_name, name_to_id
 
 SUFFIX = ".json"

@@ -3,7 +3,7 @@ import re
 
 import orjson
 
-from service.storage.files import atomic_write_bytes, lock
+from service.storage.disk import atomic_write_bytes, lock
 
 FAULTS_FILE = "test-mode/faults.json"
 

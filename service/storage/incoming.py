@@ -9,7 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from service.storage.files import disk_errors, start_writeback
+from service.storage.disk import disk_errors, start_writeback
 
 BUFFER_SIZE = 1024 * 1024
 # Early writeback of a received file (see files.start_writeback) is asked for each time this many more bytes have

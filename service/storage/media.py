@@ -4,7 +4,7 @@ import os
 from typing import BinaryIO, NamedTuple
 
 from service.interface import media_path, parse_media_path
-from service.storage.files import disk_errors, fsync_directory
+from service.storage.disk import disk_errors, fsync_directory
 from service.storage.incoming import IncomingFile
 
 # The folder of each kind of media. Part of the on-disk layout (backups rely on it), so it is spelled here and

@@ -28,7 +28,7 @@ import orjson
 
 from service.errors import InvalidChunk, OffsetMismatch, StreamNotFound
 from service.interface import SNIFF_BYTES
-from service.storage.files import disk_errors
+from service.storage.disk import disk_errors
 from service.storage.incoming import BUFFER_SIZE, Receiving
 from service.storage.sha256_state import Sha256State
 from service.storage.shared.objects import MIN_PART_SIZE, NoSuchObject

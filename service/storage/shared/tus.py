@@ -6,7 +6,7 @@ import os
 import tempfile
 
 from service.interface import SNIFF_BYTES
-from service.storage.files import disk_errors
+from service.storage.disk import disk_errors
 from service.storage.sha256_state import Sha256State
 
 

@@ -2,7 +2,7 @@
 import contextlib
 
 from service.checksums import file_sha256
-from service.storage.files import disk_errors
+from service.storage.disk import disk_errors
 from service.storage.incoming import IncomingFile, Receiving
 from service.storage.sha256_state import Sha256State
 from service.storage.streams.boundaries import BoundaryRecords

@@ -6,7 +6,7 @@ import shutil
 
 import orjson
 
-from service.storage.files import LockTimeout, atomic_write_bytes, lock
+from service.storage.disk import LockTimeout, atomic_write_bytes, lock
 from service.storage.incoming import BUFFER_SIZE
 
 STREAM_ID = re.compile(r"[0-9a-f]{32}")

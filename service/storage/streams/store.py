@@ -6,7 +6,7 @@ import shutil
 import time
 
 from service.errors import StreamNotFound
-from service.storage.files import LockTimeout, disk_errors, lock
+from service.storage.disk import LockTimeout, disk_errors, lock
 from service.storage.incoming import IncomingFile
 from service.storage.names import id_to_name
 from service.storage.streams.append import PrefixAppend

@@ -3,7 +3,7 @@ import contextlib
 import os
 
 from service.checksums import file_sha256
-from service.storage.files import disk_errors, fsync_directory
+from service.storage.disk import disk_errors, fsync_directory
 from service.storage.incoming import BUFFER_SIZE, IncomingFile
 from service.storage.sha256_state import Sha256State
 from service.storage.streams.append import PrefixAppend

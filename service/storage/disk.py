@@ -1,4 +1,6 @@
-"""File primitives every store uses: atomic replace, cross-process locks, disk-full translation.
+"""Local-disk primitives: atomic replace, cross-process locks, disk-full translation, early writeback. Neutral: the
+file backend keeps everything with them, and both backends use them for what stays on a node's own disk (received
+request bodies, the spool, the test-mode faults).
 
 Writes go to a temporary file in the target's directory, are flushed and fsynced, then renamed over
 the target, and the directory is fsynced so the rename itself survives a power cut. Locks are
