@@ -9,15 +9,14 @@ import bisect
 import contextlib
 import os
 import re
-from datetime import datetime, timezone
 
 import orjson
 
+from service.storage.contract import DOCUMENT_META_FIELDS, utc_timestamp
 from service.storage.disk import TEMPORARY_PREFIX, TEMPORARY_SUFFIX, atomic_write_bytes, lock
 from service.storage.names import SAFE_NAME, id_to_name, name_to_id
 
 SUFFIX = ".json"
-META_FIELDS = ("createdAt", "updatedAt", "revision")
 # The end of every stored document. Inside JSON strings `"` is escaped, and the timestamps hold no `}`,
 # so a match can only be the top-level members written last by `upsert`.
 META_TAIL = re.compile(rb',"createdAt":"([0-9T:.Z-]+)","updatedAt":"[0-9T:.Z-]+","revision":(\d+)\}\Z')
@@ -25,10 +24,6 @@ TAIL_SIZE = 128
 
 # Folders of an org that the other stores own.
 NOT_DOCUMENTS = {"media", "streams"}
-
-
-def utc_now():
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class DocumentStore:
@@ -73,9 +68,9 @@ class DocumentStore:
         path = self._path(org, kind, identifier)
         with lock(path):
             previous = self._stored_meta(path)
-            now = utc_now()
+            now = utc_timestamp()
             # Metadata last, in this order: META_TAIL finds it there on the next update.
-            document = {key: value for key, value in body.items() if key not in META_FIELDS}
+            document = {key: value for key, value in body.items() if key not in DOCUMENT_META_FIELDS}
             document["createdAt"] = previous[0] if previous else now
             document["updatedAt"] = now
             document["revision"] = previous[1] + 1 if previous else 1

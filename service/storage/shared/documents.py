@@ -8,9 +8,9 @@ one id from any number of processes and nodes, so each acknowledged write adds e
 """
 import orjson
 
-from service.storage.documents import META_FIELDS
+from service.storage.contract import DOCUMENT_META_FIELDS
 
-# The timestamp format of service.storage.documents.utc_now (2024-05-01T12:00:00.123Z), made by the database: one
+# The timestamp format of service.storage.contract.utc_timestamp (2024-05-01T12:00:00.123Z), made by the database: one
 # clock for every node, read after the row lock is taken, so updatedAt never goes back as revision goes up.
 NOW = """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
 
@@ -39,7 +39,7 @@ COLUMNS = "body, created_at, updated_at, revision"
 
 def _body_text(body):
     """The body without metadata fields, as the JSON text stored in the `body` column."""
-    return orjson.dumps({key: value for key, value in body.items() if key not in META_FIELDS}).decode()
+    return orjson.dumps({key: value for key, value in body.items() if key not in DOCUMENT_META_FIELDS}).decode()
 
 
 def _document(body, created_at, updated_at, revision):

@@ -28,12 +28,12 @@ import orjson
 
 from service.errors import InvalidChunk, OffsetMismatch, StreamNotFound
 from service.interface import SNIFF_BYTES
+from service.storage.contract import STREAM_ID, new_stream_id
 from service.storage.disk import disk_errors
 from service.storage.incoming import BUFFER_SIZE, Receiving
 from service.storage.sha256_state import Sha256State
 from service.storage.shared.objects import MIN_PART_SIZE, NoSuchObject
 from service.storage.shared.tus import SharedTusAppend
-from service.storage.streams.layout import STREAM_ID
 
 EMPTY_STATE = Sha256State().serialize()
 _COLUMN_NAMES = ("meta", "protocol", "state", "touched_at", "merged", "length", "hash_state", "head", "upload_id",
@@ -68,7 +68,7 @@ class SharedStreamStore:
     # -- creating and reading ---------------------------------------------------------------------------------------
 
     def create(self, org, meta, tus=False):
-        stream_id = secrets.token_hex(16)
+        stream_id = new_stream_id()
         self._insert(org, stream_id, meta, tus)
         return stream_id
 

@@ -9,7 +9,6 @@ import orjson
 from service.storage.disk import LockTimeout, atomic_write_bytes, lock
 from service.storage.incoming import BUFFER_SIZE
 
-STREAM_ID = re.compile(r"[0-9a-f]{32}")
 META, MERGED, PREFIX, BOUNDARIES = "meta.json", "merged", "prefix", "boundaries"
 PART = re.compile(r"part-(\d+)")
 

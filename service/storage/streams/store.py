@@ -1,17 +1,17 @@
 """The streams of every org: creating, finding, locking, deleting and sweeping stream directories."""
 import contextlib
 import os
-import secrets
 import shutil
 import time
 
 from service.errors import StreamNotFound
+from service.storage.contract import STREAM_ID, new_stream_id
 from service.storage.disk import LockTimeout, disk_errors, lock
 from service.storage.incoming import IncomingFile
 from service.storage.names import id_to_name
 from service.storage.streams.append import PrefixAppend
 from service.storage.streams.boundaries import BoundaryRecords
-from service.storage.streams.layout import META, MERGED, PREFIX, STREAM_ID, read_json, remove_stream, write_json
+from service.storage.streams.layout import META, MERGED, PREFIX, read_json, remove_stream, write_json
 from service.storage.streams.stream import LockedStream
 from service.storage.streams.tus import TusAppend, TusRecord
 
@@ -36,7 +36,7 @@ class StreamStore:
     def create(self, org, meta, tus=False):
         """Make a new stream directory with its bookkeeping (`tus`: a tus upload's offset record too); return the
         server-made stream id."""
-        stream_id = secrets.token_hex(16)
+        stream_id = new_stream_id()
         directory = self._directory(org, stream_id)
         with disk_errors():
             directory.mkdir(parents=True)
