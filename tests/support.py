@@ -29,8 +29,9 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from service.interface import MB, TOKEN_HEADER
-from service.storage import disk, incoming, media
-from service.storage.streams import append, boundaries, layout, store, stream
+from service.storage import disk, incoming
+from service.storage.files import media
+from service.storage.files.streams import append, boundaries, layout, store, stream
 
 
 # -- tokens and headers -----------------------------------------------------------------------------------------

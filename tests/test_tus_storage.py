@@ -13,7 +13,7 @@ import pytest
 from service.errors import UploadLocked
 from service.storage import get_repository
 from service.storage import disk as storage_disk
-from service.storage.streams.tus import SLOT_SIZE, TusAppend, TusRecord
+from service.storage.files.streams.tus import SLOT_SIZE, TusAppend, TusRecord
 
 pytestmark = pytest.mark.file_backend_only("they check the file backend's tus record and prefix on disk")
 

@@ -8,12 +8,12 @@ import time
 import pytest
 
 from service.errors import StreamNotFound
-from service.storage import Repository
 from service.storage import disk as storage_disk
 from service.storage import incoming as storage_incoming
+from service.storage.files import FileRepository
+from service.storage.files.streams.append import PrefixAppend
+from service.storage.files.streams.stream import LockedStream
 from service.storage.incoming import IncomingFile
-from service.storage.streams.append import PrefixAppend
-from service.storage.streams.stream import LockedStream
 
 TTL = 3600
 ORG = "default"
@@ -36,7 +36,7 @@ def clock():
 
 @pytest.fixture
 def repo(tmp_path, clock):
-    return Repository(tmp_path / "data", TTL, clock)
+    return FileRepository(tmp_path / "data", TTL, clock)
 
 
 def new_stream(repo, chunks):

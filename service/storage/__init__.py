@@ -1,66 +1,12 @@
-"""The repository: every store of the service. The file backend (this module's Repository, rooted in one data
-directory) is the default; the shared backend (service.storage.shared) keeps everything in PostgreSQL and an S3
-bucket. Both offer the same stores with the same methods (`documents`, `media`, `streams`, `faults`), and `orgs`,
-`sweep`, `sweep_due`, `reset` and `check_ready`; nothing above this package knows which one it talks to."""
-import os
-import shutil
+"""The repository: every store of the service, behind the contract of service.storage.contract. This package only
+chooses and opens the backend the configuration names: the file backend (service.storage.files, the default: one
+data directory) or the shared backend (service.storage.shared: PostgreSQL and an S3 bucket)."""
 import time
-from pathlib import Path
 
-from service.storage import names
-from service.storage.documents import DocumentStore
-from service.storage.faults import FaultStore
-from service.storage.media import MediaStore
-from service.storage.schedule import SWEEP_INTERVAL_SECONDS, SweepSchedule
-from service.storage.streams import StreamStore
+from service.storage.files import FileRepository
+from service.storage.schedule import SWEEP_INTERVAL_SECONDS
 
-__all__ = ["Repository", "SWEEP_INTERVAL_SECONDS", "open_repository", "init_app", "get_repository"]
-
-
-class Repository:
-    """What views and resolvers hand to domain functions; the only object that touches disk."""
-
-    def __init__(self, data_dir, stream_ttl_seconds=24 * 3600, clock=time.time):
-        self.data_dir = Path(data_dir)
-        self.orgs_root = self.data_dir / "orgs"
-        self.orgs_root.mkdir(parents=True, exist_ok=True)
-        self.clock = clock
-        self.documents = DocumentStore(self.orgs_root)
-        self.media = MediaStore(self.orgs_root, names)
-        self.streams = StreamStore(self.orgs_root, self.media, stream_ttl_seconds, clock)
-        self.faults = FaultStore(self.data_dir)
-        self._sweep_schedule = SweepSchedule(lambda: self.clock())  # the clock may be replaced (tests)
-
-    def orgs(self):
-        """Every org that has stored something, sorted."""
-        with os.scandir(self.orgs_root) as entries:
-            stored = [entry.name for entry in entries if entry.is_dir() and names.SAFE_NAME.fullmatch(entry.name)]
-        return sorted(names.name_to_id(name) for name in stored)
-
-    def sweep(self):
-        """Remove expired streams and the temporaries that killed workers left (as old as an expired stream);
-        return how many streams."""
-        self.documents.sweep_temporaries(self.clock() - self.streams.ttl_seconds)
-        return self.streams.sweep()
-
-    def sweep_due(self):
-        """True for exactly one caller once SWEEP_INTERVAL_SECONDS have passed since the last sweep was claimed
-        (the 32 threads of a worker share this repository)."""
-        return self._sweep_schedule.due()
-
-    def check_ready(self):
-        """{engine: None or its problem} of each engine to check: none, the data directory is this process's own disk
-        (a failing one answers 503 per request)."""
-        return {}
-
-    def close(self):
-        """Nothing held open between requests."""
-
-    def reset(self):
-        """Remove every org's documents, media and streams, and every pending fault (test mode)."""
-        for org_directory in list(self.orgs_root.iterdir()):
-            shutil.rmtree(org_directory, ignore_errors=True)
-        self.faults.clear()
+__all__ = ["SWEEP_INTERVAL_SECONDS", "open_repository", "init_app", "get_repository"]
 
 
 def open_repository(config, clock=time.time):
@@ -71,7 +17,7 @@ def open_repository(config, clock=time.time):
 
         return SharedRepository(config["DATA_DIR"], config["DATABASE_URL"], config["S3_BUCKET"],
                                 config["S3_PREFIX"], ttl_seconds, clock)
-    return Repository(config["DATA_DIR"], ttl_seconds, clock)
+    return FileRepository(config["DATA_DIR"], ttl_seconds, clock)
 
 
 def init_app(app):

@@ -12,12 +12,12 @@ from service.errors import StreamNotFound
 
 
 def is_data_directory(path):
-    """True when `path` holds a file backend's data (service.storage.Repository keeps every org under `orgs`)."""
+    """True when `path` holds a file backend's data (service.storage.files.FileRepository keeps every org under `orgs`)."""
     return (Path(path) / "orgs").is_dir()
 
 
 def copy_data_directory(source, target):
-    """Copy the media, documents and open upload streams of every org of `source` (a file Repository) into `target`
+    """Copy the media, documents and open upload streams of every org of `source` (a FileRepository) into `target`
     (a SharedRepository). Return {what: Counter of outcomes ("copied", "unchanged")} in the order copied: "media", each kind of document
     (processes, products, stations), "streams"."""
     counts = {"media": Counter()}

@@ -1,5 +1,5 @@
 """JSON documents in PostgreSQL: one row of `documents` per (org, kind, id), the same answers as the file backend's
-DocumentStore (service.storage.documents).
+FileDocumentStore (service.storage.files.documents).
 
 The body is kept as the JSON text orjson wrote, so numbers and key order come back exactly as stored; the metadata
 (createdAt, updatedAt, revision) lives in columns of its own and is put back after the body's fields, where the file

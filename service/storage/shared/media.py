@@ -31,7 +31,7 @@ def file_sha256(file_path):
 
 
 class SharedMediaStore:
-    """The same methods, with the same answers, as service.storage.media.MediaStore."""
+    """The same methods, with the same answers, as service.storage.files.media.FileMediaStore."""
 
     def __init__(self, database, objects, spool, clock):
         self._database = database

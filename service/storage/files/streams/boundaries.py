@@ -4,7 +4,7 @@ import os
 import struct
 
 from service.storage.sha256_state import Sha256State
-from service.storage.streams.layout import BOUNDARIES
+from service.storage.files.streams.layout import BOUNDARIES
 
 # Prefix length (8 bytes) and the serialized SHA-256 state (104 bytes) at a chunk boundary.
 BOUNDARY = struct.Struct(">Q104s")

@@ -14,7 +14,7 @@ import orjson
 
 from service.storage.contract import DOCUMENT_META_FIELDS, utc_timestamp
 from service.storage.disk import TEMPORARY_PREFIX, TEMPORARY_SUFFIX, atomic_write_bytes, lock
-from service.storage.names import SAFE_NAME, id_to_name, name_to_id
+from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 SUFFIX = ".json"
 # The end of every stored document. Inside JSON strings `"` is escaped, and the timestamps hold no `}`,
@@ -26,7 +26,7 @@ TAIL_SIZE = 128
 NOT_DOCUMENTS = {"media", "streams"}
 
 
-class DocumentStore:
+class FileDocumentStore:
     def __init__(self, orgs_root):
         self.orgs_root = orgs_root
 

@@ -6,11 +6,11 @@ from service.checksums import file_sha256
 from service.storage.disk import disk_errors, fsync_directory
 from service.storage.incoming import BUFFER_SIZE, IncomingFile
 from service.storage.sha256_state import Sha256State
-from service.storage.streams.append import PrefixAppend
-from service.storage.streams.boundaries import BoundaryRecords
-from service.storage.streams.layout import (MERGED, META, PREFIX, copy_range, part_path, part_sizes, read_json,
+from service.storage.files.streams.append import PrefixAppend
+from service.storage.files.streams.boundaries import BoundaryRecords
+from service.storage.files.streams.layout import (MERGED, META, PREFIX, copy_range, part_path, part_sizes, read_json,
                                              remove_stream, take_append_lock, write_json)
-from service.storage.streams.tus import committed_offset
+from service.storage.files.streams.tus import committed_offset
 
 
 class LockedStream:

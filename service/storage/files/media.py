@@ -5,16 +5,16 @@ import os
 from service.interface import media_path, parse_media_path
 from service.storage.contract import MEDIA_FOLDERS, OpenMedia
 from service.storage.disk import disk_errors, fsync_directory
+from service.storage.files.names import id_to_name
 from service.storage.incoming import IncomingFile
 
 # Single uploads are received here, beside the media they become, so publishing is a link, not a copy.
 STAGING = ".incoming"
 
 
-class MediaStore:
-    def __init__(self, orgs_root, names):
+class FileMediaStore:
+    def __init__(self, orgs_root):
         self.orgs_root = orgs_root
-        self._names = names
 
     def file_for(self, org, path):
         """The file behind a media path of an org, or None when the path is malformed."""
@@ -75,7 +75,7 @@ class MediaStore:
         return True
 
     def _media_root(self, org):
-        return self.orgs_root / self._names.id_to_name(org) / "media"
+        return self.orgs_root / id_to_name(org) / "media"
 
     def new_incoming(self, org, head_size):
         """A staging file for a single-request upload, on the same filesystem as the media it becomes."""

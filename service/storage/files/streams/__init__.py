@@ -25,11 +25,11 @@ and no boundary records: its bytes only ever grow at the end of the prefix, so o
 `tus` file (`tus.TusRecord`: two CRC-checked slots holding offset and SHA-256 state, written alternately). A PATCH
 holds the append lock while its body arrives (`tus.TusAppend`), fdatasyncs the prefix, then the next slot.
 
-The modules, each importing only those below it: `store` (StreamStore: create, find, open, delete, sweep),
+The modules, each importing only those below it: `store` (FileStreamStore: create, find, open, delete, sweep),
 `stream` (LockedStream: acknowledge, merge, rewind, publish), `append` (PrefixAppend), `tus` (TusRecord,
 TusAppend), `boundaries` (BoundaryRecords, the `boundaries` file) and `layout` (file names, JSON helpers, the
 append lock, removal).
 """
-from service.storage.streams.store import StreamStore
+from service.storage.files.streams.store import FileStreamStore
 
-__all__ = ["StreamStore"]
+__all__ = ["FileStreamStore"]

@@ -5,8 +5,8 @@ from service.checksums import file_sha256
 from service.storage.disk import disk_errors
 from service.storage.incoming import IncomingFile, Receiving
 from service.storage.sha256_state import Sha256State
-from service.storage.streams.boundaries import BoundaryRecords
-from service.storage.streams.layout import MERGED, META, PREFIX, copy_range, read_json, take_append_lock
+from service.storage.files.streams.boundaries import BoundaryRecords
+from service.storage.files.streams.layout import MERGED, META, PREFIX, copy_range, read_json, take_append_lock
 
 
 class PrefixAppend(Receiving):

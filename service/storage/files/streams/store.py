@@ -8,18 +8,18 @@ from service.errors import StreamNotFound
 from service.storage.contract import STREAM_ID, new_stream_id
 from service.storage.disk import LockTimeout, disk_errors, lock
 from service.storage.incoming import IncomingFile
-from service.storage.names import id_to_name
-from service.storage.streams.append import PrefixAppend
-from service.storage.streams.boundaries import BoundaryRecords
-from service.storage.streams.layout import META, MERGED, PREFIX, read_json, remove_stream, write_json
-from service.storage.streams.stream import LockedStream
-from service.storage.streams.tus import TusAppend, TusRecord
+from service.storage.files.names import id_to_name
+from service.storage.files.streams.append import PrefixAppend
+from service.storage.files.streams.boundaries import BoundaryRecords
+from service.storage.files.streams.layout import META, MERGED, PREFIX, read_json, remove_stream, write_json
+from service.storage.files.streams.stream import LockedStream
+from service.storage.files.streams.tus import TusAppend, TusRecord
 
 # Long enough for one request to merge a whole stream's parts while others wait for the lock.
 LOCK_TIMEOUT = 60
 
 
-class StreamStore:
+class FileStreamStore:
     """Every org's streams; a stream idle for longer than `ttl_seconds` (by `clock`) is gone."""
 
     def __init__(self, orgs_root, media, ttl_seconds, clock=time.time):
