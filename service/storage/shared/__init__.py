@@ -2,8 +2,8 @@
 in an S3-compatible bucket. No node keeps anything another node needs: its data directory holds only what is received
 before it goes to the store (spooled request bodies) and the test-mode faults of that node.
 
-Modules, each importing only those after it: `streams` and `tus` (upload streams), `media` (published media),
-`documents`, `database` (PostgreSQL: pool, transactions, schema), `objects` (the bucket).
+Modules, each importing only those after it: `streams` (upload streams, a package of its own), `media` (published
+media), `documents`, `database` (PostgreSQL: pool, transactions, schema), `objects` (the bucket).
 """
 import shutil
 import time
