@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 import service
+from service.storage.contract import StreamRecord, StreamState
 
 SERVICE = Path(service.__file__).parent
 BACKENDS = {"files": "service.storage.files", "shared": "service.storage.shared"}
@@ -61,3 +62,27 @@ def test_domain_and_storage_import_no_web_framework(layer):
 def test_the_walk_sees_imports_inside_functions():
     """The shared backend is imported lazily inside open_repository: the walk must see imports there too."""
     assert "service.storage.shared" in imported_modules(SERVICE / "storage" / "__init__.py")
+
+
+# -- the stream record ---------------------------------------------------------------------------------------------
+
+# Metas as earlier versions stored them (meta.json, and the `meta` column of the shared backend): a chunk stream's had
+# no protocol and no uploadMetadata.
+CHUNK_META = {"destinationId": "stepVideo", "fileName": "clip.mp4", "fileSize": 3000, "sha": "ab" * 32,
+              "totalChunks": 3, "format": "mp4", "mediaPrefix": "0123456789abcdef", "state": "open", "path": None}
+TUS_META = {"protocol": "tus", "destinationId": "stepImage", "fileName": "upload", "fileSize": 10, "sha": None,
+            "uploadMetadata": "destinationId c3RlcEltYWdl", "totalChunks": None, "format": None,
+            "mediaPrefix": "fedcba9876543210", "state": "complete", "path": "/api/v1/images/fedcba9876543210-upload.png"}
+
+
+def test_a_stored_meta_of_earlier_versions_reads_as_a_typed_record():
+    chunks, tus = StreamRecord.from_json(CHUNK_META), StreamRecord.from_json(TUS_META)
+    assert (chunks.protocol, chunks.is_tus, chunks.state, chunks.total_chunks) == ("chunks", False, StreamState.OPEN, 3)
+    assert (tus.is_tus, tus.is_complete, tus.upload_metadata, tus.sha) == (True, True, "destinationId c3RlcEltYWdl", None)
+
+
+def test_a_record_is_stored_with_the_field_names_earlier_versions_read():
+    for meta in (CHUNK_META, TUS_META):
+        stored = StreamRecord.from_json(meta).to_json()
+        assert {key: stored[key] for key in meta} == meta
+        assert StreamRecord.from_json(stored) == StreamRecord.from_json(meta)

@@ -10,6 +10,7 @@ import pytest
 from service.errors import StreamNotFound
 from service.storage import disk as storage_disk
 from service.storage import incoming as storage_incoming
+from service.storage.contract import StreamRecord, StreamState
 from service.storage.files import FileRepository
 from service.storage.files.streams.append import PrefixAppend
 from service.storage.files.streams.stream import LockedStream
@@ -41,10 +42,10 @@ def repo(tmp_path, clock):
 
 def new_stream(repo, chunks):
     data = b"".join(chunks)
-    meta = {"destinationId": "stepVideo", "fileName": "f.mp4", "fileSize": len(data),
-            "sha": hashlib.sha256(data).hexdigest(), "totalChunks": len(chunks), "format": "mp4",
-            "mediaPrefix": "0123456789abcdef", "state": "open", "path": None}
-    return repo.streams.create(ORG, meta)
+    record = StreamRecord(destination_id="stepVideo", file_name="f.mp4", file_size=len(data),
+                          sha=hashlib.sha256(data).hexdigest(), total_chunks=len(chunks), format="mp4",
+                          media_prefix="0123456789abcdef")
+    return repo.streams.create(ORG, record)
 
 
 def put(repo, stream_id, index, data):
@@ -170,7 +171,7 @@ def test_publish_links_the_prefix_and_keeps_only_the_meta(repo):
         stream.publish(path)
         assert sorted(os.listdir(stream.directory)) == ["meta.json"]
     assert repo.media.file_for(ORG, path).read_bytes() == CHUNKS[0]
-    assert repo.streams.read(ORG, stream_id)["state"] == "complete"
+    assert repo.streams.read(ORG, stream_id).state is StreamState.COMPLETE
 
 
 def test_publish_never_replaces_an_existing_media_file(repo, tmp_path):

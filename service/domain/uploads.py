@@ -15,9 +15,10 @@ from service.errors import (
     StreamNotFound, UnknownDestination, WrongFormat, WrongProtocol,
 )
 from service.interface import (
-    CHUNKS_PROTOCOL, DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES, TUS_PROTOCOL,
-    media_path, parse_media_path, sniff_format,
+    DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES, media_path, parse_media_path,
+    sniff_format,
 )
+from service.storage.contract import StreamRecord
 
 # A chunkIndex as clients send it; anything else is left to the form's validation.
 CHUNK_INDEX = re.compile(r"[0-9]{1,5}")
@@ -129,23 +130,22 @@ def create_stream(repo, org, destination_id, file_name, file_size, sha):
     if file_size < 1:
         raise InvalidRequest("fileSize: must be at least 1 byte")
     check_size(file_size, destination.limit)
-    return repo.streams.create(org, {
-        "destinationId": destination_id, "fileName": file_name, "fileSize": file_size, "sha": sha.lower(),
-        "totalChunks": None, "format": None, "mediaPrefix": new_media_prefix(), "state": "open", "path": None,
-    })
+    return repo.streams.create(org, StreamRecord(
+        destination_id=destination_id, file_name=file_name, file_size=file_size, sha=sha.lower(),
+        media_prefix=new_media_prefix()))
 
 
 def require_stream(repo, org, stream_id):
-    """The meta of the org's stream; 404 unless it exists and has not expired."""
-    meta = repo.streams.read(org, stream_id)
-    if meta is None:
+    """The record of the org's stream; 404 unless it exists and has not expired."""
+    record = repo.streams.read(org, stream_id)
+    if record is None:
         raise StreamNotFound()
-    return meta
+    return record
 
 
-def require_chunked(meta):
+def require_chunked(record):
     """409 naming tus when a multipart chunk comes to a tus upload."""
-    if meta.get("protocol", CHUNKS_PROTOCOL) != CHUNKS_PROTOCOL:
+    if record.is_tus:
         raise WrongProtocol("this stream is a tus upload: continue it with tus (HEAD for its Upload-Offset, then PATCH "
                             "with Tus-Resumable: 1.0.0 and Content-Type: application/offset+octet-stream)")
 
@@ -172,16 +172,16 @@ def receive_chunk(repo, org, stream_id, index, total, incoming, sha=None):
     check_sha(sha, incoming, f"chunk {index}")
     repo.streams.prepare(org, stream_id, index, incoming)
     with repo.streams.open(org, stream_id) as stream:
-        meta = stream.meta
-        require_chunked(meta)
-        if meta["state"] == "complete":
-            return {"path": meta["path"]}, ALREADY_COMPLETE
-        _check_chunk(meta, index, total, incoming, stream.part_sizes())
-        if meta["totalChunks"] is None or index == 0:
-            meta["totalChunks"] = total
+        record = stream.record
+        require_chunked(record)
+        if record.is_complete:
+            return {"path": record.path}, ALREADY_COMPLETE
+        _check_chunk(record, index, total, incoming, stream.part_sizes())
+        if record.total_chunks is None or index == 0:
+            record = record.replace(total_chunks=total)
             if index == 0:
-                meta["format"] = check_format(meta["destinationId"], incoming.head)
-            stream.save_meta(meta)
+                record = record.replace(format=check_format(record.destination_id, incoming.head))
+            stream.save_record(record)
         try:
             stream.put_part(index, incoming)
             merged, length = stream.merge_available()
@@ -192,13 +192,13 @@ def receive_chunk(repo, org, stream_id, index, total, incoming, sha=None):
             raise
         if merged < total:
             return {"streamId": stream_id, "chunkIndex": index}, CHUNK_STORED
-        return {"path": _complete(stream, meta, length)}, STREAM_COMPLETED
+        return {"path": _complete(stream, record, length)}, STREAM_COMPLETED
 
 
-def _check_chunk(meta, index, total, incoming, sizes):
-    file_size = meta["fileSize"]
-    if meta["totalChunks"] is not None and total != meta["totalChunks"]:
-        raise InvalidChunk(f"totalChunks: this stream has {meta['totalChunks']} chunks, not {total}")
+def _check_chunk(record, index, total, incoming, sizes):
+    file_size = record.file_size
+    if record.total_chunks is not None and total != record.total_chunks:
+        raise InvalidChunk(f"totalChunks: this stream has {record.total_chunks} chunks, not {total}")
     fewest = -(-file_size // REQUEST_FILE_LIMIT)
     most = min(file_size, MAX_TOTAL_CHUNKS)
     if not fewest <= total <= most:
@@ -210,54 +210,54 @@ def _check_chunk(meta, index, total, incoming, sizes):
         raise InvalidChunk(f"file: the chunks received add up to {received} bytes, more than fileSize {file_size}")
 
 
-def _complete(stream, meta, length):
+def _complete(stream, record, length):
     """Verify the joined file and publish it; a mismatch discards the stream (it cannot be repaired)."""
     digest = stream.merged_sha256()
     problem = None
-    if length != meta["fileSize"]:
-        problem = SizeMismatch(f"fileSize: the chunks add up to {length} bytes, not {meta['fileSize']}; "
+    if length != record.file_size:
+        problem = SizeMismatch(f"fileSize: the chunks add up to {length} bytes, not {record.file_size}; "
                                "the stream is discarded")
-    elif digest != meta["sha"]:
-        problem = ChecksumMismatch(f"sha: the SHA-256 of the file is {digest}, not {meta['sha']}; "
+    elif digest != record.sha:
+        problem = ChecksumMismatch(f"sha: the SHA-256 of the file is {digest}, not {record.sha}; "
                                    "the stream is discarded")
     if problem:
         stream.discard()
         raise problem
-    return publish_stream(stream, meta, meta["format"])
+    return publish_stream(stream, record, record.format)
 
 
-def publish_stream(stream, meta, fmt):
-    """Publish a stream's verified file under its media name (fixed by its meta, so a retry finds the same path)."""
-    name = media_name(meta["fileName"], fmt, meta["mediaPrefix"])
-    path = media_path(DESTINATIONS[meta["destinationId"]].kind, name)
+def publish_stream(stream, record, fmt):
+    """Publish a stream's verified file under its media name (fixed by its record, so a retry finds the same path)."""
+    name = media_name(record.file_name, fmt, record.media_prefix)
+    path = media_path(DESTINATIONS[record.destination_id].kind, name)
     stream.publish(path)
     return path
 
 
 def stream_status(repo, org, stream_id):
     """What the server holds of a stream, so a client knows what to resend."""
-    meta = require_stream(repo, org, stream_id)
-    if meta.get("protocol", CHUNKS_PROTOCOL) == TUS_PROTOCOL:
-        meta, offset, expires_at = repo.streams.tus_offset(org, stream_id)
+    record = require_stream(repo, org, stream_id)
+    if record.is_tus:
+        record, offset, expires_at = repo.streams.tus_offset(org, stream_id)
         sizes = {}
     else:
-        meta, sizes, expires_at = repo.streams.status(org, stream_id)
-    complete = meta["state"] == "complete"
-    if not complete and sizes and len(sizes) == meta["totalChunks"]:
+        record, sizes, expires_at = repo.streams.status(org, stream_id)
+    complete = record.is_complete
+    if not complete and sizes and len(sizes) == record.total_chunks:
         # Every chunk is held, yet no request completed the stream (it failed, or the server died, while completing):
         # the last chunk is reported missing so that a resuming client resends it, and that request completes it.
-        del sizes[meta["totalChunks"] - 1]
-    received = list(range(meta["totalChunks"])) if complete and meta["totalChunks"] else sorted(sizes)
+        del sizes[record.total_chunks - 1]
+    received = list(range(record.total_chunks)) if complete and record.total_chunks else sorted(sizes)
     status = {
-        "streamId": stream_id, "destinationId": meta["destinationId"], "fileName": meta["fileName"],
-        "fileSize": meta["fileSize"], "totalChunks": meta["totalChunks"], "receivedChunks": received,
-        "receivedBytes": meta["fileSize"] if complete else sum(sizes.values()), "state": meta["state"],
-        "protocol": meta.get("protocol", CHUNKS_PROTOCOL),
+        "streamId": stream_id, "destinationId": record.destination_id, "fileName": record.file_name,
+        "fileSize": record.file_size, "totalChunks": record.total_chunks, "receivedChunks": received,
+        "receivedBytes": record.file_size if complete else sum(sizes.values()), "state": record.state.value,
+        "protocol": record.protocol,
     }
-    if status["protocol"] == TUS_PROTOCOL:
+    if record.is_tus:
         status["receivedChunks"], status["receivedBytes"] = [], offset
     if complete:
-        status["path"] = meta["path"]
+        status["path"] = record.path
     expires = datetime.fromtimestamp(expires_at, timezone.utc)
     status["expiresAt"] = expires.isoformat(timespec="seconds").replace("+00:00", "Z")
     return status

@@ -2,10 +2,14 @@
 they exchange with the layers above. Each backend is a package that imports this module, never the other backend;
 nothing above service.storage knows which one it talks to.
 """
+import dataclasses
+import enum
 import re
 import secrets
 from datetime import datetime, timezone
 from typing import BinaryIO, NamedTuple
+
+from service.interface import CHUNKS_PROTOCOL, TUS_PROTOCOL
 
 # -- documents --------------------------------------------------------------------------------------------------------
 
@@ -42,3 +46,54 @@ STREAM_ID = re.compile(r"[0-9a-f]{32}")
 
 def new_stream_id():
     return secrets.token_hex(16)
+
+
+class StreamState(enum.Enum):
+    OPEN = "open"
+    COMPLETE = "complete"
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamRecord:
+    """What a client declared when it opened a stream, and what the server decided since (the chunk count, the
+    sniffed format, and once complete the media path). Stored as the JSON of `to_json`, with the API's field names:
+    a data directory or database written by earlier versions reads back the same."""
+    destination_id: str
+    file_name: str
+    file_size: int
+    sha: str | None  # lower-case hex; None for a tus upload created without one
+    media_prefix: str  # the unique start of its media name, fixed at creation so that a retry finds the same path
+    protocol: str = CHUNKS_PROTOCOL
+    upload_metadata: str | None = None  # a tus upload's Upload-Metadata as sent
+    total_chunks: int | None = None
+    format: str | None = None
+    state: StreamState = StreamState.OPEN
+    path: str | None = None
+
+    @property
+    def is_tus(self):
+        return self.protocol == TUS_PROTOCOL
+
+    @property
+    def is_complete(self):
+        return self.state is StreamState.COMPLETE
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self):
+        return {
+            "protocol": self.protocol, "destinationId": self.destination_id, "fileName": self.file_name,
+            "fileSize": self.file_size, "sha": self.sha, "uploadMetadata": self.upload_metadata,
+            "totalChunks": self.total_chunks, "format": self.format, "mediaPrefix": self.media_prefix,
+            "state": self.state.value, "path": self.path,
+        }
+
+    @classmethod
+    def from_json(cls, meta):
+        """The record of a stored meta; a chunk stream written before streams had a protocol has none."""
+        return cls(
+            destination_id=meta["destinationId"], file_name=meta["fileName"], file_size=meta["fileSize"],
+            sha=meta["sha"], media_prefix=meta["mediaPrefix"], protocol=meta.get("protocol", CHUNKS_PROTOCOL),
+            upload_metadata=meta.get("uploadMetadata"), total_chunks=meta["totalChunks"], format=meta["format"],
+            state=StreamState(meta["state"]), path=meta["path"])

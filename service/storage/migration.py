@@ -46,11 +46,11 @@ def _copy_stream(source, target, org, stream_id):
     completed or expired since it was listed."""
     try:
         with source.streams.open(org, stream_id) as stream:
-            if stream.meta.get("state") != "open":
+            if stream.record.is_complete:
                 return None
             # MIGRATION CALL SITE of the stream stores (the file stream's export, the shared store's import_stream):
             # the chunks received so far and their bytes, in order, copied under the same stream id.
             pieces, received = stream.export()
-            return target.streams.import_stream(org, stream_id, stream.meta, pieces, received)
+            return target.streams.import_stream(org, stream_id, stream.record, pieces, received)
     except StreamNotFound:
         return None

@@ -231,11 +231,11 @@ def _tus_patch(repo, org, stream_id):
 
 def _tus_head(repo, org, stream_id):
     tus.require_version(request.headers)
-    meta, offset, expires = tus_uploads.tus_upload_state(repo, org, stream_id)
-    headers = tus.upload_headers(offset, expires, meta["path"])
-    headers.update({"Upload-Length": str(meta["fileSize"]), "Cache-Control": "no-store"})
-    if meta["uploadMetadata"]:
-        headers["Upload-Metadata"] = meta["uploadMetadata"]
+    record, offset, expires = tus_uploads.tus_upload_state(repo, org, stream_id)
+    headers = tus.upload_headers(offset, expires, record.path)
+    headers.update({"Upload-Length": str(record.file_size), "Cache-Control": "no-store"})
+    if record.upload_metadata:
+        headers["Upload-Metadata"] = record.upload_metadata
     return "", 200, headers
 
 

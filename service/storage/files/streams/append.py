@@ -6,7 +6,8 @@ from service.storage.disk import disk_errors
 from service.storage.incoming import IncomingFile, Receiving
 from service.storage.sha256_state import Sha256State
 from service.storage.files.streams.boundaries import BoundaryRecords
-from service.storage.files.streams.layout import MERGED, META, PREFIX, copy_range, read_json, take_append_lock
+from service.storage.files.streams.layout import (MERGED, META, PREFIX, copy_range, read_json, read_record,
+                                                   take_append_lock)
 
 
 class PrefixAppend(Receiving):
@@ -26,12 +27,10 @@ class PrefixAppend(Receiving):
         if append_lock is None:
             return None
         try:
-            meta, merged = read_json(directory / META), read_json(directory / MERGED)
-            total = meta and meta["totalChunks"]
+            record, merged = read_record(directory), read_json(directory / MERGED)
             # A tus upload's prefix is never a chunk's to append to (its offset lives in the `tus` record).
-            if meta is None or merged is None or meta["state"] != "open" or merged["next"] != index or \
-                    meta.get("protocol", "chunks") != "chunks" or \
-                    (total is not None and index >= total):
+            if record is None or merged is None or record.is_complete or merged["next"] != index or record.is_tus or \
+                    (record.total_chunks is not None and index >= record.total_chunks):
                 append_lock.release()
                 return None
             return cls(directory, index, *BoundaryRecords(directory).read(index), head_size, append_lock)

@@ -11,7 +11,8 @@ from service.storage.incoming import IncomingFile
 from service.storage.files.names import id_to_name
 from service.storage.files.streams.append import PrefixAppend
 from service.storage.files.streams.boundaries import BoundaryRecords
-from service.storage.files.streams.layout import META, MERGED, PREFIX, read_json, remove_stream, write_json
+from service.storage.files.streams.layout import (META, MERGED, PREFIX, read_json, read_record, remove_stream,
+                                                   write_json, write_record)
 from service.storage.files.streams.stream import LockedStream
 from service.storage.files.streams.tus import TusAppend, TusRecord
 
@@ -33,9 +34,9 @@ class FileStreamStore:
             raise StreamNotFound()
         return self.orgs_root / id_to_name(org) / "streams" / stream_id
 
-    def create(self, org, meta, tus=False):
-        """Make a new stream directory with its bookkeeping (`tus`: a tus upload's offset record too); return the
-        server-made stream id."""
+    def create(self, org, record):
+        """Make a new stream directory with its bookkeeping (a tus upload's offset record too); return the server-made
+        stream id."""
         stream_id = new_stream_id()
         directory = self._directory(org, stream_id)
         with disk_errors():
@@ -44,22 +45,22 @@ class FileStreamStore:
                 open(directory / PREFIX, "wb").close()
                 BoundaryRecords(directory).create()
                 write_json(directory / MERGED, {"next": 0})
-                if tus:
+                if record.is_tus:
                     TusRecord(directory).create()
                 # meta.json last: a stream exists for readers only once its bookkeeping is complete.
-                write_json(directory / META, meta)
+                write_record(directory, record)
             except BaseException:
                 shutil.rmtree(directory, ignore_errors=True)
                 raise
         return stream_id
 
     def read(self, org, stream_id):
-        """The meta of a live stream, or None (unknown, malformed id, or idle past its expiry)."""
+        """The StreamRecord of a live stream, or None (unknown, malformed id, or idle past its expiry)."""
         directory = self._directory(org, stream_id)
-        meta = read_json(directory / META)
-        if meta is None or self._expired(directory):
+        record = read_record(directory)
+        if record is None or self._expired(directory):
             return None
-        return meta
+        return record
 
     def _expired(self, directory):
         try:
@@ -96,11 +97,11 @@ class FileStreamStore:
         if read_json(directory / META) is None:
             raise StreamNotFound()
         with lock(directory, timeout=LOCK_TIMEOUT):
-            meta = read_json(directory / META)
-            if meta is None or self._expired(directory):
+            record = read_record(directory)
+            if record is None or self._expired(directory):
                 remove_stream(directory)
                 raise StreamNotFound()
-            yield LockedStream(directory, meta, self.media, org)
+            yield LockedStream(directory, record, self.media, org)
 
     def tus_append(self, org, stream_id, lock_timeout):
         """A TusAppend at the committed offset of a tus upload, holding its append lock; 404 when it is gone."""
@@ -111,27 +112,27 @@ class FileStreamStore:
             raise StreamNotFound() from None
 
     def tus_offset(self, org, stream_id):
-        """(meta, committed offset, time it expires if left idle) of a live tus upload, else 404."""
+        """(record, committed offset, time it expires if left idle) of a live tus upload, else 404."""
         directory = self._directory(org, stream_id)
-        meta = self.read(org, stream_id)
-        if meta is None:
+        record = self.read(org, stream_id)
+        if record is None:
             raise StreamNotFound()
         try:
-            offset = meta["fileSize"] if meta["state"] != "open" else TusRecord(directory).read()[1]
-            return meta, offset, self._expires_at(directory)
+            offset = record.file_size if record.is_complete else TusRecord(directory).read()[1]
+            return record, offset, self._expires_at(directory)
         except (FileNotFoundError, NotADirectoryError):
             raise StreamNotFound() from None
 
     def status(self, org, stream_id):
-        """(meta, {chunk index: size}, time it expires if left idle) of a live stream, else 404."""
+        """(record, {chunk index: size}, time it expires if left idle) of a live stream, else 404."""
         directory = self._directory(org, stream_id)
-        meta = self.read(org, stream_id)
-        if meta is None:
+        record = self.read(org, stream_id)
+        if record is None:
             raise StreamNotFound()
-        if meta["state"] != "open":
-            return meta, {}, self._expires_at(directory)
+        if record.is_complete:
+            return record, {}, self._expires_at(directory)
         with self.open(org, stream_id) as stream:
-            return stream.meta, stream.part_sizes(), self._expires_at(directory)
+            return stream.record, stream.part_sizes(), self._expires_at(directory)
 
     def open_ids(self, org):
         """Ids of an org's streams that are still open (not complete, not yet swept), in no particular order."""
@@ -152,10 +153,10 @@ class FileStreamStore:
         for entry in entries:
             if STREAM_ID.fullmatch(entry.name):
                 try:
-                    meta = read_json(streams / entry.name / META)  # None: being created or removed
-                except ValueError:
+                    record = read_record(streams / entry.name)  # None: being created or removed
+                except (ValueError, KeyError):
                     continue  # not a stream of ours
-                if meta is not None and meta.get("state") == "open":
+                if record is not None and not record.is_complete:
                     found.append(entry.name)
         return found
 

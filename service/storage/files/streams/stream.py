@@ -3,31 +3,33 @@ import contextlib
 import os
 
 from service.checksums import file_sha256
+from service.storage.contract import StreamState
 from service.storage.disk import disk_errors, fsync_directory
-from service.storage.incoming import BUFFER_SIZE, IncomingFile
-from service.storage.sha256_state import Sha256State
 from service.storage.files.streams.append import PrefixAppend
 from service.storage.files.streams.boundaries import BoundaryRecords
 from service.storage.files.streams.layout import (MERGED, META, PREFIX, copy_range, part_path, part_sizes, read_json,
-                                             remove_stream, take_append_lock, write_json)
+                                                   read_record, remove_stream, take_append_lock, write_json,
+                                                   write_record)
 from service.storage.files.streams.tus import committed_offset
+from service.storage.incoming import BUFFER_SIZE, IncomingFile
+from service.storage.sha256_state import Sha256State
 
 
 class LockedStream:
     """One stream while its lock is held: chunk bookkeeping, merging, completion."""
 
-    def __init__(self, directory, meta, media, org):
+    def __init__(self, directory, record, media, org):
         self.directory = directory
-        self.meta = meta
+        self.record = record
         self._media = media
         self._org = org
         # Set once this request's chunk was received onto the prefix: it holds the append lock until it ends.
         self._appending = None
         self._boundaries = BoundaryRecords(directory)
 
-    def save_meta(self, meta):
-        write_json(self.directory / META, meta)
-        self.meta = meta
+    def save_record(self, record):
+        write_record(self.directory, record)
+        self.record = record
 
     def part_sizes(self):
         """{chunk index: size} of every chunk received so far, merged or not."""
@@ -83,7 +85,7 @@ class LockedStream:
         with disk_errors(), self._boundaries.writing():
             self._boundaries.write(index + 1, length, state)
         # The merge fsyncs the prefix and the boundary record written above with its own, then moves `merged`.
-        self._merge_parts(index + 1, length, state, self.meta["totalChunks"])
+        self._merge_parts(index + 1, length, state, self.record.total_chunks)
         # A copy of this chunk that arrived as a part meanwhile is superseded by this later one.
         with contextlib.suppress(OSError):
             os.unlink(self._part(index))
@@ -129,7 +131,7 @@ class LockedStream:
 
     def merge_available(self):
         """Append every part that continues the in-order prefix; return (chunks merged, prefix length)."""
-        total = self.meta["totalChunks"]
+        total = self.record.total_chunks
         merged = self._next()
         length, state = self._boundaries.read(merged)
         if merged >= total or not self._part(merged).exists():
@@ -184,7 +186,7 @@ class LockedStream:
         """(pieces, received) of this open stream, for copying it to another backend (`wis migrate`): pieces yields
         (chunk index, or None for a tus upload's bytes, open binary file at the piece's start, size) in order;
         received is {chunk index: size}, or a tus upload's committed offset."""
-        if self.meta.get("protocol") == "tus":
+        if self.record.is_tus:
             offset = committed_offset(self.directory)
             return self._pieces([(None, self.directory / PREFIX, 0, offset)]), offset
         merged = self._next()
@@ -212,12 +214,13 @@ class LockedStream:
 
     def publish(self, path):
         """Make the verified prefix the media file at `path`, mark the stream complete, drop its parts."""
-        # The media name is fixed by the stream's meta, so a retry after a crash here finds it already linked.
+        # The media name is fixed by the stream's record, so a retry after a crash here finds it already linked.
         self._media.publish(self._org, path, self.directory / PREFIX)
         try:
-            self.save_meta(dict(self.meta, state="complete", path=path))
+            self.save_record(self.record.replace(state=StreamState.COMPLETE, path=path))
         except BaseException:
-            if (read_json(self.directory / META) or {}).get("state") != "complete":
+            stored = read_record(self.directory)
+            if stored is None or not stored.is_complete:
                 # Not complete, so not acknowledged: the path must not be visible until a retry completes the stream.
                 self._media.unpublish(self._org, path)
                 raise

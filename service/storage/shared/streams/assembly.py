@@ -27,7 +27,7 @@ class Assembly:
         or not) at the end of the file: as a part of their own, joined with the tail into a part, or onto the tail.
         Return True when the tail now refers to `staged_key`."""
         row = self._row
-        if not row["tail"] and (size >= MIN_PART_SIZE or self._is_last(size)):
+        if not row.tail and (size >= MIN_PART_SIZE or self._is_last(size)):
             if staged_key is not None:
                 self._add_part_copy(staged_key, size)
             else:
@@ -43,43 +43,43 @@ class Assembly:
             staged_key = self._new_staged_key("tail")
             self._created.append(staged_key)
             self._objects.put_file(staged_key, file, size)
-        row["tail"].append([staged_key, size, index])
+        row.tail.append([staged_key, size, index])
         return claimed
 
     def _is_last(self, size):
-        return self._row["length"] + size == self._file_size
+        return self._row.length + size == self._file_size
 
     def joins_tail_into_part(self, size):
         """True when `size` more bytes and the tail before them make a part (5 MiB, or the end of the file)."""
-        tail = self._row["tail"]
+        tail = self._row.tail
         return bool(tail) and (sum(length for _, length, _ in tail) + size >= MIN_PART_SIZE or self._is_last(size))
 
     def _upload_id(self):
-        if self._row["upload_id"] is None:
-            self._row["upload_id"] = self._objects.start_multipart(self._key)
-        return self._row["upload_id"]
+        if self._row.upload_id is None:
+            self._row.upload_id = self._objects.start_multipart(self._key)
+        return self._row.upload_id
 
     def _add_part(self, file, size):
-        number = len(self._row["parts"]) + 1
+        number = len(self._row.parts) + 1
         try:
             etag = self._objects.upload_part(self._key, self._upload_id(), number, file, size)
         except NoSuchObject:
             if not self._already_assembled():
                 raise
             return
-        self._row["parts"].append([number, etag, size])
+        self._row.parts.append([number, etag, size])
 
     def _add_part_copy(self, staged_key, size):
-        number = len(self._row["parts"]) + 1
+        number = len(self._row.parts) + 1
         etag = self._objects.copy_part(self._key, self._upload_id(), number, staged_key)
-        self._row["parts"].append([number, etag, size])
+        self._row.parts.append([number, etag, size])
         self._redundant.append(staged_key)
 
     def _add_part_from_tail(self, file, size):
         """Join the tail's staged objects and `size` bytes of `file` into one part, through a spool file."""
         with tempfile.TemporaryFile(dir=self._spool) as joined:
             total = 0
-            for key, length, _ in self._row["tail"]:
+            for key, length, _ in self._row.tail:
                 blocks = self._objects.read(key)
                 try:
                     for block in blocks:
@@ -91,8 +91,8 @@ class Assembly:
                 joined.write(block)
             total += size
             joined.seek(0)
-            self._redundant.extend(key for key, _, _ in self._row["tail"])
-            self._row["tail"] = []
+            self._redundant.extend(key for key, _, _ in self._row.tail)
+            self._row.tail = []
             self._add_part(joined, total)
 
     def _already_assembled(self):
@@ -109,11 +109,11 @@ class Assembly:
         """Join the parts, and the tail as the last one, into the object at the key (unless an earlier attempt did)."""
         if self._assembled:
             return
-        if self._row["tail"]:
+        if self._row.tail:
             self._add_part_from_tail(io.BytesIO(), 0)
         try:
             self._objects.complete_multipart(self._key, self._upload_id(),
-                                             [(number, etag) for number, etag, _ in self._row["parts"]])
+                                             [(number, etag) for number, etag, _ in self._row.parts])
         except NoSuchObject:
             if not self._already_assembled():
                 raise

@@ -4,24 +4,23 @@ from service.interface import SNIFF_BYTES
 from service.storage.incoming import BUFFER_SIZE
 
 
-def import_stream(store, org, stream_id, meta, pieces, received):
+def import_stream(store, org, stream_id, record, pieces, received):
     """Copy an open stream of the file backend into `store` (a SharedStreamStore), keeping its id: `pieces` yields
     (chunk index, or None for a tus upload's bytes, open binary file, size) in the order they are to be received;
     `received` is what the source holds ({chunk index: size}, or the tus offset). A stream already copied with the
     same received data is "unchanged"; one copied only in part (an interrupted run) is copied again."""
     current = store.peek(org, stream_id)
     if current is not None:
-        if current["protocol"] == "tus":
-            held = current["length"]
+        if current.record.is_tus:
+            held = current.length
         else:
             held = store.status(org, stream_id)[1]
         if held == received:
             return "unchanged"
         store.delete(org, stream_id)
-    tus = meta.get("protocol") == "tus"
-    store.insert(org, stream_id, meta, tus)
+    store.insert(org, stream_id, record)
     for index, file, size in pieces:
-        if tus:
+        if record.is_tus:
             appending = store.tus_append(org, stream_id, 0)
             try:
                 _copy(file, size, appending)

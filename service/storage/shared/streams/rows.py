@@ -1,23 +1,35 @@
 """The SQL of upload streams: every statement on the `streams` and `stream_chunks` tables, run on the caller's
 connection inside the caller's transaction."""
+import dataclasses
+
 import orjson
 
+from service.storage.contract import StreamRecord
 from service.storage.sha256_state import Sha256State
 
 EMPTY_STATE = Sha256State().serialize()
-_COLUMN_NAMES = ("meta", "protocol", "state", "touched_at", "merged", "length", "hash_state", "head", "upload_id",
-                 "parts", "tail")
-_COLUMNS = ", ".join(_COLUMN_NAMES)
+_COLUMNS = "meta, touched_at, merged, length, hash_state, head, upload_id, parts, tail"
 
 
-def _record_of(row):
-    """A row of _COLUMNS as a dict, its JSON and bytes decoded."""
-    record = dict(zip(_COLUMN_NAMES, row))
-    for name in ("meta", "parts", "tail"):
-        record[name] = orjson.loads(record[name])
-    for name in ("hash_state", "head"):
-        record[name] = bytes(record[name])
-    return record
+@dataclasses.dataclass
+class StreamRow:
+    """A stream's row: its record, and the bookkeeping of its prefix, changed in place while the row is locked."""
+    record: StreamRecord
+    touched_at: float
+    merged: int  # chunks in the prefix
+    length: int  # bytes in the prefix
+    hash_state: bytes  # the running SHA-256 at the end of the prefix
+    head: bytes  # the prefix's first SNIFF_BYTES
+    upload_id: str | None  # the multipart upload the prefix is built in
+    parts: list  # [part number, ETag, size] of each part uploaded
+    tail: list  # [staged object key, size, chunk index or None] of the bytes after the parts, too few for a part
+
+
+def _row_of(columns):
+    """The StreamRow of a row of _COLUMNS."""
+    meta, touched_at, merged, length, hash_state, head, upload_id, parts, tail = columns
+    return StreamRow(StreamRecord.from_json(orjson.loads(meta)), touched_at, merged, length, bytes(hash_state),
+                     bytes(head), upload_id, orjson.loads(parts), orjson.loads(tail))
 
 
 def _json(value):
@@ -31,36 +43,37 @@ class StreamRows:
         self._connection = connection
         self._key = (org, stream_id)
 
-    def insert(self, meta, protocol, now):
+    def insert(self, record, now):
         self._connection.execute(
             "INSERT INTO streams (org, id, meta, protocol, state, touched_at, hash_state) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s)", (*self._key, _json(meta), protocol, meta["state"], now, EMPTY_STATE))
+            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (*self._key, _json(record.to_json()), record.protocol, record.state.value, now, EMPTY_STATE))
 
     def get(self, lock=False):
-        """The stream's row as a dict (with `lock`, locked until the transaction ends), or None."""
+        """The stream's StreamRow (with `lock`, locked until the transaction ends), or None."""
         row = self._connection.execute(
             f"SELECT {_COLUMNS} FROM streams WHERE org = %s AND id = %s" + (" FOR UPDATE" if lock else ""),
             self._key).fetchone()
-        return None if row is None else _record_of(row)
+        return None if row is None else _row_of(row)
 
     def get_expired(self, cutoff):
         """The row, locked, when it was last touched before `cutoff` and no other transaction holds it; else None."""
         row = self._connection.execute(
             f"SELECT {_COLUMNS} FROM streams WHERE org = %s AND id = %s AND touched_at < %s FOR UPDATE SKIP LOCKED",
             (*self._key, cutoff)).fetchone()
-        return None if row is None else _record_of(row)
+        return None if row is None else _row_of(row)
 
-    def save_meta(self, meta):
+    def save_record(self, record):
         self._connection.execute("UPDATE streams SET meta = %s, state = %s WHERE org = %s AND id = %s",
-                                 (_json(meta), meta["state"], *self._key))
+                                 (_json(record.to_json()), record.state.value, *self._key))
 
     def save(self, row, now):
-        """Write back the bookkeeping of the prefix (everything but the meta) and touch the stream."""
+        """Write back the bookkeeping of the prefix (everything but the record) and touch the stream."""
         self._connection.execute(
             "UPDATE streams SET merged = %s, length = %s, hash_state = %s, head = %s, upload_id = %s, parts = %s, "
             "tail = %s, touched_at = %s WHERE org = %s AND id = %s",
-            (row["merged"], row["length"], row["hash_state"], row["head"], row["upload_id"], _json(row["parts"]),
-             _json(row["tail"]), now, *self._key))
+            (row.merged, row.length, row.hash_state, row.head, row.upload_id, _json(row.parts), _json(row.tail), now,
+             *self._key))
 
     def touch(self, now):
         self._connection.execute("UPDATE streams SET touched_at = %s WHERE org = %s AND id = %s", (now, *self._key))
@@ -121,6 +134,6 @@ def touched_before(connection, cutoff):
 
 
 def lock_all(connection):
-    """(org, id, row as a dict) of every stream, each row locked."""
+    """(org, id, StreamRow) of every stream, each row locked."""
     rows = connection.execute(f"SELECT org, id, {_COLUMNS} FROM streams FOR UPDATE").fetchall()
-    return [(org, stream_id, _record_of(rest)) for org, stream_id, *rest in rows]
+    return [(org, stream_id, _row_of(rest)) for org, stream_id, *rest in rows]

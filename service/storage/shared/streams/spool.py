@@ -74,9 +74,9 @@ class SharedTusAppend:
     checked again when it commits, and a PATCH that lost a race is a 409."""
 
     def __init__(self, spool, row):
-        self.offset = row["length"]
-        self._committed_head = row["head"]
-        self._state = row["hash_state"]
+        self.offset = row.length
+        self._committed_head = row.head
+        self._state = row.hash_state
         self._hasher = Sha256State.deserialize(self._state)
         self._body = SpoolFile(spool, SNIFF_BYTES, self._hasher, prefix="tus-")
 

@@ -38,23 +38,23 @@ class SharedStreamStore:
 
     # -- creating and reading ---------------------------------------------------------------------------------------
 
-    def create(self, org, meta, tus=False):
+    def create(self, org, record):
         stream_id = new_stream_id()
-        self.insert(org, stream_id, meta, tus)
+        self.insert(org, stream_id, record)
         return stream_id
 
-    def insert(self, org, stream_id, meta, tus):
+    def insert(self, org, stream_id, record):
         with self.database.transaction() as connection:
-            StreamRows(connection, org, stream_id).insert(meta, "tus" if tus else "chunks", self.clock())
+            StreamRows(connection, org, stream_id).insert(record, self.clock())
 
     def _row(self, connection, org, stream_id, lock=False):
-        """The stream's row as a dict, or None when it does not exist or has expired."""
+        """The stream's StreamRow, or None when it does not exist or has expired."""
         if not STREAM_ID.fullmatch(stream_id or ""):
             return None
-        record = StreamRows(connection, org, stream_id).get(lock)
-        if record is None:
+        row = StreamRows(connection, org, stream_id).get(lock)
+        if row is None:
             return None
-        return None if record["touched_at"] + self.ttl_seconds < self.clock() else record
+        return None if row.touched_at + self.ttl_seconds < self.clock() else row
 
     def peek(self, org, stream_id):
         """The row of a live stream without locking it, or None."""
@@ -62,29 +62,29 @@ class SharedStreamStore:
             return self._row(connection, org, stream_id)
 
     def read(self, org, stream_id):
-        """The meta of a live stream, or None (unknown, malformed id, or idle past its expiry)."""
+        """The StreamRecord of a live stream, or None (unknown, malformed id, or idle past its expiry)."""
         row = self.peek(org, stream_id)
-        return row["meta"] if row else None
+        return row.record if row else None
 
     def expiry_from_now(self):
         return self.clock() + self.ttl_seconds
 
     def status(self, org, stream_id):
-        """(meta, {chunk index: size}, time it expires if left idle) of a live stream, else 404."""
+        """(record, {chunk index: size}, time it expires if left idle) of a live stream, else 404."""
         with self.database.transaction() as connection:
             row = self._row(connection, org, stream_id)
             if row is None:
                 raise StreamNotFound()
-            sizes = StreamRows(connection, org, stream_id).chunk_sizes() if row["state"] == "open" else {}
-        return row["meta"], sizes, row["touched_at"] + self.ttl_seconds
+            sizes = {} if row.record.is_complete else StreamRows(connection, org, stream_id).chunk_sizes()
+        return row.record, sizes, row.touched_at + self.ttl_seconds
 
     def tus_offset(self, org, stream_id):
-        """(meta, committed offset, time it expires if left idle) of a live tus upload, else 404."""
+        """(record, committed offset, time it expires if left idle) of a live tus upload, else 404."""
         row = self.peek(org, stream_id)
         if row is None:
             raise StreamNotFound()
-        offset = row["meta"]["fileSize"] if row["state"] != "open" else row["length"]
-        return row["meta"], offset, row["touched_at"] + self.ttl_seconds
+        offset = row.record.file_size if row.record.is_complete else row.length
+        return row.record, offset, row.touched_at + self.ttl_seconds
 
     def open_ids(self, org):
         with self.database.transaction() as connection:
@@ -102,8 +102,8 @@ class SharedStreamStore:
         row = self.peek(org, stream_id)
         if row is None:
             raise StreamNotFound()
-        in_order = index is not None and row["protocol"] == "chunks" and row["merged"] == index
-        return SpooledChunk(self.spool, head_size, self.objects, row["hash_state"] if in_order else None)
+        in_order = index is not None and not row.record.is_tus and row.merged == index
+        return SpooledChunk(self.spool, head_size, self.objects, row.hash_state if in_order else None)
 
     def prepare(self, org, stream_id, index, incoming):
         """Work that needs no lock: a chunk that is not next in order is staged in the bucket now, so the stream's
@@ -111,7 +111,7 @@ class SharedStreamStore:
         if incoming.start_state is not None:
             return
         row = self.peek(org, stream_id)
-        if row is None or row["merged"] == index or row["state"] != "open":
+        if row is None or row.merged == index or row.record.is_complete:
             return
         key = self.staged_key(org, stream_id, f"chunk-{index}")
         with incoming.reading() as file:
@@ -179,10 +179,10 @@ class SharedStreamStore:
     def forget(self, connection, org, stream_id, row):
         """Delete a stream's rows and abort its multipart upload (unless complete); return its staged keys."""
         stream_rows = StreamRows(connection, org, stream_id)
-        keys = stream_rows.staged_keys() + [key for key, _, _ in row["tail"]]
+        keys = stream_rows.staged_keys() + [key for key, _, _ in row.tail]
         stream_rows.delete()
-        if row["upload_id"] and row["state"] == "open":
-            self.objects.abort_multipart(self.file_key(org, stream_id), row["upload_id"])
+        if row.upload_id and not row.record.is_complete:
+            self.objects.abort_multipart(self.file_key(org, stream_id), row.upload_id)
         return keys
 
     def sweep(self):
@@ -202,9 +202,9 @@ class SharedStreamStore:
             removed += 1
         return removed
 
-    def import_stream(self, org, stream_id, meta, pieces, received):
+    def import_stream(self, org, stream_id, record, pieces, received):
         """Copy an open stream of the file backend (`wis migrate`): see imports.import_stream."""
-        return import_stream(self, org, stream_id, meta, pieces, received)
+        return import_stream(self, org, stream_id, record, pieces, received)
 
     def remove_all(self):
         """Every stream of every org (test-mode reset)."""

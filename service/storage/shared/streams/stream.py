@@ -5,6 +5,7 @@ import tempfile
 
 from service.errors import InvalidChunk, OffsetMismatch
 from service.interface import SNIFF_BYTES
+from service.storage.contract import StreamState
 from service.storage.sha256_state import Sha256State
 from service.storage.shared.streams.assembly import Assembly
 from service.storage.shared.streams.rows import EMPTY_STATE, StreamRows
@@ -21,20 +22,20 @@ class SharedLockedStream:
         self.org = org
         self.stream_id = stream_id
         self._row = row
-        self.meta = row["meta"]
+        self.record = row.record
         # Object keys to remove once the transaction has committed.
         self._redundant = redundant
         self.discarded = False
         # Chunks whose staged object a row of this transaction refers to, and objects it put in the bucket itself.
         self.claims = []
         self.created = []
-        self._assembly = Assembly(store, org, stream_id, row, self.meta["fileSize"], redundant, self.created)
+        self._assembly = Assembly(store, org, stream_id, row, self.record.file_size, redundant, self.created)
 
     # -- bookkeeping -------------------------------------------------------------------------------------------------
 
-    def save_meta(self, meta):
-        self.meta = meta
-        self._rows.save_meta(meta)
+    def save_record(self, record):
+        self.record = record
+        self._rows.save_record(record)
 
     def _save_row(self):
         self._rows.save(self._row, self._store.clock())
@@ -49,11 +50,11 @@ class SharedLockedStream:
 
     def put_part(self, index, incoming):
         """Acknowledge a chunk: when this transaction commits, it is part of the prefix or staged in the bucket."""
-        merged = self._row["merged"]
+        merged = self._row.merged
         if index < merged:
             if not self._resent_merged(index, incoming):
                 return
-            merged = self._row["merged"]
+            merged = self._row.merged
         previous = self._rows.chunk(index)
         if previous is not None and previous[1]:
             self._redundant.append(previous[1])
@@ -67,7 +68,7 @@ class SharedLockedStream:
             self.claims.append(incoming)
             self._touch()
             return
-        state = incoming.state_after(self._row["hash_state"])
+        state = incoming.state_after(self._row.hash_state)
         with incoming.reading() as file:
             self._append(index, file, incoming.size, state, incoming.head, staged_key=incoming.staged_key,
                          owner=incoming)
@@ -85,19 +86,19 @@ class SharedLockedStream:
                 self._redundant.append(incoming.staged_key)
             self._touch()
             return False
-        tail = self._row["tail"]
+        tail = self._row.tail
         position = next((at for at, (_, _, chunk) in enumerate(tail) if chunk == index), None)
         if position is None:
             raise InvalidChunk(f"chunkIndex: chunk {index} is already joined into a part of the stream's file with "
                                "other bytes; on the shared backend such a chunk can only be re-sent unchanged (start "
                                "a new stream to send other bytes)")
-        rewound, self._row["tail"] = tail[position:], tail[:position]
+        rewound, self._row.tail = tail[position:], tail[:position]
         self._redundant.append(rewound[0][0])
         for key, length, chunk in rewound[1:]:
             self._rows.set_chunk(chunk, length, key, None)
-        self._row["merged"] = index
-        self._row["length"] -= sum(length for _, length, _ in rewound)
-        self._row["hash_state"] = before
+        self._row.merged = index
+        self._row.length -= sum(length for _, length, _ in rewound)
+        self._row.hash_state = before
         self._rows.delete_chunk(index)
         self._save_row()
         return True
@@ -107,27 +108,27 @@ class SharedLockedStream:
         row = self._row
         if self._assembly.add(file, size, index, staged_key) and owner is not None:
             self.claims.append(owner)
-        if len(row["head"]) < SNIFF_BYTES:
-            row["head"] = (row["head"] + head)[:SNIFF_BYTES]
-        row["length"] += size
-        row["hash_state"] = state
+        if len(row.head) < SNIFF_BYTES:
+            row.head = (row.head + head)[:SNIFF_BYTES]
+        row.length += size
+        row.hash_state = state
         if index is not None:
-            row["merged"] = index + 1
+            row.merged = index + 1
             self._rows.set_chunk(index, size, None, state)
 
     def merge_available(self):
         """Join every staged chunk that continues the prefix; return (chunks joined, prefix length)."""
-        total = self.meta["totalChunks"]
+        total = self.record.total_chunks
         row = self._row
         changed = False
-        while row["merged"] < total:
-            chunk = self._rows.chunk(row["merged"])
+        while row.merged < total:
+            chunk = self._rows.chunk(row.merged)
             if chunk is None or chunk[1] is None:
                 break
             size, key, _ = chunk
             # The staged object is read back to hash it; its bytes are kept only when they join the tail's into a part
             # (otherwise it is copied into a part, or joins the tail, inside the store).
-            hasher = Sha256State.deserialize(row["hash_state"])
+            hasher = Sha256State.deserialize(row.hash_state)
             head = b""
             with contextlib.ExitStack() as cleanup:
                 local = cleanup.enter_context(tempfile.TemporaryFile(dir=self._store.spool)) \
@@ -142,25 +143,25 @@ class SharedLockedStream:
                         head = (head + block)[:SNIFF_BYTES]
                 if local is not None:
                     local.seek(0)
-                self._append(row["merged"], local, size, hasher.serialize(), head, staged_key=key)
+                self._append(row.merged, local, size, hasher.serialize(), head, staged_key=key)
             changed = True
         if changed:
             self._save_row()
-        return row["merged"], row["length"]
+        return row.merged, row.length
 
     def drop_unmerged(self, index):
         """Nothing to undo: the failed transaction is rolled back with everything it wrote."""
 
     def merged_sha256(self):
-        return Sha256State.deserialize(self._row["hash_state"]).finalize()
+        return Sha256State.deserialize(self._row.hash_state).finalize()
 
     # -- tus ---------------------------------------------------------------------------------------------------------
 
     def commit_tus(self, appending):
         """Make a received PATCH body part of the upload, if nothing was appended since it began (tus PATCHes of one
         upload are sequential; a concurrent one that committed first wins, this one is refused)."""
-        if self._row["length"] != appending.offset:
-            raise OffsetMismatch(f"Upload-Offset: the upload is at offset {self._row['length']}, not "
+        if self._row.length != appending.offset:
+            raise OffsetMismatch(f"Upload-Offset: the upload is at offset {self._row.length}, not "
                                  f"{appending.offset}; nothing was appended (HEAD gives the offset to continue from)")
         if appending.size:
             with appending.reading() as file:
@@ -178,12 +179,12 @@ class SharedLockedStream:
         row = self._row
         self._assembly.complete()
         self._store.media.register(self._connection, self.org, path, self._store.file_key(self.org, self.stream_id),
-                                   self.meta["fileSize"], self.merged_sha256())
-        self._redundant.extend(key for key, _, _ in row["tail"])
-        row["tail"] = []
+                                   self.record.file_size, self.merged_sha256())
+        self._redundant.extend(key for key, _, _ in row.tail)
+        row.tail = []
         self._rows.delete_chunks()
         self._save_row()
-        self.save_meta(dict(self.meta, state="complete", path=path))
+        self.save_record(self.record.replace(state=StreamState.COMPLETE, path=path))
 
     def discard(self):
         """Remove the whole stream (its upload failed verification): rows now, objects after the commit."""
