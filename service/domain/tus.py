@@ -4,21 +4,19 @@ blocks (its `cut_off` tells, once iterated, whether the client went away before 
 import hashlib
 import re
 
-from service.domain.uploads import check_format, check_size, destination_for, new_media_prefix, publish_stream
+from service.domain.uploads import check_format, check_size, destination_for, new_media_prefix, stream_media_path
 from service.errors import (
     BeyondUploadLength, BodyChecksumMismatch, ChecksumMismatch, InvalidRequest, OffsetMismatch, StreamNotFound,
     WrongProtocol,
 )
 from service.interface import SNIFF_BYTES, TUS_PROTOCOL
-from service.storage.contract import StreamRecord
+from service.storage.contract import Outcome, StreamRecord, StreamWrite
 
 SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 DEFAULT_FILE_NAME = "upload"
 # How long a PATCH waits for the one before it on the same upload (one whose client went away commits what it got
 # as soon as its read ends); past that it is 423 and the client retries after a HEAD.
 APPEND_LOCK_TIMEOUT = 10
-
-UPLOAD_APPENDED, UPLOAD_COMPLETED, ALREADY_COMPLETE = "appended", "completed", "already complete"
 
 
 def require_tus(record):
@@ -67,7 +65,8 @@ def _open_upload(repo, org, stream_id):
 
 
 def append_tus(repo, org, stream_id, offset, body, body_length=None, checksum=None):
-    """Append a PATCH body at `offset`; return (new offset, media path or None, outcome).
+    """Append a PATCH body at `offset`; return the StreamWrite (its outcome, the committed offset, the media path once
+    complete).
 
     `body` is an iterable of blocks with a `cut_off` attribute; `body_length` its Content-Length when sent;
     `checksum` (algorithm, expected digest bytes) of the body. Bytes count only once fsynced and committed; a body cut
@@ -76,10 +75,12 @@ def append_tus(repo, org, stream_id, offset, body, body_length=None, checksum=No
     record = _open_upload(repo, org, stream_id)
     if record.is_complete:
         if offset == record.file_size and not body_length:
-            return offset, record.path, ALREADY_COMPLETE
+            return StreamWrite(Outcome.ALREADY_COMPLETE, record.path, offset)
         raise OffsetMismatch(f"Upload-Offset: the upload is complete at offset {record.file_size}, not {offset}")
-    appending = repo.streams.tus_append(org, stream_id, APPEND_LOCK_TIMEOUT)
-    try:
+
+    def receive(appending):
+        """Receive the body past the committed offset: the store calls this holding the upload for this request, and
+        keeps nothing of the body if it raises."""
         if offset != appending.offset:
             raise OffsetMismatch(f"Upload-Offset: the upload is at offset {appending.offset}, not {offset}; "
                                  "nothing was appended (HEAD gives the offset to continue from)")
@@ -90,24 +91,14 @@ def append_tus(repo, org, stream_id, offset, body, body_length=None, checksum=No
         _receive(appending, body, room, record, offset, checksum)
         if body.cut_off and checksum is not None:
             # What arrived cannot be checked against a checksum of the whole body: none of it is kept.
-            appending.rollback()
             raise InvalidRequest("the body ended before its Content-Length; with an Upload-Checksum nothing is kept")
         _check_body_format(appending, record)
-        with repo.streams.open(org, stream_id) as stream:
-            stream.commit_tus(appending)
-            if appending.offset < record.file_size:
-                outcome = (appending.offset, None, UPLOAD_APPENDED)
-            else:
-                outcome = (appending.offset, _complete(stream, record, appending), UPLOAD_COMPLETED)
-        if body.cut_off:
-            raise InvalidRequest(f"the body ended before its Content-Length; the {appending.offset - offset} bytes "
-                                 f"that arrived are kept (Upload-Offset {appending.offset})")
-        return outcome
-    except BaseException:
-        appending.rollback()
-        raise
-    finally:
-        appending.close()
+
+    written = repo.streams.append_tus(org, stream_id, receive, TUS_RULES, APPEND_LOCK_TIMEOUT)
+    if body.cut_off:
+        raise InvalidRequest(f"the body ended before its Content-Length; the {written.offset - offset} bytes "
+                             f"that arrived are kept (Upload-Offset {written.offset})")
+    return written
 
 
 def _receive(appending, body, room, record, offset, checksum):
@@ -129,15 +120,18 @@ def _check_body_format(appending, record):
     carries them is refused with nothing appended when its destination does not accept that format."""
     end = appending.offset + appending.size
     if appending.offset < SNIFF_BYTES and (end >= SNIFF_BYTES or end == record.file_size):
-        check_format(record.destination_id, appending.head(SNIFF_BYTES))
+        check_format(record.destination_id, appending.upload_head(SNIFF_BYTES))
 
 
-def _complete(stream, record, appending):
-    """Verify the whole file from the running SHA-256 (nothing is read again) and publish it."""
-    if record.sha is not None and (digest := appending.sha256()) != record.sha:
-        stream.discard()
-        raise ChecksumMismatch(f"Upload-Metadata: the SHA-256 of the file is {digest}, not the sha256 sent "
-                               f"({record.sha}); the upload is discarded")
-    fmt = check_format(record.destination_id, appending.head(SNIFF_BYTES))
-    return publish_stream(stream, record, fmt)
+class TusRules:
+    """What completes a tus upload (contract.CompletionRules): the SHA-256 sent in its metadata, if any, checked
+    against the running one (nothing is read again), and its media name from the format its first bytes show."""
 
+    def verify(self, record, size, sha256, head):
+        if record.sha is not None and sha256 != record.sha:
+            raise ChecksumMismatch(f"Upload-Metadata: the SHA-256 of the file is {sha256}, not the sha256 sent "
+                                   f"({record.sha}); the upload is discarded")
+        return stream_media_path(record, check_format(record.destination_id, head))
+
+
+TUS_RULES = TusRules()

@@ -11,14 +11,14 @@ import unicodedata
 from datetime import datetime, timezone
 
 from service.errors import (
-    ChecksumMismatch, FileTooLarge, InvalidChunk, InvalidRequest, MediaNotFound, SizeMismatch, StorageFailed, StorageFull,
-    StreamNotFound, UnknownDestination, WrongFormat, WrongProtocol,
+    ChecksumMismatch, FileTooLarge, InvalidChunk, InvalidRequest, MediaNotFound, SizeMismatch, StreamNotFound,
+    UnknownDestination, WrongFormat, WrongProtocol,
 )
 from service.interface import (
     DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES, media_path, parse_media_path,
     sniff_format,
 )
-from service.storage.contract import StreamRecord
+from service.storage.contract import Chunk, StreamRecord
 
 # A chunkIndex as clients send it; anything else is left to the form's validation.
 CHUNK_INDEX = re.compile(r"[0-9]{1,5}")
@@ -162,40 +162,45 @@ def new_upload_file(repo, org):
     return repo.media.new_incoming(org, SNIFF_BYTES)
 
 
-CHUNK_STORED, STREAM_COMPLETED, ALREADY_COMPLETE = "chunk stored", "stream completed", "already complete"
-
-
 def receive_chunk(repo, org, stream_id, index, total, incoming, sha=None):
-    """Store one chunk; return (body, outcome): outcome is CHUNK_STORED ({"streamId", "chunkIndex"}),
-    STREAM_COMPLETED (this request completed the stream, {"path"}) or ALREADY_COMPLETE (a retry, {"path"})."""
+    """Store one chunk; return the StreamWrite: STORED, COMPLETED (this chunk completed the stream, with its media
+    path) or ALREADY_COMPLETE (a retry after completion, with the path)."""
     check_size(incoming.size, REQUEST_FILE_LIMIT)
     check_sha(sha, incoming, f"chunk {index}")
-    repo.streams.prepare(org, stream_id, index, incoming)
-    with repo.streams.open(org, stream_id) as stream:
-        record = stream.record
+    return repo.streams.add_chunk(org, stream_id, Chunk(index, total, incoming), CHUNK_RULES)
+
+
+class ChunkApiRules:
+    """The chunk API's rules (CONTRACT 5), which both stores apply under the stream's lock (contract.ChunkRules)."""
+
+    def admit(self, record, chunk, held):
+        """The record with the chunk count, and at chunk 0 the format its first bytes show; 400 for a chunk that does
+        not fit the stream."""
         require_chunked(record)
-        if record.is_complete:
-            return {"path": record.path}, ALREADY_COMPLETE
-        _check_chunk(record, index, total, incoming, stream.part_sizes())
-        if record.total_chunks is None or index == 0:
-            record = record.replace(total_chunks=total)
-            if index == 0:
-                record = record.replace(format=check_format(record.destination_id, incoming.head))
-            stream.save_record(record)
-        try:
-            stream.put_part(index, incoming)
-            merged, length = stream.merge_available()
-        except (StorageFull, StorageFailed):
-            # A failed request leaves nothing behind (and frees what it took of a full disk): the chunk is reported
-            # missing, so the client resends it.
-            stream.drop_unmerged(index)
-            raise
-        if merged < total:
-            return {"streamId": stream_id, "chunkIndex": index}, CHUNK_STORED
-        return {"path": _complete(stream, record, length)}, STREAM_COMPLETED
+        _check_chunk(record, chunk, held)
+        if record.total_chunks is None or chunk.index == 0:
+            record = record.replace(total_chunks=chunk.total)
+        if chunk.index == 0:
+            record = record.replace(format=check_format(record.destination_id, chunk.file.head))
+        return record
+
+    def verify(self, record, size, sha256, head):
+        """The media path of a joined file of the declared size and SHA-256 (400 otherwise: the store discards the
+        stream, which cannot be repaired)."""
+        if size != record.file_size:
+            raise SizeMismatch(f"fileSize: the chunks add up to {size} bytes, not {record.file_size}; "
+                               "the stream is discarded")
+        if sha256 != record.sha:
+            raise ChecksumMismatch(f"sha: the SHA-256 of the file is {sha256}, not {record.sha}; "
+                                   "the stream is discarded")
+        return stream_media_path(record, record.format)
 
 
-def _check_chunk(record, index, total, incoming, sizes):
+CHUNK_RULES = ChunkApiRules()
+
+
+def _check_chunk(record, chunk, held):
+    index, total = chunk.index, chunk.total
     file_size = record.file_size
     if record.total_chunks is not None and total != record.total_chunks:
         raise InvalidChunk(f"totalChunks: this stream has {record.total_chunks} chunks, not {total}")
@@ -205,33 +210,15 @@ def _check_chunk(record, index, total, incoming, sizes):
         raise InvalidChunk(f"totalChunks: a file of {file_size} bytes is sent in {fewest} to {most} chunks, not {total}")
     if not 0 <= index < total:
         raise InvalidChunk(f"chunkIndex: must be between 0 and {total - 1}, not {index}")
-    received = sum(size for i, size in sizes.items() if i != index) + incoming.size
+    received = sum(size for i, size in held.items() if i != index) + chunk.file.size
     if received > file_size:
         raise InvalidChunk(f"file: the chunks received add up to {received} bytes, more than fileSize {file_size}")
 
 
-def _complete(stream, record, length):
-    """Verify the joined file and publish it; a mismatch discards the stream (it cannot be repaired)."""
-    digest = stream.merged_sha256()
-    problem = None
-    if length != record.file_size:
-        problem = SizeMismatch(f"fileSize: the chunks add up to {length} bytes, not {record.file_size}; "
-                               "the stream is discarded")
-    elif digest != record.sha:
-        problem = ChecksumMismatch(f"sha: the SHA-256 of the file is {digest}, not {record.sha}; "
-                                   "the stream is discarded")
-    if problem:
-        stream.discard()
-        raise problem
-    return publish_stream(stream, record, record.format)
-
-
-def publish_stream(stream, record, fmt):
-    """Publish a stream's verified file under its media name (fixed by its record, so a retry finds the same path)."""
+def stream_media_path(record, fmt):
+    """The media path of a stream's file: its media name is fixed by its record, so a retry finds the same path."""
     name = media_name(record.file_name, fmt, record.media_prefix)
-    path = media_path(DESTINATIONS[record.destination_id].kind, name)
-    stream.publish(path)
-    return path
+    return media_path(DESTINATIONS[record.destination_id].kind, name)
 
 
 def stream_status(repo, org, stream_id):

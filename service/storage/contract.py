@@ -7,7 +7,7 @@ import enum
 import re
 import secrets
 from datetime import datetime, timezone
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO, NamedTuple, Protocol
 
 from service.interface import CHUNKS_PROTOCOL, TUS_PROTOCOL
 
@@ -97,3 +97,62 @@ class StreamRecord:
             sha=meta["sha"], media_prefix=meta["mediaPrefix"], protocol=meta.get("protocol", CHUNKS_PROTOCOL),
             upload_metadata=meta.get("uploadMetadata"), total_chunks=meta["totalChunks"], format=meta["format"],
             state=StreamState(meta["state"]), path=meta["path"])
+
+
+class Outcome(enum.Enum):
+    """What a write to a stream (a chunk, a tus PATCH body) did."""
+    STORED = "stored"  # kept; the stream stays open
+    COMPLETED = "completed"  # this request completed the stream: its file is verified and published
+    ALREADY_COMPLETE = "already complete"  # the stream was complete before it came (a retry)
+
+
+class StreamWrite(NamedTuple):
+    outcome: Outcome
+    path: str | None = None  # the media path, once complete
+    offset: int | None = None  # a tus upload's committed offset
+
+
+class Incoming(Protocol):
+    """A request body being received for a store (a chunk, a single upload): written as it arrives, its size and first
+    bytes known as it goes."""
+    size: int
+    head: bytes
+
+    def write(self, data) -> int: ...
+
+    def discard(self) -> None:
+        """Remove what was received, unless the store took it."""
+
+
+class Chunk(NamedTuple):
+    """A chunk of the chunk API: its index, the stream's chunk count as the request states it, and its bytes."""
+    index: int
+    total: int
+    file: Incoming
+
+
+class TusBody(Protocol):
+    """A tus PATCH body being received past a tus upload's committed `offset`."""
+    offset: int
+    size: int
+
+    def write(self, data) -> None: ...
+
+    def upload_head(self, size) -> bytes:
+        """The first `size` bytes of the upload: committed ones, then this body's."""
+
+
+class CompletionRules(Protocol):
+    """What the domain decides when a stream's file is whole; the store asks under the stream's lock."""
+
+    def verify(self, record: StreamRecord, size: int, sha256: str, head: bytes) -> str:
+        """The media path to publish the file at (`size` bytes, hex `sha256`, its first bytes `head`); a ServiceError
+        refuses the file, and the store discards the stream (it cannot be repaired)."""
+
+
+class ChunkRules(CompletionRules, Protocol):
+    """What the domain decides about each chunk; the store asks under the stream's lock."""
+
+    def admit(self, record: StreamRecord, chunk: Chunk, held: dict[int, int]) -> StreamRecord:
+        """The stream's record with `chunk` taken in (its chunk count; at chunk 0 the sniffed format), given the sizes
+        of the chunks `held` so far; a ServiceError refuses the chunk and nothing changes."""

@@ -15,6 +15,7 @@ from service.interface import (
 )
 from service.observability import get_metrics
 from service.storage import get_repository
+from service.storage.contract import Outcome
 from service.uploads import multipart, tus
 from service.uploads.schemas import ChunkSchema, SingleUploadSchema, StreamCreateSchema, load
 
@@ -156,11 +157,13 @@ def send_chunk(stream_id):
 
     with _multipart(new_file) as (form, (_, incoming)):
         data = load(ChunkSchema(), form)
-        body, outcome = uploads.receive_chunk(repo, org, stream_id, data["chunkIndex"], data["totalChunks"],
-                                               incoming, data["sha"])
-    if outcome == uploads.STREAM_COMPLETED:
+        written = uploads.receive_chunk(repo, org, stream_id, data["chunkIndex"], data["totalChunks"], incoming,
+                                        data["sha"])
+    if written.outcome is Outcome.COMPLETED:
         get_metrics(current_app).streams_completed.inc()
-    return jsonify(body), 200 if outcome == uploads.CHUNK_STORED else 201
+    if written.outcome is Outcome.STORED:
+        return jsonify(streamId=stream_id, chunkIndex=data["chunkIndex"]), 200
+    return jsonify(path=written.path), 201
 
 
 @bp.get("/uploads/<stream_id>")
@@ -200,7 +203,7 @@ def _tus_create(repo, org):
     if with_body:
         # creation-with-upload: a body that cannot be stored leaves nothing behind, the upload included.
         try:
-            offset, path, outcome = _tus_append(repo, org, stream_id, 0, checksum)
+            offset, path = _tus_append(repo, org, stream_id, 0, checksum)
         except Exception:
             with contextlib.suppress(Exception):
                 uploads.delete_stream(repo, org, stream_id)
@@ -214,10 +217,10 @@ def _tus_create(repo, org):
 
 def _tus_append(repo, org, stream_id, offset, checksum):
     body = tus.RequestBody(request.environ, request.content_length)
-    offset, path, outcome = tus_uploads.append_tus(repo, org, stream_id, offset, body, request.content_length, checksum)
-    if outcome == tus_uploads.UPLOAD_COMPLETED:
+    written = tus_uploads.append_tus(repo, org, stream_id, offset, body, request.content_length, checksum)
+    if written.outcome is Outcome.COMPLETED:
         get_metrics(current_app).streams_completed.inc()
-    return offset, path, outcome
+    return written.offset, written.path
 
 
 def _tus_patch(repo, org, stream_id):
@@ -225,7 +228,7 @@ def _tus_patch(repo, org, stream_id):
     tus.require_body_type(request.mimetype)
     offset = tus.integer_header(request.headers, "Upload-Offset")
     checksum = tus.parse_checksum(request.headers.get("Upload-Checksum"))
-    offset, path, _ = _tus_append(repo, org, stream_id, offset, checksum)
+    offset, path = _tus_append(repo, org, stream_id, offset, checksum)
     return "", 204, tus.upload_headers(offset, tus_uploads.upload_expires(repo), path)
 
 

@@ -87,8 +87,11 @@ class FileStreamStore:
         except (FileNotFoundError, NotADirectoryError):
             raise StreamNotFound() from None
 
-    def prepare(self, org, stream_id, index, incoming):
-        """Work a received chunk needs before the stream's lock is taken: none here (the chunk is on this disk)."""
+    def add_chunk(self, org, stream_id, chunk, rules):
+        """Acknowledge a received chunk (contract.Chunk) under the stream's lock, merge what continues the prefix, and
+        complete the stream when it is whole, asking `rules` (contract.ChunkRules); return a StreamWrite."""
+        with self.open(org, stream_id) as stream:
+            return stream.add_chunk(chunk, rules)
 
     @contextlib.contextmanager
     def open(self, org, stream_id):
@@ -103,13 +106,24 @@ class FileStreamStore:
                 raise StreamNotFound()
             yield LockedStream(directory, record, self.media, org)
 
-    def tus_append(self, org, stream_id, lock_timeout):
-        """A TusAppend at the committed offset of a tus upload, holding its append lock; 404 when it is gone."""
+    def append_tus(self, org, stream_id, receive, rules, lock_timeout):
+        """Receive a tus PATCH body with `receive(TusAppend)` while holding the upload's append lock (waiting up to
+        `lock_timeout` s for it), then commit it and complete the upload when it is whole, asking `rules`
+        (contract.CompletionRules); return a StreamWrite. Whatever raises, nothing of the body is kept."""
         directory = self._directory(org, stream_id)
         try:
-            return TusAppend.start(directory, lock_timeout)
+            appending = TusAppend.start(directory, lock_timeout)
         except (FileNotFoundError, NotADirectoryError):
             raise StreamNotFound() from None
+        try:
+            receive(appending)
+            with self.open(org, stream_id) as stream:
+                return stream.commit_tus(appending, rules)
+        except BaseException:
+            appending.rollback()
+            raise
+        finally:
+            appending.close()
 
     def tus_offset(self, org, stream_id):
         """(record, committed offset, time it expires if left idle) of a live tus upload, else 404."""

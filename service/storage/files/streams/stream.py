@@ -3,7 +3,9 @@ import contextlib
 import os
 
 from service.checksums import file_sha256
-from service.storage.contract import StreamState
+from service.errors import ServiceError, StorageFailed, StorageFull
+from service.interface import SNIFF_BYTES
+from service.storage.contract import Outcome, StreamState, StreamWrite
 from service.storage.disk import disk_errors, fsync_directory
 from service.storage.files.streams.append import PrefixAppend
 from service.storage.files.streams.boundaries import BoundaryRecords
@@ -48,6 +50,38 @@ class LockedStream:
 
     def _set_next(self, index):
         write_json(self.directory / MERGED, {"next": index})
+
+    def add_chunk(self, chunk, rules):
+        """Acknowledge a chunk, merge what continues the prefix, complete the stream when it is whole (contract.
+        ChunkRules decide); a request that fails to store its chunk leaves nothing behind."""
+        if self.record.is_complete:
+            return StreamWrite(Outcome.ALREADY_COMPLETE, self.record.path)
+        record = rules.admit(self.record, chunk, self.part_sizes())
+        if record != self.record:
+            self.save_record(record)
+        try:
+            self.put_part(chunk.index, chunk.file)
+            merged, length = self.merge_available()
+        except (StorageFull, StorageFailed):
+            # Nothing left behind (and what it took of a full disk freed): the chunk is reported missing, so the
+            # client resends it.
+            self.drop_unmerged(chunk.index)
+            raise
+        if merged < record.total_chunks:
+            return StreamWrite(Outcome.STORED)
+        return self._complete(rules, length, self.merged_sha256())
+
+    def _complete(self, rules, length, sha256):
+        """Publish the whole file where `rules` say, or discard the stream when they refuse it."""
+        with disk_errors(), open(self.directory / PREFIX, "rb") as prefix:
+            head = prefix.read(SNIFF_BYTES)
+        try:
+            path = rules.verify(self.record, length, sha256, head)
+        except ServiceError:
+            self.discard()
+            raise
+        self.publish(path)
+        return StreamWrite(Outcome.COMPLETED, path, length)
 
     def put_part(self, index, incoming):
         """Acknowledge a chunk: it is in the prefix, or its part is fsynced and renamed into place, when this
@@ -204,9 +238,13 @@ class LockedStream:
                 file.seek(start)
                 yield index, file, size
 
-    def commit_tus(self, appending):
-        """Make a tus PATCH body received onto the prefix (a TusAppend holding the append lock) part of the upload."""
+    def commit_tus(self, appending, rules):
+        """Make a tus PATCH body received onto the prefix (a TusAppend holding the append lock) part of the upload,
+        and complete the upload when it is whole."""
         appending.commit()
+        if appending.offset < self.record.file_size:
+            return StreamWrite(Outcome.STORED, offset=appending.offset)
+        return self._complete(rules, appending.offset, appending.sha256())
 
     def merged_sha256(self):
         """Hex SHA-256 of the prefix as merged so far."""

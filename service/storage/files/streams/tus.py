@@ -131,7 +131,7 @@ class TusAppend:
         """Wait until every block handed to `write` is written and hashed."""
         self._behind.drain()
 
-    def head(self, size):
+    def upload_head(self, size):
         """The first `size` bytes of the upload (committed and just written)."""
         self._drain()
         with disk_errors():

@@ -21,18 +21,18 @@ def import_stream(store, org, stream_id, record, pieces, received):
     store.insert(org, stream_id, record)
     for index, file, size in pieces:
         if record.is_tus:
-            appending = store.tus_append(org, stream_id, 0)
+            appending = store.tus_append(org, stream_id)
             try:
                 _copy(file, size, appending)
                 with store.open(org, stream_id) as stream:
-                    stream.commit_tus(appending)
+                    stream.append_body(appending)
             finally:
                 appending.close()
             continue
         incoming = store.new_incoming(org, stream_id, SNIFF_BYTES, index)
         try:
             _copy(file, size, incoming)
-            store.prepare(org, stream_id, index, incoming)
+            store.stage(org, stream_id, index, incoming)
             with store.open(org, stream_id) as stream:
                 stream.put_part(index, incoming)
                 stream.merge_available()

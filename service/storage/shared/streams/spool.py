@@ -13,12 +13,6 @@ class SpoolFile(IncomingFile):
     """A body received to the spool (never fsynced, so no early writeback)."""
     early_writeback = False
 
-    def restart(self, hasher):
-        """Empty the file to receive another body, hashed with `hasher` (an OSError leaves bytes to be overwritten)."""
-        self._hasher, self.size, self.head = hasher, 0, b""
-        self._file.seek(0)
-        self._file.truncate()
-
 
 class _NoHash:
     def update(self, data):
@@ -70,14 +64,13 @@ class SpooledChunk(SpoolFile):
 class SharedTusAppend:
     """One PATCH body of a tus upload, from the upload's committed offset (`offset`) on, received to the spool and
     hashed into the upload's running SHA-256 as it arrives; made part of the upload by
-    `SharedLockedStream.commit_tus` under the stream's row lock. No lock is held while the body arrives: the offset is
+    `SharedLockedStream.append_body` under the stream's row lock. No lock is held while the body arrives: the offset is
     checked again when it commits, and a PATCH that lost a race is a 409."""
 
     def __init__(self, spool, row):
         self.offset = row.length
         self._committed_head = row.head
-        self._state = row.hash_state
-        self._hasher = Sha256State.deserialize(self._state)
+        self._hasher = Sha256State.deserialize(row.hash_state)
         self._body = SpoolFile(spool, SNIFF_BYTES, self._hasher, prefix="tus-")
 
     @property
@@ -91,36 +84,18 @@ class SharedTusAppend:
         """The first bytes of this body (enough to sniff a format)."""
         return self._body.head
 
-    def head(self, size):
+    def upload_head(self, size):
         """The first `size` bytes of the upload: committed ones, then this body's."""
         # The committed head is the whole upload so far when that is shorter than SNIFF_BYTES.
         return (self._committed_head + self._body.head)[:size]
 
     def state(self):
+        """The running SHA-256 state at the end of this body."""
         return self._hasher.serialize()
-
-    def sha256(self):
-        return Sha256State.deserialize(self.state()).finalize()
 
     def reading(self):
         """This body's bytes, from the start."""
         return self._body.reading()
-
-    def committed(self):
-        """Called by the stream once the body is part of the upload."""
-        self._committed_head = (self._committed_head + self._body.head)[:SNIFF_BYTES]
-        self.offset += self.size
-        self._state = self._hasher.serialize()
-        self._restart()
-
-    def rollback(self):
-        """Forget what was received since the last commit."""
-        self._restart()
-
-    def _restart(self):
-        self._hasher = Sha256State.deserialize(self._state)
-        with contextlib.suppress(OSError):
-            self._body.restart(self._hasher)
 
     def close(self):
         self._body.discard()

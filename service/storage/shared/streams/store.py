@@ -105,7 +105,15 @@ class SharedStreamStore:
         in_order = index is not None and not row.record.is_tus and row.merged == index
         return SpooledChunk(self.spool, head_size, self.objects, row.hash_state if in_order else None)
 
-    def prepare(self, org, stream_id, index, incoming):
+    def add_chunk(self, org, stream_id, chunk, rules):
+        """Acknowledge a received chunk (contract.Chunk) in one transaction under the stream's row lock, join what
+        continues the prefix, and complete the stream when it is whole, asking `rules` (contract.ChunkRules); return a
+        StreamWrite. A transaction that fails is rolled back with everything it wrote."""
+        self.stage(org, stream_id, chunk.index, chunk.file)
+        with self.open(org, stream_id) as stream:
+            return stream.add_chunk(chunk, rules)
+
+    def stage(self, org, stream_id, index, incoming):
         """Work that needs no lock: a chunk that is not next in order is staged in the bucket now, so the stream's
         lock is not held while its bytes travel."""
         if incoming.start_state is not None:
@@ -155,7 +163,20 @@ class SharedStreamStore:
             with contextlib.suppress(Exception):
                 self.objects.delete(key)
 
-    def tus_append(self, org, stream_id, lock_timeout):
+    def append_tus(self, org, stream_id, receive, rules, lock_timeout=None):
+        """Receive a tus PATCH body to the spool with `receive(SharedTusAppend)` (no lock is held meanwhile: the offset
+        is checked again when it commits), then commit it and complete the upload when it is whole, asking `rules`
+        (contract.CompletionRules), in one transaction under the row lock; return a StreamWrite. Whatever raises,
+        nothing of the body is kept."""
+        appending = self.tus_append(org, stream_id)
+        try:
+            receive(appending)
+            with self.open(org, stream_id) as stream:
+                return stream.commit_tus(appending, rules)
+        finally:
+            appending.close()
+
+    def tus_append(self, org, stream_id):
         """A PATCH body to be received at the committed offset of a tus upload (checked again when it commits)."""
         row = self.peek(org, stream_id)
         if row is None:

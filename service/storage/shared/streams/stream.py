@@ -3,9 +3,9 @@ completion."""
 import contextlib
 import tempfile
 
-from service.errors import InvalidChunk, OffsetMismatch
+from service.errors import InvalidChunk, OffsetMismatch, ServiceError
 from service.interface import SNIFF_BYTES
-from service.storage.contract import StreamState
+from service.storage.contract import Outcome, StreamState, StreamWrite
 from service.storage.sha256_state import Sha256State
 from service.storage.shared.streams.assembly import Assembly
 from service.storage.shared.streams.rows import EMPTY_STATE, StreamRows
@@ -47,6 +47,31 @@ class SharedLockedStream:
         return self._rows.chunk_sizes()
 
     # -- chunks ------------------------------------------------------------------------------------------------------
+
+    def add_chunk(self, chunk, rules):
+        """Acknowledge a chunk, join what continues the prefix, complete the stream when it is whole (contract.
+        ChunkRules decide)."""
+        if self.record.is_complete:
+            return StreamWrite(Outcome.ALREADY_COMPLETE, self.record.path)
+        record = rules.admit(self.record, chunk, self.part_sizes())
+        if record != self.record:
+            self.save_record(record)
+        self.put_part(chunk.index, chunk.file)
+        merged, length = self.merge_available()
+        if merged < record.total_chunks:
+            return StreamWrite(Outcome.STORED)
+        return self._complete(rules)
+
+    def _complete(self, rules):
+        """Publish the whole file where `rules` say, or discard the stream when they refuse it."""
+        row = self._row
+        try:
+            path = rules.verify(self.record, row.length, self.merged_sha256(), row.head)
+        except ServiceError:
+            self.discard()
+            raise
+        self.publish(path)
+        return StreamWrite(Outcome.COMPLETED, path, row.length)
 
     def put_part(self, index, incoming):
         """Acknowledge a chunk: when this transaction commits, it is part of the prefix or staged in the bucket."""
@@ -149,15 +174,19 @@ class SharedLockedStream:
             self._save_row()
         return row.merged, row.length
 
-    def drop_unmerged(self, index):
-        """Nothing to undo: the failed transaction is rolled back with everything it wrote."""
-
     def merged_sha256(self):
         return Sha256State.deserialize(self._row.hash_state).finalize()
 
     # -- tus ---------------------------------------------------------------------------------------------------------
 
-    def commit_tus(self, appending):
+    def commit_tus(self, appending, rules):
+        """Make a received PATCH body part of the upload, and complete the upload when it is whole."""
+        self.append_body(appending)
+        if self._row.length < self.record.file_size:
+            return StreamWrite(Outcome.STORED, offset=self._row.length)
+        return self._complete(rules)
+
+    def append_body(self, appending):
         """Make a received PATCH body part of the upload, if nothing was appended since it began (tus PATCHes of one
         upload are sequential; a concurrent one that committed first wins, this one is refused)."""
         if self._row.length != appending.offset:
@@ -169,7 +198,6 @@ class SharedLockedStream:
             self._save_row()
         else:
             self._touch()
-        appending.committed()
 
     # -- completion --------------------------------------------------------------------------------------------------
 
