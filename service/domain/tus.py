@@ -46,9 +46,10 @@ def create_tus_upload(repo, org, length, metadata, raw_metadata):
 
 
 def tus_upload_state(repo, org, stream_id):
-    """(record, committed offset, expiry as a timestamp) of a live tus upload."""
-    _open_upload(repo, org, stream_id)
-    return repo.streams.tus_offset(org, stream_id)
+    """The StreamStatus of a live tus upload (its record, committed offset, expiry)."""
+    status = repo.streams.status(org, stream_id)
+    require_tus(status.record)
+    return status
 
 
 def upload_expires(repo):

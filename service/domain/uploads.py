@@ -223,12 +223,7 @@ def stream_media_path(record, fmt):
 
 def stream_status(repo, org, stream_id):
     """What the server holds of a stream, so a client knows what to resend."""
-    record = require_stream(repo, org, stream_id)
-    if record.is_tus:
-        record, offset, expires_at = repo.streams.tus_offset(org, stream_id)
-        sizes = {}
-    else:
-        record, sizes, expires_at = repo.streams.status(org, stream_id)
+    record, sizes, offset, expires_at = repo.streams.status(org, stream_id)
     complete = record.is_complete
     if not complete and sizes and len(sizes) == record.total_chunks:
         # Every chunk is held, yet no request completed the stream (it failed, or the server died, while completing):

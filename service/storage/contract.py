@@ -99,6 +99,14 @@ class StreamRecord:
             state=StreamState(meta["state"]), path=meta["path"])
 
 
+class StreamStatus(NamedTuple):
+    """What a store holds of a live stream."""
+    record: StreamRecord
+    chunks: dict[int, int]  # {chunk index: size} of the chunks held (a chunk stream's, while open)
+    offset: int | None  # the bytes committed (a tus upload's)
+    expires_at: float  # POSIX seconds: when it expires if left idle
+
+
 class Outcome(enum.Enum):
     """What a write to a stream (a chunk, a tus PATCH body) did."""
     STORED = "stored"  # kept; the stream stays open

@@ -234,7 +234,7 @@ def _tus_patch(repo, org, stream_id):
 
 def _tus_head(repo, org, stream_id):
     tus.require_version(request.headers)
-    record, offset, expires = tus_uploads.tus_upload_state(repo, org, stream_id)
+    record, _, offset, expires = tus_uploads.tus_upload_state(repo, org, stream_id)
     headers = tus.upload_headers(offset, expires, record.path)
     headers.update({"Upload-Length": str(record.file_size), "Cache-Control": "no-store"})
     if record.upload_metadata:

@@ -5,7 +5,7 @@ import shutil
 import time
 
 from service.errors import StreamNotFound
-from service.storage.contract import STREAM_ID, new_stream_id
+from service.storage.contract import STREAM_ID, StreamStatus, new_stream_id
 from service.storage.disk import LockTimeout, disk_errors, lock
 from service.storage.incoming import IncomingFile
 from service.storage.files.names import id_to_name
@@ -125,28 +125,23 @@ class FileStreamStore:
         finally:
             appending.close()
 
-    def tus_offset(self, org, stream_id):
-        """(record, committed offset, time it expires if left idle) of a live tus upload, else 404."""
+    def status(self, org, stream_id):
+        """The StreamStatus of a live stream, else 404: a tus upload's committed offset is read without a lock, a chunk
+        stream's chunks under its lock."""
         directory = self._directory(org, stream_id)
         record = self.read(org, stream_id)
         if record is None:
             raise StreamNotFound()
         try:
-            offset = record.file_size if record.is_complete else TusRecord(directory).read()[1]
-            return record, offset, self._expires_at(directory)
+            if record.is_complete:
+                return StreamStatus(record, {}, record.file_size if record.is_tus else None,
+                                    self._expires_at(directory))
+            if record.is_tus:
+                return StreamStatus(record, {}, TusRecord(directory).read()[1], self._expires_at(directory))
+            with self.open(org, stream_id) as stream:
+                return StreamStatus(stream.record, stream.part_sizes(), None, self._expires_at(directory))
         except (FileNotFoundError, NotADirectoryError):
             raise StreamNotFound() from None
-
-    def status(self, org, stream_id):
-        """(record, {chunk index: size}, time it expires if left idle) of a live stream, else 404."""
-        directory = self._directory(org, stream_id)
-        record = self.read(org, stream_id)
-        if record is None:
-            raise StreamNotFound()
-        if record.is_complete:
-            return record, {}, self._expires_at(directory)
-        with self.open(org, stream_id) as stream:
-            return stream.record, stream.part_sizes(), self._expires_at(directory)
 
     def open_ids(self, org):
         """Ids of an org's streams that are still open (not complete, not yet swept), in no particular order."""

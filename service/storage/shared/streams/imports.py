@@ -14,7 +14,7 @@ def import_stream(store, org, stream_id, record, pieces, received):
         if current.record.is_tus:
             held = current.length
         else:
-            held = store.status(org, stream_id)[1]
+            held = store.status(org, stream_id).chunks
         if held == received:
             return "unchanged"
         store.delete(org, stream_id)

@@ -4,7 +4,7 @@ import secrets
 import time
 
 from service.errors import StreamNotFound
-from service.storage.contract import STREAM_ID, new_stream_id
+from service.storage.contract import STREAM_ID, StreamStatus, new_stream_id
 from service.storage.shared.streams import rows
 from service.storage.shared.streams.imports import import_stream
 from service.storage.shared.streams.rows import StreamRows
@@ -70,21 +70,14 @@ class SharedStreamStore:
         return self.clock() + self.ttl_seconds
 
     def status(self, org, stream_id):
-        """(record, {chunk index: size}, time it expires if left idle) of a live stream, else 404."""
+        """The StreamStatus of a live stream, else 404."""
         with self.database.transaction() as connection:
             row = self._row(connection, org, stream_id)
             if row is None:
                 raise StreamNotFound()
-            sizes = {} if row.record.is_complete else StreamRows(connection, org, stream_id).chunk_sizes()
-        return row.record, sizes, row.touched_at + self.ttl_seconds
-
-    def tus_offset(self, org, stream_id):
-        """(record, committed offset, time it expires if left idle) of a live tus upload, else 404."""
-        row = self.peek(org, stream_id)
-        if row is None:
-            raise StreamNotFound()
-        offset = row.record.file_size if row.record.is_complete else row.length
-        return row.record, offset, row.touched_at + self.ttl_seconds
+            record = row.record
+            chunks = {} if record.is_complete or record.is_tus else StreamRows(connection, org, stream_id).chunk_sizes()
+        return StreamStatus(record, chunks, row.length if record.is_tus else None, row.touched_at + self.ttl_seconds)
 
     def open_ids(self, org):
         with self.database.transaction() as connection:
