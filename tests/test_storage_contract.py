@@ -1,12 +1,18 @@
-"""The storage contract as code: each backend is a package that imports the contract and the neutral modules of
-service.storage, never the other backend; the domain and the storage layer import no web framework."""
+"""The storage contract as code: both backends offer every method of the Protocols in service/storage/contract.py
+with the same parameters, the layers above call nothing else, each backend is a package that imports the contract and
+the neutral modules of service.storage, never the other backend, and the domain and the storage layer import no web
+framework."""
 import ast
+import inspect
 from pathlib import Path
 
 import pytest
 
 import service
+from service.storage import contract
 from service.storage.contract import StreamRecord, StreamState
+from service.storage.files import FileRepository
+from service.storage.shared import SharedRepository
 
 SERVICE = Path(service.__file__).parent
 BACKENDS = {"files": "service.storage.files", "shared": "service.storage.shared"}
@@ -86,3 +92,66 @@ def test_a_record_is_stored_with_the_field_names_earlier_versions_read():
         stored = StreamRecord.from_json(meta).to_json()
         assert {key: stored[key] for key in meta} == meta
         assert StreamRecord.from_json(stored) == StreamRecord.from_json(meta)
+
+
+# -- both backends against the Protocols -----------------------------------------------------------------------------
+
+STORES = {"documents": contract.DocumentStore, "media": contract.MediaStore, "streams": contract.StreamStore}
+
+
+@pytest.fixture(params=["files", "shared"])
+def repository(request, tmp_path):
+    """A repository of each backend; the shared one connects to nothing until used, so none is needed here."""
+    if request.param == "files":
+        return FileRepository(tmp_path / "data")
+    return SharedRepository(tmp_path / "node", "postgresql://127.0.0.1:1/unused", "unused-bucket")
+
+
+def protocol_methods(protocol):
+    return {name: member for name, member in vars(protocol).items()
+            if callable(member) and not name.startswith("_")}
+
+
+def test_each_backend_is_a_repository_of_the_contract(repository):
+    assert isinstance(repository, contract.Repository)
+    for name, protocol in STORES.items():
+        assert isinstance(getattr(repository, name), protocol), name
+
+
+@pytest.mark.parametrize("protocol", [contract.Repository, *STORES.values()], ids=lambda protocol: protocol.__name__)
+def test_each_method_of_the_contract_takes_the_same_parameters_on_both_backends(repository, protocol):
+    implementation = repository
+    for name, store_protocol in STORES.items():
+        if protocol is store_protocol:
+            implementation = getattr(repository, name)
+    for name, member in protocol_methods(protocol).items():
+        expected = list(inspect.signature(member).parameters)[1:]  # without self
+        assert list(inspect.signature(getattr(implementation, name)).parameters) == expected, name
+
+
+def calls_on_the_repository(path):
+    """(store or None, name) of every `repo.<name>` and `repo.<store>.<name>` in a module."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "repo":
+            found.add((None, node.attr))
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and \
+                isinstance(node.value.value, ast.Name) and node.value.value.id == "repo":
+            found.add((node.value.attr, node.attr))
+    return found
+
+
+def test_the_layers_above_storage_call_only_what_the_contract_names():
+    """The domain, the views and the resolvers (every module above service.storage but the command line, which
+    opens a backend of its own for `wis migrate` and `wis db upgrade`)."""
+    modules = [path for path in SERVICE.rglob("*.py")
+               if "storage" not in path.relative_to(SERVICE).parts and path.name != "cli.py"]
+    offending = set()
+    for path in modules:
+        for store, name in calls_on_the_repository(path):
+            protocol = contract.Repository if store is None else STORES[store]
+            if store is None and name in STORES or name in protocol_methods(protocol) or name == "faults":
+                continue
+            offending.add(f"{path.relative_to(SERVICE)}: repo.{store + '.' if store else ''}{name}")
+    assert offending == set()
+    assert ("streams", "add_chunk") in calls_on_the_repository(SERVICE / "domain" / "uploads.py")

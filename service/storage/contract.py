@@ -1,15 +1,18 @@
 """The storage contract: what both backends (service.storage.files, service.storage.shared) offer, and the values
 they exchange with the layers above. Each backend is a package that imports this module, never the other backend;
-nothing above service.storage knows which one it talks to.
+nothing above service.storage knows which one it talks to, and the layers above call only what the Protocols at the
+end of this module name (tests/test_storage_contract.py checks both backends against them).
 """
 import dataclasses
 import enum
 import re
 import secrets
 from datetime import datetime, timezone
-from typing import BinaryIO, NamedTuple, Protocol
+from collections.abc import Callable
+from typing import BinaryIO, NamedTuple, Protocol, runtime_checkable
 
 from service.interface import CHUNKS_PROTOCOL, TUS_PROTOCOL
+from service.storage.faults import FaultStore
 
 # -- documents --------------------------------------------------------------------------------------------------------
 
@@ -164,3 +167,111 @@ class ChunkRules(CompletionRules, Protocol):
     def admit(self, record: StreamRecord, chunk: Chunk, held: dict[int, int]) -> StreamRecord:
         """The stream's record with `chunk` taken in (its chunk count; at chunk 0 the sniffed format), given the sizes
         of the chunks `held` so far; a ServiceError refuses the chunk and nothing changes."""
+
+
+# -- the stores -------------------------------------------------------------------------------------------------------
+
+@runtime_checkable
+class DocumentStore(Protocol):
+    """JSON documents of every org, one per (kind, id), with the metadata fields the store writes (createdAt,
+    updatedAt, revision: each acknowledged write adds 1)."""
+
+    def get(self, org: str, kind: str, identifier: str) -> dict | None: ...
+
+    def exists(self, org: str, kind: str, identifier: str) -> bool: ...
+
+    def upsert(self, org: str, kind: str, identifier: str, body: dict) -> tuple[dict, bool]:
+        """Store `body` as the whole document; (the document as stored, whether it was created)."""
+
+    def kinds(self, org: str) -> list[str]: ...
+
+    def ids(self, org: str, kind: str) -> list[str]:
+        """Every id of a kind, in byte order."""
+
+    def page(self, org: str, kind: str, first: int, after: str | None = None) -> list[dict]:
+        """Up to `first` documents with ids after `after`, in id order."""
+
+
+@runtime_checkable
+class MediaStore(Protocol):
+    """Published media of every org: whole, verified files at media paths, never replaced."""
+
+    def exists(self, org: str, path: str) -> bool: ...
+
+    def open(self, org: str, path: str) -> OpenMedia | None: ...
+
+    def list_media(self, org: str) -> list[tuple[str, float]]:
+        """(media path, creation time) of each of an org's media."""
+
+    def delete(self, org: str, path: str) -> bool: ...
+
+    def new_incoming(self, org: str, head_size: int) -> Incoming:
+        """Where a single upload is received (with `.path` and `.finish()` for `publish`)."""
+
+    def publish(self, org: str, path: str, source) -> bool:
+        """Make the whole local file `source` the media at `path`; False, storing nothing, if the path is taken."""
+
+    def unpublish(self, org: str, path: str) -> None:
+        """Take back media whose publishing request failed (best effort)."""
+
+
+@runtime_checkable
+class StreamStore(Protocol):
+    """Upload streams of every org (chunk streams and tus uploads); one idle for longer than `ttl_seconds` is gone."""
+    ttl_seconds: float
+
+    def create(self, org: str, record: StreamRecord) -> str:
+        """A new stream; its server-made id."""
+
+    def read(self, org: str, stream_id: str) -> StreamRecord | None:
+        """The record of a live stream, or None (unknown, malformed id, another org's, expired)."""
+
+    def status(self, org: str, stream_id: str) -> StreamStatus: ...
+
+    def new_incoming(self, org: str, stream_id: str, head_size: int, index: int | None = None) -> Incoming:
+        """Where chunk `index` (None: not known while it arrives) is received."""
+
+    def add_chunk(self, org: str, stream_id: str, chunk: Chunk, rules: ChunkRules) -> StreamWrite: ...
+
+    def append_tus(self, org: str, stream_id: str, receive: Callable[[TusBody], None], rules: CompletionRules,
+                   lock_timeout: float) -> StreamWrite: ...
+
+    def delete(self, org: str, stream_id: str) -> bool: ...
+
+    def expiry_from_now(self) -> float:
+        """When a stream active now expires if left idle (POSIX seconds)."""
+
+    def open_ids(self, org: str) -> list[str]:
+        """Ids of an org's open streams."""
+
+    def count_open(self) -> int:
+        """How many streams of every org are open."""
+
+    def sweep(self) -> int:
+        """Remove the streams idle past their expiry; how many."""
+
+
+@runtime_checkable
+class Repository(Protocol):
+    """Every store of the service: what views and resolvers hand to the domain."""
+    documents: DocumentStore
+    media: MediaStore
+    streams: StreamStore
+    faults: FaultStore  # the test-mode faults: the same class on both backends
+
+    def orgs(self) -> list[str]:
+        """Every org that has stored something, sorted."""
+
+    def sweep(self) -> int:
+        """Remove expired streams and the leftovers of killed workers; how many streams."""
+
+    def sweep_due(self) -> bool:
+        """True for exactly one caller once a sweep interval has passed."""
+
+    def check_ready(self) -> dict[str, str | None]:
+        """{engine: None, or its problem} of each engine the backend needs."""
+
+    def close(self) -> None: ...
+
+    def reset(self) -> None:
+        """Remove every org's documents, media and streams, and every pending fault (test mode)."""

@@ -27,6 +27,8 @@ NOT_DOCUMENTS = {"media", "streams"}
 
 
 class FileDocumentStore:
+    """Every org's documents as files (service.storage.contract.DocumentStore)."""
+
     def __init__(self, orgs_root):
         self.orgs_root = orgs_root
 

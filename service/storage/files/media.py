@@ -13,6 +13,8 @@ STAGING = ".incoming"
 
 
 class FileMediaStore:
+    """Every org's published media as files (service.storage.contract.MediaStore)."""
+
     def __init__(self, orgs_root):
         self.orgs_root = orgs_root
 

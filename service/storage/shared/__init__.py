@@ -23,7 +23,7 @@ SPOOL = "spool"
 
 
 class SharedRepository:
-    """The stores of the shared backend; the same methods as service.storage.files.FileRepository."""
+    """The stores of the shared backend (service.storage.contract.Repository)."""
 
     def __init__(self, data_dir, database_url, bucket, prefix="", stream_ttl_seconds=24 * 3600, clock=time.time):
         self.data_dir = Path(data_dir)

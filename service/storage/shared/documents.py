@@ -1,5 +1,5 @@
-"""JSON documents in PostgreSQL: one row of `documents` per (org, kind, id), the same answers as the file backend's
-FileDocumentStore (service.storage.files.documents).
+"""JSON documents in PostgreSQL (service.storage.contract.DocumentStore): one row of `documents` per (org, kind, id),
+the same answers as the file backend's.
 
 The body is kept as the JSON text orjson wrote, so numbers and key order come back exactly as stored; the metadata
 (createdAt, updatedAt, revision) lives in columns of its own and is put back after the body's fields, where the file
@@ -52,7 +52,8 @@ def _document(body, created_at, updated_at, revision):
 
 
 class SharedDocumentStore:
-    """Documents of every org in the `documents` table of `database` (service.storage.shared.database.Database)."""
+    """Documents of every org in the `documents` table of `database` (service.storage.shared.database.Database):
+    service.storage.contract.DocumentStore."""
 
     def __init__(self, database):
         self.database = database

@@ -31,7 +31,7 @@ def file_sha256(file_path):
 
 
 class SharedMediaStore:
-    """The same methods, with the same answers, as service.storage.files.media.FileMediaStore."""
+    """Every org's published media (service.storage.contract.MediaStore)."""
 
     def __init__(self, database, objects, spool, clock):
         self._database = database

@@ -21,7 +21,8 @@ LOCK_TIMEOUT = 60
 
 
 class FileStreamStore:
-    """Every org's streams; a stream idle for longer than `ttl_seconds` (by `clock`) is gone."""
+    """Every org's streams as stream directories (service.storage.contract.StreamStore); a stream idle for longer than
+    `ttl_seconds` (by `clock`) is gone."""
 
     def __init__(self, orgs_root, media, ttl_seconds, clock=time.time):
         self.orgs_root = orgs_root

@@ -13,7 +13,8 @@ from service.storage.shared.streams.stream import SharedLockedStream
 
 
 class SharedStreamStore:
-    """Every org's streams; a stream idle for longer than `ttl_seconds` (by `clock`) is gone."""
+    """Every org's streams as rows and objects (service.storage.contract.StreamStore); a stream idle for longer than
+    `ttl_seconds` (by `clock`) is gone."""
 
     def __init__(self, database, objects, media, spool, ttl_seconds, clock=time.time):
         self.database = database
