@@ -14,6 +14,8 @@ from collections import defaultdict
 
 import requests
 
+from service.storage.files.streams.ledger import LEDGER, Ledger
+
 from support import (HEADERS, create_stream_over_http, media_files, mp4, png, read_process_over_http,
                      send_chunk_over_http, sha256, shipped_server, upsert_over_http)
 
@@ -133,8 +135,10 @@ def wait_for_load(load):
 def check_after_restart(load, url, data_dir):
     """Every invariant a crash must not break, checked through the restarted service and on disk."""
     for path in data_dir.rglob("*"):
-        if path.is_file() and (path.suffix == ".json" or path.name == "merged"):
-            json.loads(path.read_bytes())  # every document and bookkeeping file parses
+        if path.is_file() and path.suffix == ".json":
+            json.loads(path.read_bytes())  # every document and stream record parses
+        if path.name == LEDGER:
+            Ledger(path.parent).next()  # every stream's ledger holds a whole commit
 
     for identifier, attempts in load.attempts.items():
         stored = read_process_over_http(url, identifier)

@@ -54,3 +54,20 @@ def test_a_tus_upload_of_the_earlier_layout_resumes_at_its_offset_and_completes(
         "Upload-Offset": "1000", "Content-Type": "application/offset+octet-stream"}))
     assert response.status_code == 204, response.get_data(as_text=True)
     assert client.get(response.headers["Media-Path"], headers=HEADERS).data == IMAGE
+
+
+def test_the_chunk_stream_gets_a_ledger_in_place_of_its_pointer_and_boundaries(client, data_dir):
+    stream_status(client, HEADERS, CHUNK_STREAM)
+    directory = data_dir / "orgs" / "default" / "streams" / CHUNK_STREAM
+    assert sorted(path.name for path in directory.iterdir()) == ["ledger", "meta.json", "part-3", "prefix"]
+
+
+def test_an_upgrade_cut_short_after_the_ledger_was_written_is_finished(data_dir):
+    directory = data_dir / "orgs" / "default" / "streams" / CHUNK_STREAM
+    kept = {name: (directory / name).read_bytes() for name in ("merged", "boundaries")}
+    client = create_app({"DATA_DIR": str(data_dir), "API_TOKENS": TOKENS, "TESTING": True}).test_client()
+    stream_status(client, HEADERS, CHUNK_STREAM)
+    for name, content in kept.items():  # as a worker killed between the ledger's rename and the unlinks leaves it
+        (directory / name).write_bytes(content)
+    assert stream_status(client, HEADERS, CHUNK_STREAM)["receivedChunks"] == [0, 1, 3]
+    assert not (directory / "merged").exists() and not (directory / "boundaries").exists()

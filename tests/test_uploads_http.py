@@ -531,7 +531,7 @@ def test_client_gone_mid_chunk_leaves_no_part_and_the_stream_usable(app, client,
     assert started[0].size == 500  # half a chunk had been written to disk when the body ended
     # Its bookkeeping only: nothing of the cut-off chunk (the shared backend keeps the row, nothing in the bucket).
     assert stored_names(app, "default", "streams", stream_id) == (
-        ["boundaries", "merged", "meta.json", "prefix"] if backend.name == "file" else [stream_id])
+        ["ledger", "meta.json", "prefix"] if backend.name == "file" else [stream_id])
     assert send_chunk(client, auth, stream_id, 0, 2, data[:1000]).status_code == 200
     assert send_chunk(client, auth, stream_id, 1, 2, data[1000:]).status_code == 201
 

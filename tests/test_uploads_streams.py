@@ -13,7 +13,7 @@ from service.storage import incoming as storage_incoming
 from service.storage.contract import StreamRecord, StreamState
 from service.storage.files import FileRepository
 from service.storage.files.streams.append import PrefixAppend
-from service.storage.files.streams.stream import LockedStream
+from service.storage.files.streams.ledger import BOUNDARY, RECORDS_AT, SLOT_SIZE, Ledger
 from service.storage.incoming import IncomingFile
 
 TTL = 3600
@@ -127,27 +127,27 @@ def test_identical_retry_of_a_merged_chunk_changes_nothing(repo, monkeypatch):
     stream_id = new_stream(repo, CHUNKS)
     put(repo, stream_id, 0, CHUNKS[0])
     put(repo, stream_id, 1, CHUNKS[1])
-    appended = []
-    monkeypatch.setattr(LockedStream, "_set_next", lambda self, index: appended.append(index))
+    commits = []
+    monkeypatch.setattr(Ledger, "commit", lambda self, merged, boundaries=(): commits.append(merged))
     assert put(repo, stream_id, 0, CHUNKS[0]) == (2, 2000)
-    assert appended == []
+    assert commits == []
     assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1]
 
 
 def test_crash_between_append_and_state_save_is_repaired_by_the_next_merge(repo, monkeypatch):
     stream_id = new_stream(repo, CHUNKS)
     put(repo, stream_id, 0, CHUNKS[0])
-    real_set_next = LockedStream._set_next
+    real_commit = Ledger.commit
 
-    def crash(self, index):
+    def crash(self, merged, boundaries=()):
         raise OSError("worker killed")
 
-    monkeypatch.setattr(LockedStream, "_set_next", crash)
+    monkeypatch.setattr(Ledger, "commit", crash)
     with pytest.raises(OSError):
         put(repo, stream_id, 1, CHUNKS[1])
     # The bytes of chunk 1 are in the prefix, but its bookkeeping was never saved.
     assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1]
-    monkeypatch.setattr(LockedStream, "_set_next", real_set_next)
+    monkeypatch.setattr(Ledger, "commit", real_commit)
     assert put(repo, stream_id, 2, CHUNKS[2]) == (3, 3000)
     assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1] + CHUNKS[2]
     assert digest(repo, stream_id) == hashlib.sha256(CHUNKS[0] + CHUNKS[1] + CHUNKS[2]).hexdigest()
@@ -433,3 +433,67 @@ def test_a_failing_early_writeback_is_left_for_the_fsync_to_report(repo, monkeyp
     assert commit(repo, stream_id, 0, receive_in_writes(repo, stream_id, 0, CHUNKS[0], 500)) == (1, 1000)
     assert storage_disk._start_writeback is failing
     assert calls == [(0, 500), (500, 500)]
+
+
+# -- the ledger: one commit point per append ----------------------------------------------------------------------
+
+def state(n):
+    return bytes([n]) * 104
+
+
+def test_a_ledger_commit_of_several_chunks_reads_back(tmp_path):
+    ledger = Ledger.create(tmp_path)
+    ledger.commit(3, [(10, state(1)), (25, state(2)), (40, state(3))])
+    reopened = Ledger(tmp_path)
+    assert reopened.next() == 3
+    assert reopened.lengths(0, 4) == [0, 10, 25, 40]
+    assert reopened.read(3) == (40, state(3))
+
+
+def tear(path, at, data=b"\xff\xff"):
+    with open(path, "r+b") as handle:
+        handle.seek(at)
+        handle.write(data)
+
+
+def test_a_torn_ledger_slot_falls_back_to_the_commit_before(tmp_path):
+    ledger = Ledger.create(tmp_path)
+    ledger.commit(1, [(10, state(1))])
+    ledger.commit(2, [(25, state(2))])
+    # The latest commit (sequence 3) is in the second slot: a write of it cut short leaves its CRC wrong.
+    tear(ledger.path, SLOT_SIZE + 8)
+    assert Ledger(tmp_path).next() == 1
+
+
+def test_a_commit_whose_records_never_reached_the_disk_is_not_taken(tmp_path):
+    """A power cut can keep the new slot and lose the records written before it in the same fdatasync: the slot's
+    CRC of its records refuses them, and the commit before stands, its records untouched."""
+    ledger = Ledger.create(tmp_path)
+    ledger.commit(1, [(10, state(1))])
+    ledger.commit(4, [(20, state(2)), (30, state(3)), (40, state(4))])
+    tear(ledger.path, RECORDS_AT + 3 * BOUNDARY.size + 20)  # inside record 3
+    reopened = Ledger(tmp_path)
+    assert reopened.next() == 1
+    assert reopened.read(1) == (10, state(1))
+
+
+def test_a_rewind_commits_fewer_chunks_and_the_next_append_overwrites_the_records_after(tmp_path):
+    ledger = Ledger.create(tmp_path)
+    ledger.commit(3, [(10, state(1)), (20, state(2)), (30, state(3))])
+    ledger.commit(1)
+    assert Ledger(tmp_path).next() == 1
+    ledger.commit(2, [(15, state(9))])
+    assert Ledger(tmp_path).lengths(0, 3) == [0, 10, 15]
+
+
+def test_each_acknowledged_chunk_in_order_costs_two_fdatasyncs_and_no_rename(repo, monkeypatch):
+    """The prefix's and the ledger's; no directory fsync, no file written aside and renamed (the earlier layout took
+    four syncs: the prefix, the boundary record, the `merged` pointer and its directory)."""
+    stream_id = new_stream(repo, CHUNKS)
+    commit(repo, stream_id, 0, start(repo, stream_id, 0, CHUNKS[0]))
+    calls = []
+    for name in ("fsync", "fdatasync", "replace", "rename"):
+        real = getattr(os, name)
+        monkeypatch.setattr(os, name, lambda *args, real=real, name=name: calls.append(name) or real(*args))
+    assert commit(repo, stream_id, 1, start(repo, stream_id, 1, CHUNKS[1])) == (2, 2000)
+    assert calls == ["fdatasync", "fdatasync"]

@@ -10,7 +10,7 @@ from service.storage.contract import StreamRecord
 from service.storage.disk import LockTimeout, atomic_write_bytes, lock
 from service.storage.incoming import BUFFER_SIZE
 
-META, MERGED, PREFIX, BOUNDARIES = "meta.json", "merged", "prefix", "boundaries"
+META, PREFIX = "meta.json", "prefix"
 PART = re.compile(r"part-(\d+)")
 
 

@@ -10,9 +10,8 @@ from service.storage.disk import LockTimeout, disk_errors, lock
 from service.storage.incoming import IncomingFile
 from service.storage.files.names import id_to_name
 from service.storage.files.streams.append import PrefixAppend
-from service.storage.files.streams.boundaries import BoundaryRecords
-from service.storage.files.streams.layout import (META, MERGED, PREFIX, read_json, read_record, remove_stream,
-                                                   write_json, write_record)
+from service.storage.files.streams.layout import META, PREFIX, read_json, read_record, remove_stream, write_record
+from service.storage.files.streams.ledger import Ledger, upgrade
 from service.storage.files.streams.stream import LockedStream
 from service.storage.files.streams.tus import TusAppend, TusRecord
 
@@ -44,10 +43,10 @@ class FileStreamStore:
             directory.mkdir(parents=True)
             try:
                 open(directory / PREFIX, "wb").close()
-                BoundaryRecords(directory).create()
-                write_json(directory / MERGED, {"next": 0})
                 if record.is_tus:
                     TusRecord(directory).create()
+                else:
+                    Ledger.create(directory)
                 # meta.json last: a stream exists for readers only once its bookkeeping is complete.
                 write_record(directory, record)
             except BaseException:
@@ -105,6 +104,9 @@ class FileStreamStore:
             if record is None or self._expired(directory):
                 remove_stream(directory)
                 raise StreamNotFound()
+            if not record.is_tus and not record.is_complete:
+                with disk_errors():
+                    upgrade(directory)
             yield LockedStream(directory, record, self.media, org)
 
     def append_tus(self, org, stream_id, receive, rules, lock_timeout):
