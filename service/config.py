@@ -11,6 +11,9 @@ DEFAULTS = {
     # Raw "org:token,token2" string; parsed by service.auth.
     "API_TOKENS": "",
     "STREAM_TTL_HOURS": 24.0,
+    # Upload streams an org may have open at once (created, neither complete nor expired): each holds disk or rows
+    # for up to STREAM_TTL_HOURS, and a client that creates streams and never sends them must not fill the disk.
+    "MAX_OPEN_STREAMS": 1000,
     # Largest request body accepted at all (Flask's name for it).
     "MAX_CONTENT_LENGTH": MAX_REQUEST_BODY,
     # Test mode turns on the state and fault-injection endpoints for integrators' test suites.
@@ -38,6 +41,13 @@ def _flag(value):
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _positive_int(value):
+    number = int(value)
+    if number < 1:
+        raise ValueError("must be 1 or more")
+    return number
+
+
 def parse_origins(value):
     """Comma-separated origins (or a list of them) -> a tuple of origins written as browsers send them."""
     origins = []
@@ -62,6 +72,7 @@ ENVIRONMENT = {
     "WIS_DATA_DIR": ("DATA_DIR", str),
     "WIS_API_TOKENS": ("API_TOKENS", str),
     "WIS_STREAM_TTL_HOURS": ("STREAM_TTL_HOURS", float),
+    "WIS_MAX_OPEN_STREAMS": ("MAX_OPEN_STREAMS", _positive_int),
     "WIS_TEST_MODE": ("TEST_MODE", _flag),
     "WIS_METRICS_REQUIRE_TOKEN": ("METRICS_REQUIRE_TOKEN", _flag),
     "WIS_EXPLORER_PERSIST_HEADERS": ("EXPLORER_PERSIST_HEADERS", _flag),

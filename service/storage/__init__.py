@@ -11,13 +11,13 @@ __all__ = ["SWEEP_INTERVAL_SECONDS", "open_repository", "init_app", "get_reposit
 
 def open_repository(config, clock=time.time):
     """The repository the configuration names: the shared backend with a database URL, else the data directory."""
-    ttl_seconds = config["STREAM_TTL_HOURS"] * 3600
+    ttl_seconds, max_open = config["STREAM_TTL_HOURS"] * 3600, config["MAX_OPEN_STREAMS"]
     if config.get("DATABASE_URL"):
         from service.storage.shared import SharedRepository  # psycopg and boto3 load only when used
 
         return SharedRepository(config["DATA_DIR"], config["DATABASE_URL"], config["S3_BUCKET"],
-                                config["S3_PREFIX"], ttl_seconds, clock)
-    return FileRepository(config["DATA_DIR"], ttl_seconds, clock)
+                                config["S3_PREFIX"], ttl_seconds, clock, max_open)
+    return FileRepository(config["DATA_DIR"], ttl_seconds, clock, max_open)
 
 
 def init_app(app):

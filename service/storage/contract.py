@@ -110,6 +110,13 @@ class StreamStatus(NamedTuple):
     expires_at: float  # POSIX seconds: when it expires if left idle
 
 
+class OpenCount(NamedTuple):
+    """How many streams of every org were open when the last sweep counted them, and when that was (POSIX seconds;
+    None before any sweep)."""
+    streams: int
+    counted_at: float | None
+
+
 class Outcome(enum.Enum):
     """What a write to a stream (a chunk, a tus PATCH body) did."""
     STORED = "stored"  # kept; the stream stays open
@@ -217,11 +224,14 @@ class MediaStore(Protocol):
 
 @runtime_checkable
 class StreamStore(Protocol):
-    """Upload streams of every org (chunk streams and tus uploads); one idle for longer than `ttl_seconds` is gone."""
+    """Upload streams of every org (chunk streams and tus uploads); one idle for longer than `ttl_seconds` is gone,
+    and an org has at most `max_open` open at once."""
     ttl_seconds: float
+    max_open: int
 
     def create(self, org: str, record: StreamRecord) -> str:
-        """A new stream; its server-made id."""
+        """A new stream; its server-made id. TooManyStreams when the org has `max_open` streams open: the count and the
+        creation are one step for every worker and node."""
 
     def read(self, org: str, stream_id: str) -> StreamRecord | None:
         """The record of a live stream, or None (unknown, malformed id, another org's, expired)."""
@@ -244,11 +254,11 @@ class StreamStore(Protocol):
     def open_ids(self, org: str) -> list[str]:
         """Ids of an org's open streams."""
 
-    def count_open(self) -> int:
-        """How many streams of every org are open."""
+    def open_count(self) -> OpenCount:
+        """The open streams of every org as the last sweep counted them: the same cost however many there are."""
 
     def sweep(self) -> int:
-        """Remove the streams idle past their expiry; how many."""
+        """Remove the streams idle past their expiry, and count the open ones (open_count); how many were removed."""
 
 
 @runtime_checkable

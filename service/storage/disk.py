@@ -97,6 +97,21 @@ def atomic_write_bytes(path, data):
         fsync_directory(path.parent)
 
 
+def remove_stale_temporaries(directory, cutoff):
+    """Remove the temporaries of atomic writes in `directory` last touched before `cutoff` (their writer was killed);
+    return how many."""
+    removed = 0
+    with os.scandir(directory) as entries:
+        stale = [entry for entry in entries
+                 if entry.name.startswith(TEMPORARY_PREFIX) and entry.name.endswith(TEMPORARY_SUFFIX)]
+    for entry in stale:
+        with contextlib.suppress(FileNotFoundError):
+            if entry.stat().st_mtime < cutoff:
+                os.unlink(entry.path)
+                removed += 1
+    return removed
+
+
 # A lock that is taken is tried again after FIRST_RETRY s, then twice as long each time up to LAST_RETRY s: writes hold
 # a lock 2-6 ms, and a fixed 50 ms poll (filelock's) made a writer that lost a race sleep 50 ms, often several times
 # (p99 240-420 ms with 4 clients writing one process). A blocking flock would wake at once but could not honour a

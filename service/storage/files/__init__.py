@@ -9,6 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
+from service.storage.disk import remove_stale_temporaries
 from service.storage.faults import FaultStore
 from service.storage.files import names
 from service.storage.files.documents import FileDocumentStore
@@ -21,14 +22,14 @@ class FileRepository:
     """The stores of the file backend (service.storage.contract.Repository), rooted in one data directory; the only
     object that touches it."""
 
-    def __init__(self, data_dir, stream_ttl_seconds=24 * 3600, clock=time.time):
+    def __init__(self, data_dir, stream_ttl_seconds=24 * 3600, clock=time.time, max_open_streams=1000):
         self.data_dir = Path(data_dir)
         self.orgs_root = self.data_dir / "orgs"
         self.orgs_root.mkdir(parents=True, exist_ok=True)
         self.clock = clock
         self.documents = FileDocumentStore(self.orgs_root)
         self.media = FileMediaStore(self.orgs_root)
-        self.streams = FileStreamStore(self.orgs_root, self.media, stream_ttl_seconds, clock)
+        self.streams = FileStreamStore(self.orgs_root, self.media, stream_ttl_seconds, clock, max_open_streams)
         self.faults = FaultStore(self.data_dir)
         self._sweep_schedule = SweepSchedule(lambda: self.clock())  # the clock may be replaced (tests)
 
@@ -41,7 +42,9 @@ class FileRepository:
     def sweep(self):
         """Remove expired streams and the temporaries that killed workers left (as old as an expired stream);
         return how many streams."""
-        self.documents.sweep_temporaries(self.clock() - self.streams.ttl_seconds)
+        cutoff = self.clock() - self.streams.ttl_seconds
+        self.documents.sweep_temporaries(cutoff)
+        remove_stale_temporaries(self.data_dir, cutoff)  # of the sweep's own count of open streams
         return self.streams.sweep()
 
     def sweep_due(self):

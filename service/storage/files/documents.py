@@ -6,14 +6,13 @@ Documents are compact UTF-8 JSON with the metadata written last, so an update le
 `revision` of the version it replaces from the file's last bytes instead of parsing the whole of it.
 """
 import bisect
-import contextlib
 import os
 import re
 
 import orjson
 
 from service.storage.contract import DOCUMENT_META_FIELDS, utc_timestamp
-from service.storage.disk import TEMPORARY_PREFIX, TEMPORARY_SUFFIX, atomic_write_bytes, lock
+from service.storage.disk import atomic_write_bytes, lock, remove_stale_temporaries
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 SUFFIX = ".json"
@@ -112,14 +111,5 @@ class FileDocumentStore:
 
     def sweep_temporaries(self, cutoff):
         """Remove temporaries of document writes last touched before `cutoff` (their writer was killed)."""
-        removed = 0
-        for directory in self.orgs_root.glob("*/*"):
-            if not directory.is_dir():
-                continue
-            for entry in os.scandir(directory):
-                if entry.name.startswith(TEMPORARY_PREFIX) and entry.name.endswith(TEMPORARY_SUFFIX):
-                    with contextlib.suppress(FileNotFoundError):
-                        if entry.stat().st_mtime < cutoff:
-                            os.unlink(entry.path)
-                            removed += 1
-        return removed
+        return sum(remove_stale_temporaries(directory, cutoff)
+                   for directory in self.orgs_root.glob("*/*") if directory.is_dir())

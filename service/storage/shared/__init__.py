@@ -25,7 +25,8 @@ SPOOL = "spool"
 class SharedRepository:
     """The stores of the shared backend (service.storage.contract.Repository)."""
 
-    def __init__(self, data_dir, database_url, bucket, prefix="", stream_ttl_seconds=24 * 3600, clock=time.time):
+    def __init__(self, data_dir, database_url, bucket, prefix="", stream_ttl_seconds=24 * 3600, clock=time.time,
+                 max_open_streams=1000):
         self.data_dir = Path(data_dir)
         self.spool = self.data_dir / SPOOL
         self.spool.mkdir(parents=True, exist_ok=True)
@@ -34,7 +35,8 @@ class SharedRepository:
         self.objects = ObjectStore(bucket, prefix)
         self.documents = SharedDocumentStore(self.database)
         self.media = SharedMediaStore(self.database, self.objects, self.spool, clock)
-        self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds, clock)
+        self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds, clock,
+                                         max_open_streams)
         self.faults = FaultStore(self.data_dir)
         self._sweep_schedule = SweepSchedule(lambda: self.clock())  # the clock may be replaced (tests)
 

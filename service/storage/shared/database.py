@@ -74,6 +74,14 @@ MIGRATIONS = [
         PRIMARY KEY (org, stream_id, index)
     );
     """,
+    # The sweep's count of the open streams, read by every scrape of /metrics at the cost of one row.
+    """
+    CREATE TABLE open_streams_count (
+        one boolean PRIMARY KEY DEFAULT true CHECK (one),
+        streams bigint NOT NULL,
+        counted_at double precision NOT NULL
+    );
+    """,
 ]
 # Taken by `upgrade` for its transaction, so several nodes running it at once apply each migration once.
 UPGRADE_LOCK = 0x5749_5301

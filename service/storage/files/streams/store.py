@@ -4,30 +4,36 @@ import os
 import shutil
 import time
 
-from service.errors import StreamNotFound
-from service.storage.contract import STREAM_ID, StreamStatus, new_stream_id
+from service.errors import StreamNotFound, TooManyStreams
+from service.storage.contract import STREAM_ID, OpenCount, StreamStatus, new_stream_id
 from service.storage.disk import LockTimeout, disk_errors, lock
 from service.storage.incoming import IncomingFile
 from service.storage.files.names import id_to_name
 from service.storage.files.streams.append import PrefixAppend
-from service.storage.files.streams.layout import META, PREFIX, read_json, read_record, remove_stream, write_record
+from service.storage.files.streams.layout import (META, PREFIX, read_json, read_record, remove_stream, write_json,
+                                                   write_record)
 from service.storage.files.streams.ledger import Ledger, upgrade
 from service.storage.files.streams.stream import LockedStream
 from service.storage.files.streams.tus import TusAppend, TusRecord
 
 # Long enough for one request to merge a whole stream's parts while others wait for the lock.
 LOCK_TIMEOUT = 60
+# The sweep's count of the open streams, in the data directory.
+OPEN_STREAMS_COUNT = "open-streams.json"
 
 
 class FileStreamStore:
     """Every org's streams as stream directories (service.storage.contract.StreamStore); a stream idle for longer than
     `ttl_seconds` (by `clock`) is gone."""
 
-    def __init__(self, orgs_root, media, ttl_seconds, clock=time.time):
+    def __init__(self, orgs_root, media, ttl_seconds, clock=time.time, max_open=1000, count_path=None):
         self.orgs_root = orgs_root
         self.media = media
         self.ttl_seconds = ttl_seconds
         self.clock = clock
+        self.max_open = max_open
+        # Where the sweep keeps its count of the open streams (open_count).
+        self._count_path = count_path or orgs_root.parent / OPEN_STREAMS_COUNT
 
     def _directory(self, org, stream_id):
         if not STREAM_ID.fullmatch(stream_id or ""):
@@ -36,9 +42,18 @@ class FileStreamStore:
 
     def create(self, org, record):
         """Make a new stream directory with its bookkeeping (a tus upload's offset record too); return the server-made
-        stream id."""
+        stream id. TooManyStreams when the org has `max_open` streams open: the org's streams are counted and the new
+        one made under one lock of the org (`<org>/streams.lock`), so two workers cannot both take the last one."""
         stream_id = new_stream_id()
         directory = self._directory(org, stream_id)
+        with lock(directory.parent, timeout=LOCK_TIMEOUT):
+            open_now = self._count_open_in(directory.parent, self.clock() - self.ttl_seconds)
+            if open_now >= self.max_open:
+                raise TooManyStreams(open_now, self.max_open, self.ttl_seconds / 3600)
+            self._make(directory, record)
+        return stream_id
+
+    def _make(self, directory, record):
         with disk_errors():
             directory.mkdir(parents=True)
             try:
@@ -52,7 +67,6 @@ class FileStreamStore:
             except BaseException:
                 shutil.rmtree(directory, ignore_errors=True)
                 raise
-        return stream_id
 
     def read(self, org, stream_id):
         """The StreamRecord of a live stream, or None (unknown, malformed id, or idle past its expiry)."""
@@ -151,9 +165,22 @@ class FileStreamStore:
         streams = self.orgs_root / id_to_name(org) / "streams"
         return self._open_ids_in(streams)
 
-    def count_open(self):
-        """How many streams of every org are open."""
-        return sum(len(self._open_ids_in(org_directory / "streams")) for org_directory in self._org_directories())
+    def open_count(self):
+        """The open streams of every org as the last sweep counted them: one small file read, however many."""
+        try:
+            counted = read_json(self._count_path)
+        except ValueError:  # not one this code wrote
+            counted = None
+        return OpenCount(counted["openStreams"], counted["countedAt"]) if counted else OpenCount(0, None)
+
+    def _count_open_in(self, streams, cutoff):
+        """How many streams in an org's `streams` folder are open and were active since `cutoff`: a stat of each
+        stream and of its prefix (there until completion tidies the stream away), no file read."""
+        try:
+            with os.scandir(streams) as entries:
+                return sum(1 for entry in entries if STREAM_ID.fullmatch(entry.name) and _is_open(entry, cutoff))
+        except FileNotFoundError:
+            return 0
 
     @staticmethod
     def _open_ids_in(streams):
@@ -184,9 +211,10 @@ class FileStreamStore:
 
     def sweep(self):
         """Remove streams idle for longer than the time-to-live, and staging files of single uploads as old (their
-        worker died); return how many streams."""
-        removed = 0
-        cutoff = self.clock() - self.ttl_seconds
+        worker died), count the open streams that remain for open_count; return how many streams were removed."""
+        removed = open_now = 0
+        now = self.clock()
+        cutoff = now - self.ttl_seconds
         for org_directory in self._org_directories():
             self.media.sweep_staging(org_directory, cutoff)
             try:
@@ -194,8 +222,13 @@ class FileStreamStore:
             except FileNotFoundError:
                 continue
             for entry in entries:
-                if STREAM_ID.fullmatch(entry.name) and self._sweep_one(org_directory / "streams" / entry.name, cutoff):
+                if not STREAM_ID.fullmatch(entry.name):
+                    continue
+                if self._sweep_one(org_directory / "streams" / entry.name, cutoff):
                     removed += 1
+                elif _is_open(entry, cutoff):
+                    open_now += 1
+        write_json(self._count_path, {"openStreams": open_now, "countedAt": now})
         return removed
 
     def _org_directories(self):
@@ -217,3 +250,11 @@ class FileStreamStore:
                 return True
         except (FileNotFoundError, LockTimeout):
             return False
+
+
+def _is_open(entry, cutoff):
+    """True for a stream directory (an os.DirEntry) active since `cutoff` that still has its prefix (not complete)."""
+    try:
+        return entry.stat().st_mtime >= cutoff and os.path.exists(os.path.join(entry.path, PREFIX))
+    except FileNotFoundError:
+        return False

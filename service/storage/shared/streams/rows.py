@@ -8,6 +8,8 @@ from service.storage.contract import StreamRecord
 from service.storage.sha256_state import Sha256State
 
 EMPTY_STATE = Sha256State().serialize()
+# The first key of the advisory lock that serializes the creation of an org's streams (the second: the org's hash).
+CREATION_LOCK = 0x5749_5302
 _COLUMNS = "meta, touched_at, merged, length, hash_state, head, upload_id, parts, tail"
 
 
@@ -122,10 +124,26 @@ def open_ids(connection, org, since):
     return [stream_id for (stream_id,) in rows]
 
 
-def count_open(connection, since):
-    """How many streams of every org are open and were touched at or after `since`."""
-    return connection.execute("SELECT count(*) FROM streams WHERE state = 'open' AND touched_at >= %s",
-                              (since,)).fetchone()[0]
+def count_open_of(connection, org, since):
+    """How many streams of an org are open and were touched at or after `since`, with the org's streams locked for
+    creation until the transaction ends (a transaction-scoped advisory lock: another one counting the same org waits
+    until this one has inserted its stream, or given up)."""
+    connection.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (CREATION_LOCK, org))
+    return connection.execute("SELECT count(*) FROM streams WHERE org = %s AND state = 'open' AND touched_at >= %s",
+                              (org, since)).fetchone()[0]
+
+
+def save_open_count(connection, since, now):
+    """Count the streams of every org that are open and were touched at or after `since`, and keep the count."""
+    connection.execute(
+        "INSERT INTO open_streams_count (streams, counted_at) "
+        "SELECT count(*), %s FROM streams WHERE state = 'open' AND touched_at >= %s "
+        "ON CONFLICT (one) DO UPDATE SET streams = EXCLUDED.streams, counted_at = EXCLUDED.counted_at", (now, since))
+
+
+def open_count(connection):
+    """(streams, counted at) as the last sweep kept them, or None before any sweep."""
+    return connection.execute("SELECT streams, counted_at FROM open_streams_count").fetchone()
 
 
 def touched_before(connection, cutoff):

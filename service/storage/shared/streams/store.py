@@ -3,8 +3,8 @@ import contextlib
 import secrets
 import time
 
-from service.errors import StreamNotFound
-from service.storage.contract import STREAM_ID, StreamStatus, new_stream_id
+from service.errors import StreamNotFound, TooManyStreams
+from service.storage.contract import STREAM_ID, OpenCount, StreamStatus, new_stream_id
 from service.storage.shared.streams import rows
 from service.storage.shared.streams.imports import import_stream
 from service.storage.shared.streams.rows import StreamRows
@@ -16,13 +16,14 @@ class SharedStreamStore:
     """Every org's streams as rows and objects (service.storage.contract.StreamStore); a stream idle for longer than
     `ttl_seconds` (by `clock`) is gone."""
 
-    def __init__(self, database, objects, media, spool, ttl_seconds, clock=time.time):
+    def __init__(self, database, objects, media, spool, ttl_seconds, clock=time.time, max_open=1000):
         self.database = database
         self.objects = objects
         self.media = media
         self.spool = spool
         self.ttl_seconds = ttl_seconds
         self.clock = clock
+        self.max_open = max_open
 
     def _stream_key(self, org, stream_id, name):
         return self.objects.key(f"streams/{org}/{stream_id}/{name}")
@@ -40,11 +41,18 @@ class SharedStreamStore:
     # -- creating and reading ---------------------------------------------------------------------------------------
 
     def create(self, org, record):
+        """A new stream; TooManyStreams when the org has `max_open` open: counted and inserted in one transaction,
+        under an advisory lock of the org, so two nodes cannot both take the last one."""
         stream_id = new_stream_id()
-        self.insert(org, stream_id, record)
+        with self.database.transaction() as connection:
+            open_now = rows.count_open_of(connection, org, self.clock() - self.ttl_seconds)
+            if open_now >= self.max_open:
+                raise TooManyStreams(open_now, self.max_open, self.ttl_seconds / 3600)
+            StreamRows(connection, org, stream_id).insert(record, self.clock())
         return stream_id
 
     def insert(self, org, stream_id, record):
+        """A stream under a given id (imports keep the file backend's ids), whatever the org holds."""
         with self.database.transaction() as connection:
             StreamRows(connection, org, stream_id).insert(record, self.clock())
 
@@ -84,9 +92,11 @@ class SharedStreamStore:
         with self.database.transaction() as connection:
             return rows.open_ids(connection, org, self.clock() - self.ttl_seconds)
 
-    def count_open(self):
+    def open_count(self):
+        """The open streams of every org as the last sweep counted them: one row, however many."""
         with self.database.transaction() as connection:
-            return rows.count_open(connection, self.clock() - self.ttl_seconds)
+            counted = rows.open_count(connection)
+        return OpenCount(*counted) if counted else OpenCount(0, None)
 
     # -- receiving ---------------------------------------------------------------------------------------------------
 
@@ -202,8 +212,10 @@ class SharedStreamStore:
 
     def sweep(self):
         """Remove streams idle for longer than the time-to-live, aborting their multipart uploads and removing their
-        staged objects; streams busy in a request are left to the next sweep. Return how many."""
-        cutoff = self.clock() - self.ttl_seconds
+        staged objects (streams busy in a request are left to the next sweep), then count the open ones for
+        open_count. Return how many were removed."""
+        now = self.clock()
+        cutoff = now - self.ttl_seconds
         removed = 0
         with self.database.transaction() as connection:
             expired = rows.touched_before(connection, cutoff)
@@ -215,6 +227,8 @@ class SharedStreamStore:
                 keys = self.forget(connection, org, stream_id, row)
             self._remove_objects(keys)
             removed += 1
+        with self.database.transaction() as connection:
+            rows.save_open_count(connection, cutoff, now)
         return removed
 
     def import_stream(self, org, stream_id, record, pieces, received):
