@@ -3,10 +3,10 @@ import contextlib
 
 from service.checksums import file_sha256
 from service.storage.disk import disk_errors
-from service.storage.incoming import IncomingFile, Receiving
-from service.storage.sha256_state import Sha256State
 from service.storage.files.streams.layout import META, PREFIX, copy_range, read_record, take_append_lock
 from service.storage.files.streams.ledger import Ledger
+from service.storage.incoming import IncomingFile, Receiving
+from service.storage.sha256_state import Sha256State
 
 
 class PrefixAppend(Receiving):

@@ -7,7 +7,6 @@ import time
 from service.errors import StreamNotFound, TooManyStreams
 from service.storage.contract import STREAM_ID, OpenCount, StreamStatus, new_stream_id
 from service.storage.disk import LockTimeout, disk_errors, lock
-from service.storage.incoming import IncomingFile
 from service.storage.files.names import id_to_name
 from service.storage.files.streams.append import PrefixAppend
 from service.storage.files.streams.layout import (META, PREFIX, read_json, read_record, remove_stream, write_json,
@@ -15,6 +14,7 @@ from service.storage.files.streams.layout import (META, PREFIX, read_json, read_
 from service.storage.files.streams.ledger import Ledger, upgrade
 from service.storage.files.streams.stream import LockedStream
 from service.storage.files.streams.tus import TusAppend, TusRecord
+from service.storage.incoming import IncomingFile
 
 # Long enough for one request to merge a whole stream's parts while others wait for the lock.
 LOCK_TIMEOUT = 60

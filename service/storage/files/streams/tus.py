@@ -13,8 +13,8 @@ import zlib
 
 from service.errors import UploadLocked
 from service.storage.disk import disk_errors, start_writeback
-from service.storage.sha256_state import Sha256State
 from service.storage.files.streams.layout import META, PREFIX, take_append_lock
+from service.storage.sha256_state import Sha256State
 from service.storage.write_behind import WriteBehind
 
 TUS_RECORD = "tus"

@@ -4,12 +4,14 @@ import dataclasses
 
 import orjson
 
-from service.storage.contract import StreamRecord
+from service.storage.contract import StreamRecord, StreamState
 from service.storage.sha256_state import Sha256State
 
 EMPTY_STATE = Sha256State().serialize()
 # The first key of the advisory lock that serializes the creation of an org's streams (the second: the org's hash).
 CREATION_LOCK = 0x5749_5302
+# The `state` column of an open stream.
+OPEN = StreamState.OPEN.value
 _COLUMNS = "meta, touched_at, merged, length, hash_state, head, upload_id, parts, tail"
 
 
@@ -119,8 +121,8 @@ class StreamRows:
 
 def open_ids(connection, org, since):
     """Ids of an org's open streams touched at or after `since`."""
-    rows = connection.execute("SELECT id FROM streams WHERE org = %s AND state = 'open' AND touched_at >= %s",
-                              (org, since)).fetchall()
+    rows = connection.execute("SELECT id FROM streams WHERE org = %s AND state = %s AND touched_at >= %s",
+                              (org, OPEN, since)).fetchall()
     return [stream_id for (stream_id,) in rows]
 
 
@@ -129,16 +131,17 @@ def count_open_of(connection, org, since):
     creation until the transaction ends (a transaction-scoped advisory lock: another one counting the same org waits
     until this one has inserted its stream, or given up)."""
     connection.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (CREATION_LOCK, org))
-    return connection.execute("SELECT count(*) FROM streams WHERE org = %s AND state = 'open' AND touched_at >= %s",
-                              (org, since)).fetchone()[0]
+    return connection.execute("SELECT count(*) FROM streams WHERE org = %s AND state = %s AND touched_at >= %s",
+                              (org, OPEN, since)).fetchone()[0]
 
 
 def save_open_count(connection, since, now):
     """Count the streams of every org that are open and were touched at or after `since`, and keep the count."""
     connection.execute(
         "INSERT INTO open_streams_count (streams, counted_at) "
-        "SELECT count(*), %s FROM streams WHERE state = 'open' AND touched_at >= %s "
-        "ON CONFLICT (one) DO UPDATE SET streams = EXCLUDED.streams, counted_at = EXCLUDED.counted_at", (now, since))
+        "SELECT count(*), %s FROM streams WHERE state = %s AND touched_at >= %s "
+        "ON CONFLICT (one) DO UPDATE SET streams = EXCLUDED.streams, counted_at = EXCLUDED.counted_at",
+        (now, OPEN, since))
 
 
 def open_count(connection):
