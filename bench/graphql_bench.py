@@ -3,7 +3,7 @@
 Starts, each on a free 127.0.0.1 port with the gunicorn configuration the project ships
 (`-c python:service.gunicorn_config`): bench/noop_app.py (Ariadne's WSGI app over the same schema.graphql,
 resolvers answering CREATED), and ours (`service:create_app()`) on the file backend (a fresh data directory,
-every document fsynced) and/or the shared backend (PostgreSQL + SeaweedFS from tests/engines.py, bench/
+every document fsynced) and/or the shared backend (PostgreSQL + SeaweedFS from tests/support/engines.py, bench/
 shared_backend.py). wrk sends the same realistic processCreate (bench/payload.py: 20 steps x 5 actions, about 60 KB
 of JSON) over a fixed number of keep-alive connections, cycling through `--ids` process ids (1: every client writes
 the same process, so writers queue on its lock). Each run measures every server in turn after a discarded 2 s

@@ -1,7 +1,7 @@
 """Reading one page of 100 processes out of 10,000 stored, on the file backend and on the shared one (run by hand).
 
 Starts ours twice under the shipped gunicorn configuration: on the file backend (a fresh data directory) and on the
-shared backend (PostgreSQL + SeaweedFS from tests/engines.py, bench/shared_backend.py). Stores `--processes`
+shared backend (PostgreSQL + SeaweedFS from tests/support/engines.py, bench/shared_backend.py). Stores `--processes`
 processes of `--steps` steps x 5 actions (bench/payload.py) in each through processCreate (4 clients), then reads
 pages: `processes(first: 100, after: <id>)` with the page's start drawn at random (the same sequence for both), one
 request at a time over one keep-alive connection. After a discarded warm-up of 20 pages per server, the servers

@@ -1,5 +1,5 @@
 """The shared backend for the benchmarks: a real PostgreSQL and a real SeaweedFS S3 gateway on free 127.0.0.1 ports
-(tests/engines.py), and the environment a server process needs to use them.
+(tests/support/engines.py), and the environment a server process needs to use them.
 
     with SharedBackend() as shared:
         env = shared.server_env()      # a fresh database (schema upgraded) and bucket prefix for one server
@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from engines import PostgresServer, SeaweedServer  # noqa: E402 (tests/ is not a package)
+from support.engines import PostgresServer, SeaweedServer  # noqa: E402 (tests/ is not a package)
 
 BUCKET = "wis-bench"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

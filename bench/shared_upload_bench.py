@@ -1,6 +1,6 @@
 """Uploads through the shared backend against @tus/server + @tus/s3-store on the same SeaweedFS (run by hand).
 
-One PostgreSQL and one SeaweedFS (tests/engines.py, bench/shared_backend.py) serve the whole benchmark. Two servers
+One PostgreSQL and one SeaweedFS (tests/support/engines.py, bench/shared_backend.py) serve the whole benchmark. Two servers
 stay up throughout: ours on the shared backend under the shipped gunicorn configuration, and bench/tus/s3-server.js
 (@tus/s3-store with its part size set to the chunk size, writing to a bucket of its own on the same SeaweedFS).
 The client is this process with `http.client`, one keep-alive connection per upload or in-flight chunk, each body

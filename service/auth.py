@@ -37,18 +37,25 @@ def parse_tokens(raw):
 
 
 def announce_default_token(config):
-    """With no tokens configured, create the default token and print it with the header line to use.
+    """With no tokens configured, create the default token and say on stderr where it is kept.
 
-    Called by the gunicorn master before it forks (so the token is printed once, not once per worker)
-    and by init_app otherwise. Returns whether the embedded default is in use.
+    The token itself is printed only by the start that creates it: stderr goes to logs (journald, a platform's log
+    drain) that more people read than the token is meant for, so later starts name the file instead. Called by the
+    gunicorn master before it forks (so the line is printed once, not once per worker) and by init_app otherwise.
+    Returns whether the embedded default is in use.
     """
     if parse_tokens(config["API_TOKENS"]):
         return False
-    token = ensure_default_token(config["DATA_DIR"])
+    token, created = ensure_default_token(config["DATA_DIR"])
     if not config.get("QUIET_STARTUP") and not os.environ.get(ANNOUNCED_ENV):
-        print(f"work-instruction service: no WIS_API_TOKENS set; org '{DEFAULT_ORG}' uses the token "
-              f"kept in {Path(config['DATA_DIR']) / DEFAULT_TOKEN_FILE}\n"
-              f"  send it as the header:  {TOKEN_HEADER}: {token}", file=sys.stderr, flush=True)
+        kept = Path(config["DATA_DIR"]) / DEFAULT_TOKEN_FILE
+        if created:
+            message = (f"no WIS_API_TOKENS set; created a token for org '{DEFAULT_ORG}', kept in {kept} (printed "
+                       f"this once)\n  send it as the header:  {TOKEN_HEADER}: {token}")
+        else:
+            message = (f"no WIS_API_TOKENS set; org '{DEFAULT_ORG}' uses the token kept in {kept} (printed only "
+                       f"when it was created)")
+        print(f"work-instruction service: {message}", file=sys.stderr, flush=True)
         # Forked workers inherit this and stay quiet.
         os.environ[ANNOUNCED_ENV] = "1"
     return True
@@ -58,7 +65,7 @@ def init_app(app):
     tokens = parse_tokens(app.config["API_TOKENS"])
     if not tokens:
         announce_default_token(app.config)
-        tokens = {ensure_default_token(app.config["DATA_DIR"]): DEFAULT_ORG}
+        tokens = {ensure_default_token(app.config["DATA_DIR"])[0]: DEFAULT_ORG}
     app.extensions["api_tokens"] = tokens
 
 

@@ -1,9 +1,10 @@
 """Configuration: defaults, then the environment, then explicit overrides (tests, embedding)."""
+import importlib
+import math
 import os
 import re
 
 from service.errors import ConfigurationError
-from service.interface import MAX_REQUEST_BODY
 
 DEFAULTS = {
     # Where documents, media and upload streams live.
@@ -14,8 +15,6 @@ DEFAULTS = {
     # Upload streams an org may have open at once (created, neither complete nor expired): each holds disk or rows
     # for up to STREAM_TTL_HOURS, and a client that creates streams and never sends them must not fill the disk.
     "MAX_OPEN_STREAMS": 1000,
-    # Largest request body accepted at all (Flask's name for it).
-    "MAX_CONTENT_LENGTH": MAX_REQUEST_BODY,
     # Test mode turns on the state and fault-injection endpoints for integrators' test suites.
     "TEST_MODE": False,
     # Operators usually scrape /metrics from a private network without a token; this makes it ask for one.
@@ -87,11 +86,29 @@ ENVIRONMENT = {
 PARSED_OVERRIDES = {"CORS_ORIGINS": "WIS_CORS_ORIGINS"}
 
 
+def _seconds(value):
+    seconds = float(value)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError("must be a number of seconds greater than 0")
+    return seconds
+
+
+def _bytes_per_second(value):
+    rate = int(value)
+    if rate < 1:
+        raise ValueError("must be a whole number of bytes per second, at least 1")
+    return rate
+
+
 SERVER_ENVIRONMENT = {
     "WIS_BIND": ("bind", str),
     "WIS_WORKER_CLASS": ("worker_class", str),
     "WIS_WORKERS": ("workers", int),
     "WIS_THREADS": ("threads", int),
+    "WIS_WORKER_CONNECTIONS": ("worker_connections", int),
+    "WIS_REQUEST_START_TIMEOUT": ("request_start_timeout", _seconds),
+    "WIS_REQUEST_BODY_TIMEOUT": ("request_body_timeout", _seconds),
+    "WIS_REQUEST_BODY_MIN_RATE": ("request_body_min_rate", _bytes_per_second),
     "WIS_TIMEOUT": ("timeout", int),
     "WIS_GRACEFUL_TIMEOUT": ("graceful_timeout", int),
     "WIS_KEEPALIVE": ("keepalive", int),
@@ -141,33 +158,63 @@ def uses_shared_backend(config):
     return bool(config["DATABASE_URL"])
 
 
+# What the shared backend imports, installed by the `shared` extra.
+SHARED_BACKEND_MODULES = ("psycopg", "psycopg_pool", "boto3")
+SHARED_BACKEND_INSTALL = "pip install 'work-instruction-service[shared]' (from a checkout: pip install '.[shared]')"
+
+
 def check_backend(config, serving=True):
-    """A ConfigurationError for half a shared-backend configuration, or one without tokens for a service that serves
-    requests: an ephemeral disk keeps no default token, and every node must accept the same ones."""
+    """A ConfigurationError for half a shared-backend configuration, one whose packages are not installed, or one
+    without tokens for a service that serves requests: an ephemeral disk keeps no default token, and every node must
+    accept the same ones."""
     if config["DATABASE_URL"] and not config["S3_BUCKET"]:
         raise ConfigurationError("WIS_S3_BUCKET is required with a database URL (WIS_DATABASE_URL or DATABASE_URL): "
                                  "media and upload bytes go to that S3 bucket")
     if config["S3_BUCKET"] and not config["DATABASE_URL"]:
         raise ConfigurationError("WIS_DATABASE_URL (or DATABASE_URL) is required with WIS_S3_BUCKET: documents, "
                                  "stream state and the media index go to that PostgreSQL database")
+    if config["DATABASE_URL"] and (missing := _missing_modules(SHARED_BACKEND_MODULES)):
+        raise ConfigurationError(f"the shared backend (WIS_DATABASE_URL or DATABASE_URL) needs {', '.join(missing)}, "
+                                 f"not installed: {SHARED_BACKEND_INSTALL}")
     if serving and config["DATABASE_URL"] and not str(config["API_TOKENS"]).strip():
         raise ConfigurationError("WIS_API_TOKENS is required with the shared backend (WIS_DATABASE_URL and "
                                  "WIS_S3_BUCKET): there is no default token on a shared or ephemeral disk")
 
 
+def _missing_modules(names):
+    missing = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    return missing
+
+
 def load_server_config(environ=None):
-    """Gunicorn's settings (by gunicorn's names) from the WIS_* variables; command-line flags still win."""
+    """Gunicorn's settings (by gunicorn's names) and the deadlines of the service's worker (service.server.worker) from
+    the WIS_* variables; command-line flags still win."""
     environ = os.environ if environ is None else environ
     defaults = {
         # Gunicorn's own rule for PORT (Procfile hosting), else loopback: never exposed by accident.
         "bind": f"0.0.0.0:{environ['PORT']}" if environ.get("PORT") else "127.0.0.1:8000",
-        "worker_class": "gthread",
+        # gthread, with each request received in the event loop until a thread can serve it without waiting: a
+        # client that sends its request slowly, or stops, holds a file descriptor and a small buffer, not a thread.
+        "worker_class": "service.server.worker.ReadAheadWorker",
         "workers": _cpu_count() + 1,
-        # A client that sends its request slowly holds a thread until the request is whole (gthread has no
-        # deadline for request headers or bodies): 32 per worker keep the service answering while dozens of
-        # such clients trickle. Past workers x threads of them it stalls; on an untrusted network put a
-        # buffering reverse proxy in front.
+        # Requests served at once per worker (uploads streaming their bodies, GraphQL queries).
         "threads": 32,
+        # Connections a worker holds, arriving, served or kept alive (gunicorn's default): each costs a file
+        # descriptor and, while its request arrives, at most 64 KB; with CPUs + 1 workers that is 2,000 or more.
+        "worker_connections": 1000,
+        # A request's head and the start of its body (64 KB, or all of a smaller body) must arrive within this long:
+        # about 2 KB/s at least, then the thread's body timeout applies.
+        "request_start_timeout": 30.0,
+        # Once a thread serves a request, the longest wait for more of its body; and all its waits together may last
+        # this long plus a second per request_body_min_rate bytes received. A slow link still uploads; a client
+        # that stopped, or trickles, frees the thread (an upload keeps what arrived).
+        "request_body_timeout": 60.0,
+        "request_body_min_rate": 1000,
         # A 10 MB chunk at 1 Mbit/s takes about 80 s; with sync workers this is also the longest request.
         "timeout": 120,
         # On restart or SIGTERM, workers finish the uploads in flight for this long before they are killed.

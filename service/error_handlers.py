@@ -2,7 +2,7 @@
 import logging
 
 from flask import jsonify
-from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.exceptions import HTTPException
 
 from service.errors import ServiceError, http_status
 
@@ -15,15 +15,13 @@ def _json_error(status, message):
     return response
 
 
-def init_app(app):
-    @app.errorhandler(ServiceError)
-    def service_error(error):
-        return _json_error(http_status(error), error.message)
+def service_error_response(error):
+    """The answer to a ServiceError: its status and its message."""
+    return _json_error(http_status(error), error.message)
 
-    @app.errorhandler(RequestEntityTooLarge)
-    def too_large(error):
-        limit = app.config.get("MAX_CONTENT_LENGTH")
-        return _json_error(413, f"request body is larger than the limit of {limit} bytes")
+
+def init_app(app):
+    app.register_error_handler(ServiceError, service_error_response)
 
     @app.errorhandler(HTTPException)
     def http_error(error):

@@ -25,6 +25,7 @@ RESPONSES = {
     "tus_version_unsupported": (412, "PRECONDITION_FAILED"),
     "file_too_large": (413, "PAYLOAD_TOO_LARGE"),
     "beyond_upload_length": (413, "PAYLOAD_TOO_LARGE"),
+    "request_timeout": (408, "REQUEST_TIMEOUT"),
     "upload_locked": (423, "LOCKED"),
     "too_many_streams": (429, "TOO_MANY_STREAMS"),
     "body_checksum_mismatch": (460, "BAD_REQUEST"),
@@ -34,6 +35,8 @@ RESPONSES = {
     "storage_full": (507, "INSUFFICIENT_STORAGE"),
     "database_unavailable": (503, "SERVICE_UNAVAILABLE"),
     "object_store_unavailable": (503, "SERVICE_UNAVAILABLE"),
+    "response_too_large": (400, "RESPONSE_TOO_LARGE"),
+    "unstorable_document": (500, "INTERNAL_SERVER_ERROR"),
     "internal_error": (500, "INTERNAL_SERVER_ERROR"),
 }
 
@@ -126,6 +129,13 @@ class FileTooLarge(ServiceError):
     message = "file is too large"
 
 
+class RequestTimeout(ServiceError):
+    """The request's head (and the start of its body) did not arrive in time: answered by the server's worker, before
+    any view sees the request."""
+    code = "request_timeout"
+    message = "the request did not arrive in time"
+
+
 class BodyTooLarge(ServiceError):
     """A request body or form field over its limit, whatever the file in it."""
     code = "body_too_large"
@@ -216,3 +226,16 @@ class BodyChecksumMismatch(ServiceError):
     """The PATCH body does not match its Upload-Checksum (tus checksum extension): nothing is appended."""
     code = "body_checksum_mismatch"
     message = "Upload-Checksum: the body does not match its checksum; nothing was appended"
+
+
+class UnstorableDocument(ServiceError):
+    """A document holds a number JSON cannot represent (infinity, NaN), which would be stored as null: a check above
+    storage let it through. Nothing is stored; the message names the field."""
+    code = "unstorable_document"
+    message = "the document holds a number that cannot be stored; nothing was stored"
+
+
+class ResponseTooLarge(ServiceError):
+    """The answer being built went over the budget of one answer: the operation stops, nothing of it is answered."""
+    code = "response_too_large"
+    message = "the answer is larger than one answer may be"

@@ -1,8 +1,9 @@
 """Gunicorn settings for this service: `gunicorn -c python:service.gunicorn_config` (see Procfile).
 
 Every setting can be changed from the environment (WIS_*), and command-line flags still win.
-Uploads are I/O- and hashing-bound and clients may be slow, so the default is a few `gthread`
-workers with several threads each: a slow client holds a thread, not a whole process.
+Uploads are I/O- and hashing-bound and clients may be slow, so the default is a few threaded workers
+(service.server.worker: gthread whose event loop receives each request until a thread can serve it):
+a client that sends slowly, or stops, holds a file descriptor and a small buffer, not a thread.
 """
 import logging
 import os
@@ -59,6 +60,7 @@ bind = [_SERVER["bind"]]
 worker_class = _SERVER["worker_class"]
 workers = _SERVER["workers"]
 threads = _SERVER["threads"]
+worker_connections = _SERVER["worker_connections"]
 timeout = _SERVER["timeout"]
 graceful_timeout = _SERVER["graceful_timeout"]
 keepalive = _SERVER["keepalive"]

@@ -18,11 +18,25 @@ REQUEST_ID_HEADER = "X-Request-Id"
 REQUEST_FILE_LIMIT = 10 * MB
 # Every form field of the upload forms is a short value (an index, an id, a SHA-256).
 FORM_FIELD_LIMIT = 64 * 1024
-# Largest request body accepted at all: one file of REQUEST_FILE_LIMIT and its form fields. Anything larger is
-# refused before it is read (upload routes first measure bodies somewhat larger, to name the file's size).
+# Largest request body of any route: one file of REQUEST_FILE_LIMIT and its form fields. Which route's body it bounds,
+# and how, is service.body_limits's.
 MAX_REQUEST_BODY = REQUEST_FILE_LIMIT + FORM_FIELD_LIMIT
 # Chunk bookkeeping scans a stream's parts on every chunk, so a stream has a bounded number of them.
 MAX_TOTAL_CHUNKS = 10_000
+
+# The longest text one field of a GraphQL input may hold (descriptions, instruction texts, alert and note texts,
+# confirmations, serial patterns), and the longest display name (names, titles, part numbers, units, what is
+# measured): a work instruction is read on the floor in seconds, and each field's length bounds what a read repeats.
+MAX_TEXT_LENGTH = 20_000
+MAX_NAME_LENGTH = 1_000
+# What one mutation's input may hold in all: a character per value plus the characters of its strings, counted with
+# every variable expanded where it is used. Any input sent once, in `variables` or in the query text, fits, since its
+# JSON is longer than that count; a variable repeated thousands of times in the query text does not.
+MAX_INPUT_SIZE = MAX_REQUEST_BODY
+# How many objects (each `{...}`: a step, an action, a part, a text...) one mutation's input may hold. Each reads back
+# as a few hundred characters of field names, twice for a torque action, so that every process can be read back whole
+# within one answer's budget (service.graphql.limits.RESPONSE_BUDGET). A large process has a few thousand actions.
+MAX_INPUT_OBJECTS = 50_000
 
 Format = namedtuple("Format", "label extension content_type")
 FORMATS = {

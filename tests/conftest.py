@@ -1,27 +1,47 @@
 """Shared fixtures: an isolated app per test, real gunicorn servers for end-to-end tests, and a real browser (the
 system's headless Chromium, driven by Playwright) with a server of static pages on an origin of their own.
 
-Only fixtures live here; what tests import (tokens, media makers, request helpers, the servers) is in support.py.
+Only fixtures live here; what tests import (tokens, media makers, request helpers, the servers) is in the topic
+modules of the support package. A test starts a process (gunicorn, `wis serve`, Chromium, Node, the engines) only
+through a fixture here: the fixture names its tier (support/tiers.py), and a fast-tier test that starts one fails.
 """
+import fcntl
 import os
 import shutil
 import subprocess
 
 import pytest
+from flask import Flask
+from flask.testing import FlaskClient
 
 from service import create_app
 from service.client import Client
-from engines import POSTGRES_INSTALL, WEED_INSTALL, PostgresServer, SeaweedServer, postgres_bin, weed_binary
 from service.storage import get_repository
-from support import (
-    CHROMIUM, CHROMIUM_ARGS, HEADERS, JS_DIR, OTHER_HEADERS, TOKEN, TOKENS, FileBackend, GunicornServer, PageServer,
-    SharedBackend,
-)
+from support.backends import FileBackend, SharedBackend
+from support.engines import POSTGRES_INSTALL, WEED_INSTALL, PostgresServer, SeaweedServer, postgres_bin, weed_binary
+from support.servers import CHROMIUM, CHROMIUM_ARGS, JS_DIR, SHIPPED_WORKER_CLASS, GunicornServer, PageServer
+from support.tokens import HEADERS, OTHER_HEADERS, TOKEN, TOKENS
 
 BACKENDS = ("file", "shared")
 
 
+class ClosingClient(FlaskClient):
+    """The test client of every app: reads each answer whole and closes it, as a WSGI server does, and closes the
+    request body it made. Werkzeug leaves both open (a media answer's file; a multipart body over 500 KB is spooled
+    to a temporary file), and an unclosed file is a ResourceWarning, an error in this suite."""
+
+    def open(self, *args, buffered=True, **kwargs):
+        response = super().open(*args, buffered=buffered, **kwargs)
+        response.request.environ["wsgi.input"].close()
+        return response
+
+
+Flask.test_client_class = ClosingClient
+
+
 def pytest_configure(config):
+    # The tiers: markers from the fixtures each test uses, and the check that a fast test starts nothing.
+    config.pluginmanager.import_plugin("support.tiers")
     config.addinivalue_line("markers", "file_backend_only(reason): the test is about the file backend itself (its "
                                        "files, its crash safety) or about something no backend changes; it does "
                                        "not run on the shared backend")
@@ -87,29 +107,75 @@ def other_auth():
     return dict(OTHER_HEADERS)
 
 
+# -- real gunicorn, and other server processes -------------------------------------------------------------------
+# Every server process a test starts comes from one of these factories (tiers.py marks its users `server`).
+
+def _gunicorn_factory():
+    servers = []
+
+    def start(data_dir, **options):
+        servers.append(GunicornServer(data_dir, **options))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
 @pytest.fixture
-def gunicorn_server(tmp_path, backend):
+def start_gunicorn():
+    """`start_gunicorn(data_dir, **options)`: a GunicornServer (support.servers) for one test, stopped after it unless
+    the test stopped it."""
+    yield from _gunicorn_factory()
+
+
+@pytest.fixture(scope="module")
+def start_module_gunicorn():
+    """`start_module_gunicorn(data_dir, **options)`: a GunicornServer for the fixtures of one module, stopped after
+    its last test."""
+    yield from _gunicorn_factory()
+
+
+@pytest.fixture
+def server_process():
+    """`server_process(argv, **popen_options)`: a server command (`wis serve`, the Procfile's gunicorn) started as a
+    process, killed after the test if it still runs; `server_process.run(argv, **run_options)` runs one to its end
+    (a command that must refuse to start)."""
+    started = []
+
+    class Starter:
+        def __call__(self, argv, **options):
+            started.append(subprocess.Popen(argv, **options))
+            return started[-1]
+
+        def run(self, argv, **options):
+            return subprocess.run(argv, **options)
+
+    yield Starter()
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def gunicorn_server(tmp_path, backend, start_gunicorn):
     """A fresh gunicorn server for one test."""
-    server = GunicornServer(tmp_path / "gunicorn-data", backend=backend)
-    yield server
-    server.stop()
+    return start_gunicorn(tmp_path / "gunicorn-data", backend=backend)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, backend):
+def server(tmp_path_factory, backend, start_module_gunicorn):
     """One gunicorn server (two workers) shared by a module's tests; modules that need another kind define their own."""
-    server = GunicornServer(tmp_path_factory.mktemp("data"), workers=2, backend=backend)
-    yield server
-    server.stop()
+    return start_module_gunicorn(tmp_path_factory.mktemp("data"), workers=2, backend=backend)
 
 
 @pytest.fixture(scope="module")
-def gthread_server(tmp_path_factory, backend):
-    """Two gthread workers of four threads: requests of one upload meet in one process as well as across two."""
-    server = GunicornServer(tmp_path_factory.mktemp("gthread") / "data", workers=2, backend=backend,
-                            extra_args=("--worker-class", "gthread", "--threads", "4"))
-    yield server
-    server.stop()
+def threaded_server(tmp_path_factory, backend, start_module_gunicorn):
+    """Two workers of the shipped (threaded) class, four threads each: requests of one upload meet in one process as
+    well as across two."""
+    return start_module_gunicorn(tmp_path_factory.mktemp("threaded") / "data", workers=2, backend=backend,
+                                 extra_args=("--worker-class", SHIPPED_WORKER_CLASS, "--threads", "4"))
 
 
 @pytest.fixture
@@ -156,11 +222,14 @@ def node():
     node_binary, npm = shutil.which("node"), shutil.which("npm")
     if not node_binary or not npm:
         pytest.fail("the tus-js-client tests need Node.js (>= 18) and npm on PATH: apt-get install nodejs npm")
-    if not (JS_DIR / "node_modules" / "tus-js-client").is_dir():
-        result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True, text=True,
-                                timeout=300)
-        if result.returncode != 0:
-            pytest.fail(f"npm ci in {JS_DIR} failed:\n{result.stdout}\n{result.stderr}")
+    # xdist workers install it one at a time: the lock is held across the check and `npm ci`.
+    with open(JS_DIR / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (JS_DIR / "node_modules" / "tus-js-client").is_dir():
+            result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True,
+                                    text=True, timeout=300)
+            if result.returncode != 0:
+                pytest.fail(f"npm ci in {JS_DIR} failed:\n{result.stdout}\n{result.stderr}")
     return node_binary
 
 

@@ -6,7 +6,7 @@ import requests
 from service import create_app
 from service.auth import parse_tokens
 from service.errors import ConfigurationError
-from support import TOKEN_HEADER, GunicornServer
+from service.interface import TOKEN_HEADER
 
 
 def test_the_token_header_is_the_one_the_contract_names():
@@ -55,11 +55,23 @@ def test_the_default_token_file_is_readable_by_its_owner_only(monkeypatch, tmp_p
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []
 
 
-def test_embedded_default_token_is_created_once_and_printed_once(tmp_path):
+def test_the_default_token_is_printed_by_the_start_that_creates_it_and_never_again(monkeypatch, tmp_path, capsys):
+    """Stderr ends up in logs (journald, a platform's log drain): later starts name the file, not the token."""
+    monkeypatch.delenv("WIS_API_TOKENS", raising=False)
+    for start in range(2):
+        monkeypatch.setenv("WIS_DEFAULT_TOKEN_ANNOUNCED", "")  # each start is a new process
+        create_app({"DATA_DIR": str(tmp_path)})
+        printed = capsys.readouterr().err
+        token = (tmp_path / "default-token").read_text().strip()
+        assert str(tmp_path / "default-token") in printed
+        assert printed.count(token) == (1 if start == 0 else 0), printed
+
+
+def test_embedded_default_token_is_created_once_and_printed_once(tmp_path, start_gunicorn):
     """With no WIS_API_TOKENS, gunicorn's master prints the token once (not once per worker), and it works."""
     data_dir = tmp_path / "data"
     env = {"WIS_API_TOKENS": "", "WIS_DEFAULT_TOKEN_ANNOUNCED": "", "WIS_WORKERS": "2"}
-    server = GunicornServer(data_dir, env=env, extra_args=("-c", "python:service.gunicorn_config"))
+    server = start_gunicorn(data_dir, env=env, extra_args=("-c", "python:service.gunicorn_config"))
     try:
         token = (data_dir / "default-token").read_text().strip()
         query = {"query": "{ stations { id } }"}

@@ -3,7 +3,8 @@ import pytest
 
 from service.cli import main
 from service.domain.media_gc import referenced_media
-from support import PNG, uploaded_path
+from support.media import PNG
+from support.uploads import uploaded_path
 
 PROCESS_MUTATION = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
 

@@ -5,7 +5,10 @@ import pytest
 import yaml
 
 from service.cli import main
-from support import GIF, TOKEN, downloaded_sha, free_port, sha256_of, write_mp4, write_png
+from support.client import downloaded_sha
+from support.media import GIF, sha256_of, write_mp4, write_png
+from support.ports import free_port
+from support.tokens import TOKEN
 
 
 pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the server's answers are tested on both backends")

@@ -10,15 +10,16 @@ import pytest
 import requests
 
 from service.cli import main
-from support import HEADERS, TOKENS, free_port
+from support.ports import free_port
+from support.tokens import HEADERS, TOKENS
 
 WIS = Path(sys.executable).with_name("wis")
 
 
-def test_serve_runs_gunicorn_with_the_service_config(tmp_path):
+def test_serve_runs_gunicorn_with_the_service_config(tmp_path, server_process):
     port = free_port()
     data_dir = tmp_path / "served-data"
-    process = subprocess.Popen(
+    process = server_process(
         [str(WIS), "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1", "--data-dir", str(data_dir)],
         env=dict(os.environ, WIS_API_TOKENS=TOKENS), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -56,10 +57,37 @@ def test_dev_mode_is_one_reloading_worker(monkeypatch, tmp_path):
     ({"WIS_API_TOKENS": "acme:short"}, "WIS_API_TOKENS"),
     ({"WIS_STREAM_TTL_HOURS": "soon"}, "WIS_STREAM_TTL_HOURS"),
 ])
-def test_a_malformed_setting_stops_serve_with_one_line_naming_it(tmp_path, setting, named):
+def test_a_malformed_setting_stops_serve_with_one_line_naming_it(tmp_path, setting, named, server_process):
     environment = {name: value for name, value in os.environ.items() if not name.startswith("WIS_")}
-    done = subprocess.run([str(WIS), "serve", "--bind", f"127.0.0.1:{free_port()}"], cwd=tmp_path, timeout=60,
-                          env={**environment, **setting}, capture_output=True, text=True)
+    done = server_process.run([str(WIS), "serve", "--bind", f"127.0.0.1:{free_port()}"], cwd=tmp_path, timeout=60,
+                              env={**environment, **setting}, capture_output=True, text=True)
     assert done.returncode == 1
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("work-instruction service: ") and named in line and "Traceback" not in done.stderr
+
+
+# Hides the shared backend's packages, as on a machine where the `shared` extra was not installed.
+WITHOUT_SHARED_EXTRA = '''
+import sys
+
+class NotInstalled:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"psycopg", "psycopg_pool", "boto3", "botocore"}:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, NotInstalled())
+'''
+
+
+def test_serve_with_a_database_but_without_the_shared_extra_names_the_install_command(tmp_path, server_process):
+    (tmp_path / "sitecustomize.py").write_text(WITHOUT_SHARED_EXTRA)
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("WIS_")}
+    environment.update(PYTHONPATH=str(tmp_path), WIS_API_TOKENS=TOKENS, WIS_S3_BUCKET="wis",
+                       WIS_DATABASE_URL=f"postgresql://wis@127.0.0.1:{free_port()}/wis")
+    done = server_process.run([str(WIS), "serve", "--bind", f"127.0.0.1:{free_port()}"], cwd=tmp_path, timeout=60,
+                              env=environment, capture_output=True, text=True)
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line == ("work-instruction service: the shared backend (WIS_DATABASE_URL or DATABASE_URL) needs psycopg, "
+                    "psycopg_pool, boto3, not installed: pip install 'work-instruction-service[shared]' (from a "
+                    "checkout: pip install '.[shared]')")

@@ -4,19 +4,20 @@ import os
 import pytest
 
 from service.client import Client
-from support import GIF, JPEG, GunicornServer, downloaded_sha, run_wis, sha256_of, write_mp4, write_png
+from support.client import downloaded_sha
+from support.media import GIF, JPEG, sha256_of, write_mp4, write_png
+from support.servers import run_wis
 
 
 
 @pytest.fixture(scope="module")
-def box(tmp_path_factory):
+def box(tmp_path_factory, start_module_gunicorn):
     """A directory whose ./data is the data directory of a service started without WIS_API_TOKENS."""
     root = tmp_path_factory.mktemp("box")
-    server = GunicornServer(root / "data", workers=1, env={"WIS_API_TOKENS": ""})
+    server = start_module_gunicorn(root / "data", workers=1, env={"WIS_API_TOKENS": ""})
     server.root = root
     server.default_token = (root / "data" / "default-token").read_text().strip()
-    yield server
-    server.stop()
+    return server
 
 
 def wis(box, *args, cwd=None, **env):

@@ -5,8 +5,12 @@ import pytest
 
 from service.cli import main
 from service.client import MB, Client
-from support import (TOKEN, TOKEN_HEADER, Interrupted, downloaded_sha, free_port, interrupt_after, run_wis, sha256_of,
-                     write_mp4, write_png)
+from service.interface import TOKEN_HEADER
+from support.client import Interrupted, downloaded_sha, interrupt_after
+from support.media import sha256_of, write_mp4, write_png
+from support.ports import free_port
+from support.servers import run_wis
+from support.tokens import TOKEN
 
 pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the server's answers are tested on both backends")
 

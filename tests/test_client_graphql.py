@@ -2,7 +2,7 @@
 import pytest
 
 from service.client import Client, ClientError
-from support import write_png
+from support.media import write_png
 
 
 pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the server's answers are tested on both backends")

@@ -6,7 +6,9 @@ import pytest
 import requests
 
 from service.client import MB, Client
-from support import TOKEN, Interrupted, interrupt_after, write_mp4, write_png
+from support.client import Interrupted, interrupt_after
+from support.media import write_mp4, write_png
+from support.tokens import TOKEN
 
 
 pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the server's answers are tested on both backends")

@@ -5,7 +5,8 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from service.client import Client, ClientError, OutcomeUnknown, ServerUnreachable
-from support import sessions_through, write_png
+from support.client import sessions_through
+from support.media import write_png
 
 pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the server's answers are tested on both backends")
 

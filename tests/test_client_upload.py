@@ -8,8 +8,9 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from service.client import MB, Client, ClientError, ServerUnreachable
-from support import (HEADERS, TOKEN, Interrupted, downloaded_sha, interrupt_after, sessions_through, sha256_of,
-                     write_mp4, write_png)
+from support.client import Interrupted, downloaded_sha, interrupt_after, sessions_through
+from support.media import sha256_of, write_mp4, write_png
+from support.tokens import HEADERS, TOKEN
 
 pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the server's answers are tested on both backends")
 

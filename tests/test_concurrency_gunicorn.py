@@ -1,4 +1,4 @@
-"""Concurrency through gunicorn as shipped (its gthread config, 2 workers): many clients on the same ids and streams.
+"""Concurrency through gunicorn as shipped (its config: threaded workers, 2 of them): many clients on the same ids and streams.
 
 No acknowledged update is lost (the final revision counts every acknowledged write) and a stream whose chunks are
 sent at once, each several times, by many threads completes exactly once.
@@ -12,16 +12,18 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from support import (HEADERS, create_stream_over_http, media_files, metric_value, mp4, read_process_over_http,
-                     send_chunk_over_http, sha256, shipped_server, upsert_over_http)
+from support.datadir import media_files
+from support.media import mp4, sha256
+from support.metrics import metric_value
+from support.over_http import create_stream_over_http, read_process_over_http, send_chunk_over_http, upsert_over_http
+from support.servers import shipped_server
+from support.tokens import HEADERS
 
 
 
 @pytest.fixture
-def server(tmp_path):
-    started = shipped_server(tmp_path, tmp_path / "data")
-    yield started
-    started.stop()
+def server(tmp_path, start_gunicorn):
+    return shipped_server(start_gunicorn, tmp_path, tmp_path / "data")
 
 
 def completed_streams(url):

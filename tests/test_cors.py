@@ -6,7 +6,10 @@ from service import create_app
 from service.config import load_config
 from service.cors import ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS
 from service.errors import ConfigurationError
-from support import HEADERS, PNG, TOKEN_HEADER, TOKENS, upload
+from service.interface import MAX_REQUEST_BODY, TOKEN_HEADER
+from support.media import PNG
+from support.tokens import HEADERS, TOKENS
+from support.uploads import upload
 
 PAGE = "http://127.0.0.1:8765"
 OTHER_PAGE = "https://app.example.com"
@@ -215,7 +218,7 @@ def test_errors_to_a_listed_origin_carry_the_cors_headers(app, client, auth):
         "404 route": client.get("/no-such-route", headers=origin),
         "405": client.put("/uploads", headers={**origin, **auth}),
         "400": client.post("/uploads", data=b"x", content_type="text/plain", headers={**origin, **auth}),
-        "413": client.post("/graph/v2", data=b"x" * (app.config["MAX_CONTENT_LENGTH"] + 1),
+        "413": client.post("/graph/v2", data=b"x" * (MAX_REQUEST_BODY + 1),
                            content_type="application/json", headers={**origin, **auth}),
         "500": client.get("/boom", headers=origin),
     }

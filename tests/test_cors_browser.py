@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from support import HEADERS, PNG, TOKEN, TOKEN_HEADER, GunicornServer
+from service.interface import TOKEN_HEADER
+from support.media import PNG
+from support.tokens import HEADERS, TOKEN
 
 
 PAGE = Path(__file__).with_name("pages") / "cors_client.html"
@@ -26,10 +28,9 @@ def unlisted(serve_pages):
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory, listed):
-    server = GunicornServer(tmp_path_factory.mktemp("cors-data"), workers=1, env={"WIS_CORS_ORIGINS": listed.url})
-    yield server
-    server.stop()
+def service(tmp_path_factory, listed, start_module_gunicorn):
+    return start_module_gunicorn(tmp_path_factory.mktemp("cors-data"), workers=1,
+                                 env={"WIS_CORS_ORIGINS": listed.url})
 
 
 @pytest.fixture

@@ -15,9 +15,11 @@ from collections import defaultdict
 import requests
 
 from service.storage.files.streams.ledger import LEDGER, Ledger
-
-from support import (HEADERS, create_stream_over_http, media_files, mp4, png, read_process_over_http,
-                     send_chunk_over_http, sha256, shipped_server, upsert_over_http)
+from support.datadir import media_files
+from support.media import mp4, png, sha256
+from support.over_http import create_stream_over_http, read_process_over_http, send_chunk_over_http, upsert_over_http
+from support.servers import shipped_server
+from support.tokens import HEADERS
 
 
 CHUNK = 64 * 1024
@@ -175,8 +177,8 @@ def check_after_restart(load, url, data_dir):
     assert sha256(served.content) == sha256(load.video)
 
 
-def test_kill_9_of_a_worker_loses_nothing_acknowledged_and_the_upload_resumes(tmp_path):
-    server = shipped_server(tmp_path, tmp_path / "data")
+def test_kill_9_of_a_worker_loses_nothing_acknowledged_and_the_upload_resumes(tmp_path, start_gunicorn):
+    server = shipped_server(start_gunicorn, tmp_path, tmp_path / "data")
     try:
         with Load(server.url) as load:
             wait_for_load(load)
@@ -190,8 +192,8 @@ def test_kill_9_of_a_worker_loses_nothing_acknowledged_and_the_upload_resumes(tm
         server.stop()
 
 
-def test_kill_9_of_the_whole_server_loses_nothing_acknowledged_and_the_upload_resumes(tmp_path):
-    server = shipped_server(tmp_path, tmp_path / "data")
+def test_kill_9_of_the_whole_server_loses_nothing_acknowledged_and_the_upload_resumes(tmp_path, start_gunicorn):
+    server = shipped_server(start_gunicorn, tmp_path, tmp_path / "data")
     try:
         with Load(server.url) as load:
             wait_for_load(load)
@@ -202,7 +204,7 @@ def test_kill_9_of_the_whole_server_loses_nothing_acknowledged_and_the_upload_re
             wait_until(lambda: all(map(is_gone, processes)), "the server's processes to die")
     finally:
         server.stop()
-    restarted = shipped_server(tmp_path, tmp_path / "data")
+    restarted = shipped_server(start_gunicorn, tmp_path, tmp_path / "data")
     try:
         check_after_restart(load, restarted.url, restarted.data_dir)
     finally:

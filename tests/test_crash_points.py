@@ -15,8 +15,14 @@ import pytest
 
 from service import create_app
 from service.storage.files.streams.ledger import LEDGER, Ledger
-from support import (HEADERS, TOKENS, FaultyDisk, create_stream, line_process, media_files, mp4, png, read_process,
-                     send_chunk, send_file_first, sha256, stream_status, upload, upsert_process)
+from support.datadir import media_files
+from support.disk import FaultyDisk
+from support.documents import line_process, read_process, upsert_process
+from support.media import mp4, png, sha256
+from support.tokens import HEADERS, TOKENS
+from support.uploads import create_stream, send_chunk, send_file_first, stream_status, upload
+
+pytestmark = pytest.mark.exhaustive  # a crash at every step of every write
 
 CRASHED = 70
 # More operations than any one request performs; the loop ends at the first n the request survives.

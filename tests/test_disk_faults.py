@@ -10,8 +10,11 @@ import hashlib
 import pytest
 
 from service.storage import get_repository
-from support import (MB, FaultyDisk, create_stream, line_process, mp4, png, read_process, send_chunk, send_file_first,
-                     stream_status, upload, upsert_process)
+from service.interface import MB
+from support.disk import FaultyDisk
+from support.documents import line_process, read_process, upsert_process
+from support.media import mp4, png
+from support.uploads import create_stream, send_chunk, send_file_first, stream_status, upload
 
 pytestmark = pytest.mark.file_backend_only("they inject failures into the file backend's own disk writes (the shared backend's engine faults are in test_shared_faults.py)")
 

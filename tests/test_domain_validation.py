@@ -7,8 +7,10 @@ from service.domain.products import upsert_product
 from service.domain.reads import PROCESSES, PRODUCTS, STATIONS
 from service.domain.stations import upsert_station
 from service.domain.validation import InvalidInput
+from service.errors import UnstorableDocument
+from service.interface import MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, MAX_NAME_LENGTH, MAX_TEXT_LENGTH
 from service.storage import get_repository
-from support import store_media
+from support.datadir import store_media
 
 ORG = "default"
 
@@ -180,6 +182,137 @@ def test_every_problem_is_reported_at_once(repo):
         "process.steps[1].id"]
 
 
+# ---------------------------------------------------------------- numbers JSON can store, texts of bounded length
+
+INFINITE = float("1e400")
+
+
+@pytest.mark.parametrize("where, data", [
+    ("inputParts[0].quantity", one_action_process(inputParts=[{"part": {"id": "bolt"}, "quantity": INFINITE}])),
+    ("measurement.min", one_action_process(measurement={"min": -INFINITE, "max": 1.0})),
+    ("measurement.max", one_action_process(measurement={"min": 1.0, "max": INFINITE})),
+    ("measurement.min", one_action_process(measurement={"min": float("nan")})),
+])
+def test_numbers_that_are_not_finite_are_refused_by_name(repo, where, data):
+    """1e400 written in the query text is infinite; JSON would store it as null and every read of it would fail."""
+    excinfo = refused(repo, data)
+    assert f"process.steps[0].actions[0].{where}" in fields_of(excinfo)
+    assert "must be a finite number" in dict(excinfo.value.errors)[f"process.steps[0].actions[0].{where}"]
+
+
+def test_quantities_whose_sum_is_not_finite_are_refused(repo):
+    """Each quantity is finite, but the bill of materials adds them up: 1.5e308 twice is infinite."""
+    data = process(steps=[{"id": "step_1", "actions": [
+        action("act_1", inputParts=[{"part": {"id": "bolt"}, "quantity": 1.5e308}]),
+        action("act_2", inputParts=[{"part": {"id": "nut"}, "quantity": 1.5e308},
+                                    {"part": {"id": "bolt"}, "quantity": 1.5e308}])]}])
+    excinfo = refused(repo, data)
+    assert fields_of(excinfo) == ["process.steps[0].actions[1].inputParts[1].quantity"]
+    assert "quantities of part 'bolt' add up to" in excinfo.value.errors[0][1]
+
+
+def test_the_largest_finite_numbers_are_stored_and_read_back(repo):
+    data = one_action_process(inputParts=[{"part": {"id": "bolt"}, "quantity": 1.7e308}],
+                              measurement={"min": -1.7e308, "max": 1.7e308})
+    document, _ = upsert_process(repo, ORG, data)
+    assert stored(repo) == document and document["billOfMaterials"][0]["quantity"] == 1.7e308
+
+
+@pytest.mark.parametrize("field, limit, data", [
+    ("process.name", MAX_NAME_LENGTH, lambda text: process(name=text)),
+    ("process.partNumber", MAX_NAME_LENGTH, lambda text: process(partNumber=text)),
+    ("process.description", MAX_TEXT_LENGTH, lambda text: process(description=text)),
+    ("process.steps[0].name", MAX_NAME_LENGTH, lambda text: process(steps=[{"id": "step_1", "name": text}])),
+    ("process.steps[0].instructionText.text", MAX_TEXT_LENGTH,
+     lambda text: process(steps=[{"id": "step_1", "instructionText": {"text": text}}])),
+    ("process.steps[0].alerts[1].title", MAX_NAME_LENGTH,
+     lambda text: process(steps=[{"id": "step_1", "alerts": [{"text": "a"}, {"text": "b", "title": text}]}])),
+    ("process.steps[0].notes[0].text", MAX_TEXT_LENGTH,
+     lambda text: process(steps=[{"id": "step_1", "notes": [{"text": text}]}])),
+    ("process.steps[0].actions[0].description.text", MAX_TEXT_LENGTH,
+     lambda text: one_action_process(description={"text": text})),
+    ("process.steps[0].actions[0].inputParts[0].part.serial.pattern", MAX_TEXT_LENGTH,
+     lambda text: one_action_process(inputParts=[{"part": {"id": "pcb", "serial": {"id": "pcb_sn", "pattern": text}}}])),
+    ("process.steps[0].actions[0].measurement.measured", MAX_NAME_LENGTH,
+     lambda text: one_action_process(measurement={"measured": text})),
+    ("process.steps[0].actions[0].toolUsed.description", MAX_TEXT_LENGTH,
+     lambda text: one_action_process(toolUsed={"id": "tool_1", "description": text})),
+    ("process.steps[0].actions[0].confirmation.confirmed", MAX_TEXT_LENGTH,
+     lambda text: one_action_process(confirmation={"confirmed": text})),
+])
+def test_texts_and_names_are_accepted_up_to_their_limit(repo, field, limit, data):
+    upsert_process(repo, ORG, data("\u00e9" * limit))
+    excinfo = refused_again(repo, data("x" * (limit + 1)))
+    assert fields_of(excinfo) == [field]
+    assert f"is {limit + 1:,} characters long; at most {limit:,} are accepted" in excinfo.value.errors[0][1]
+
+
+def refused_again(repo, data):
+    """Refused, and the process stored before is as it was."""
+    before = stored(repo)
+    with pytest.raises(InvalidInput) as excinfo:
+        upsert_process(repo, ORG, data)
+    assert stored(repo) == before
+    return excinfo
+
+
+def test_names_of_products_and_stations_have_the_name_limit(repo):
+    with pytest.raises(InvalidInput) as excinfo:
+        upsert_station(repo, ORG, {"id": "st_1", "name": "n" * (MAX_NAME_LENGTH + 1)})
+    assert fields_of(excinfo) == ["station.name"]
+    upsert_process(repo, ORG, process())
+    with pytest.raises(InvalidInput) as excinfo:
+        upsert_product(repo, ORG, {"id": "prod_1", "name": "n" * (MAX_NAME_LENGTH + 1), "finalProcessId": "proc_1",
+                                   "dependencies": []})
+    assert fields_of(excinfo) == ["product.name"]
+    assert repo.documents.ids(ORG, STATIONS) == [] and repo.documents.ids(ORG, PRODUCTS) == []
+
+
+def test_a_value_repeated_by_reference_is_refused_before_any_other_check(repo):
+    """A variable used 5,000 times in the query text arrives as 5,000 references to one value: 5,000 steps naming
+    one 10,000-character text would be stored as 50 MB, from a request of 40 KB."""
+    text = {"text": "t" * 10_000}
+    steps = [{"id": f"step_{i}", "instructionText": text} for i in range(5_000)]
+    excinfo = refused(repo, process(steps=steps))
+    assert fields_of(excinfo) == ["process"]
+    assert f"holds more than {MAX_INPUT_SIZE:,} characters" in excinfo.value.errors[0][1]
+
+
+def test_an_input_of_more_objects_than_one_answer_can_read_back_is_refused(repo):
+    """Each object reads back as a few hundred characters; past MAX_INPUT_OBJECTS a process could not be read whole."""
+    actions = [{"id": f"act_{i}"} for i in range(MAX_INPUT_OBJECTS - 2)]
+    upsert_process(repo, ORG, process(steps=[{"id": "step_1", "actions": actions}]))
+    excinfo = refused_again(repo, process(steps=[{"id": "step_1", "actions": actions + [{"id": "act_last"}]}]))
+    assert fields_of(excinfo) == ["process"]
+    assert f"holds more than {MAX_INPUT_OBJECTS:,} objects" in excinfo.value.errors[0][1]
+
+
+def test_an_input_the_size_of_the_largest_body_is_accepted(repo):
+    text = "t" * MAX_TEXT_LENGTH
+    steps = [{"id": f"step_{i}", "instructionText": {"text": text}} for i in range(MAX_INPUT_SIZE // (MAX_TEXT_LENGTH + 80))]
+    upsert_process(repo, ORG, process(steps=steps))
+    assert len(stored(repo)["steps"]) == len(steps)
+
+
+def test_a_refused_value_is_quoted_in_part_only(repo):
+    """An answer quotes at most a few dozen characters of each bad value, never the whole of a huge one."""
+    data = process(id="!" * 1_000_000, steps=[{"id": "step_1", "instructionText": {"color": "#" * 10_000}}])
+    excinfo = refused(repo, data)
+    assert fields_of(excinfo) == ["process.id", "process.steps[0].instructionText.color"]
+    assert all(len(message) < 300 for _, message in excinfo.value.errors)
+    assert "(999,942 more characters)" in excinfo.value.errors[0][1]
+
+
+@pytest.mark.parametrize("number", [float("inf"), float("-inf"), float("nan")])
+def test_storage_refuses_a_number_json_cannot_hold_instead_of_storing_null(repo, number):
+    """The last guard, for any path that skips the domain's checks: nothing is stored, the field is named."""
+    body = {"id": "proc_1", "steps": [{"id": "step_1", "actions": [{"id": "act_1", "measurement": {"min": number}}]}]}
+    with pytest.raises(UnstorableDocument) as excinfo:
+        repo.documents.upsert(ORG, PROCESSES, "proc_1", body)
+    assert "steps[0].actions[0].measurement.min holds a number JSON cannot represent" in excinfo.value.message
+    assert repo.documents.ids(ORG, PROCESSES) == []
+
+
 # ---------------------------------------------------------------- media paths
 
 def upload(repo, org, path):
@@ -338,13 +471,13 @@ def test_station_rules(repo):
     assert created and document["name"] == "Bench 1"
 
 
-def test_the_id_pattern_is_written_one_way_in_the_schema_the_messages_and_the_readme():
+def test_the_id_pattern_is_written_one_way_in_the_schema_the_messages_and_the_docs():
     from pathlib import Path
 
     from service.domain.ids import ID_PATTERN, ID_RULE
 
     written = f"^{ID_PATTERN.pattern}$"
     root = Path(__file__).resolve().parents[1]
-    for text in (ID_RULE, (root / "schema.graphql").read_text(), (root / "README.md").read_text()):
+    for text in (ID_RULE, (root / "schema.graphql").read_text(), (root / "docs" / "api.md").read_text()):
         assert written in text
         assert "^[a-z0-9_]{3,50}$" not in text

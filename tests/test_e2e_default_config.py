@@ -12,7 +12,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -20,7 +19,8 @@ import pytest
 import requests
 
 from service.client import Client
-from support import TOKEN_HEADER, free_port
+from service.interface import TOKEN_HEADER
+from support.ports import free_port
 
 BIN = Path(sys.executable).parent
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -40,14 +40,15 @@ def procfile_command(port):
 class ServedAsDocumented:
     """A server started by a command line in a working directory, with the environment a new user has."""
 
-    def __init__(self, argv, cwd, port, env):
+    def __init__(self, start, argv, cwd, port, env):
+        """`start` is the server_process fixture."""
         environment = {name: value for name, value in os.environ.items()
                        if not name.startswith("WIS_") and name not in {"PORT", "PROMETHEUS_MULTIPROC_DIR"}}
         environment.update(env, PATH=f"{BIN}{os.pathsep}{environment.get('PATH', '')}")
         self.url = f"http://127.0.0.1:{port}"
-        self._stderr = tempfile.TemporaryFile()
-        self.process = subprocess.Popen(argv, cwd=cwd, env=environment, stdout=subprocess.DEVNULL,
-                                        stderr=self._stderr)
+        self._stderr = Path(cwd).parent / "server.stderr"
+        with open(self._stderr, "wb") as stderr:
+            self.process = start(argv, cwd=cwd, env=environment, stdout=subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + 60
         while True:
             assert self.process.poll() is None, f"the server exited: {self.stderr_text}"
@@ -60,8 +61,7 @@ class ServedAsDocumented:
 
     @property
     def stderr_text(self):
-        self._stderr.seek(0)
-        return self._stderr.read().decode(errors="replace")
+        return self._stderr.read_bytes().decode(errors="replace")
 
     def printed_token(self):
         """The token as a user finds it: in the line the server prints at start-up."""
@@ -94,7 +94,7 @@ LAUNCHES = {
 
 
 @pytest.fixture(params=list(LAUNCHES), ids=list(LAUNCHES))
-def documented_server(request, tmp_path):
+def documented_server(request, tmp_path, server_process):
     command, env, data_dir = LAUNCHES[request.param]
     port = free_port()
     env = {**env, "PORT": str(port)} if command is procfile_command else {**env, "WIS_BIND": f"127.0.0.1:{port}"}
@@ -102,7 +102,7 @@ def documented_server(request, tmp_path):
     workdir.mkdir()
     if "PROMETHEUS_MULTIPROC_DIR" in env:
         (workdir / env["PROMETHEUS_MULTIPROC_DIR"]).mkdir()
-    server = ServedAsDocumented(command(port), workdir, port, env)
+    server = ServedAsDocumented(server_process, command(port), workdir, port, env)
     server.workdir, server.data_dir = workdir, workdir / data_dir
     yield server
     server.stop()

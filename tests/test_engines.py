@@ -1,4 +1,4 @@
-"""The real engines of the shared-backend tests (tests/engines.py) do what those tests rely on: databases of their own,
+"""The real engines of the shared-backend tests (tests/support/engines.py) do what those tests rely on: databases of their own,
 an S3 store that checks credentials and part sizes, and data that outlives a stop and a start."""
 import uuid
 

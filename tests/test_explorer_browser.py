@@ -10,7 +10,9 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from support import BROWSER_WAIT_MS as WAIT_MS, HEADERS, TOKEN, TOKEN_HEADER, GunicornServer
+from service.interface import TOKEN_HEADER
+from support.servers import BROWSER_WAIT_MS as WAIT_MS
+from support.tokens import HEADERS, TOKEN
 
 
 STATUS = ".wis-token-status"
@@ -21,10 +23,8 @@ DOCS = ".graphiql-doc-explorer"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    server = GunicornServer(tmp_path_factory.mktemp("explorer-data"), workers=1)
-    yield server
-    server.stop()
+def server(tmp_path_factory, start_module_gunicorn):
+    return start_module_gunicorn(tmp_path_factory.mktemp("explorer-data"), workers=1)
 
 
 @pytest.fixture
@@ -153,8 +153,8 @@ def test_headers_an_earlier_page_saved_are_forgotten(server, new_page):
     assert json.loads(entries["graphiql:queries"])["queries"] == [{"query": "{ stations { id } }", "headers": None}]
 
 
-def test_the_operator_can_let_the_browser_keep_the_headers(tmp_path, new_page):
-    server = GunicornServer(tmp_path / "data", workers=1, env={"WIS_EXPLORER_PERSIST_HEADERS": "1"})
+def test_the_operator_can_let_the_browser_keep_the_headers(tmp_path, new_page, start_gunicorn):
+    server = start_gunicorn(tmp_path / "data", workers=1, env={"WIS_EXPLORER_PERSIST_HEADERS": "1"})
     try:
         page = new_page(server.url + "/graph/v2")
         paste_headers(page, token_headers())

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from service.domain.reads import PROCESSES
 from service.graphql.coercion import Refused
 from service.storage import get_repository
-from support import BENCH_MUTATION, bench_process
+from support.documents import BENCH_MUTATION, bench_process
 
 
 JUNK = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=False, width=32),

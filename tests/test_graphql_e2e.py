@@ -3,7 +3,7 @@ import threading
 
 import pytest
 import requests
-from support import TOKEN_HEADER
+from service.interface import TOKEN_HEADER
 
 PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
 PRODUCT_CREATE = "mutation($input: ProductCreateInput!) { productCreate(input: $input) }"

@@ -10,7 +10,9 @@ from service.domain.reads import PROCESSES, STATIONS
 from service.errors import ConfigurationError
 from service.graphql import load_schema
 from service.storage import get_repository
-from support import TOKEN_HEADER, TOKENS, store_media
+from service.interface import TOKEN_HEADER
+from support.datadir import store_media
+from support.tokens import TOKENS
 
 PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
 PRODUCT_CREATE = "mutation($input: ProductCreateInput!) { productCreate(input: $input) }"

@@ -12,7 +12,10 @@ from hypothesis import strategies as st
 from service import create_app
 from service.graphql import load_schema
 from service.storage import get_repository
-from support import HEADERS, TOKENS, snapshot, store_media
+from support.datadir import snapshot, store_media
+from support.tokens import HEADERS, TOKENS
+
+pytestmark = pytest.mark.exhaustive  # hundreds of generated inputs per property
 
 SCHEMA = load_schema()
 MUTATIONS = {"process": "processCreate", "product": "productCreate", "station": "stationCreate"}

@@ -19,7 +19,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 import service
 from service import create_app
 from service.storage import get_repository
-from support import HEADERS, TOKENS
+from support.tokens import HEADERS, TOKENS
 
 DOCUMENT = json.loads((Path(service.__file__).parent / "openapi.json").read_text())
 OPERATIONS = [(method.upper(), path) for path, item in DOCUMENT["paths"].items() for method in item
@@ -54,6 +54,12 @@ FUZZ_SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, datab
 SCHEMATHESIS_REFUSALS = ["400", "401", "403", "404", "405", "406", "409", "415", "422", "428", "429", "5xx"]
 CONFIG = SchemathesisConfig.from_dict({"checks": {"negative_data_rejection": {"expected-statuses": [
     *SCHEMATHESIS_REFUSALS, "412", "413", "423", "460"]}}})
+
+
+# Schemathesis calls the app through werkzeug's test client and never closes the answer, so the file a media answer
+# streams from is closed by the garbage collector (a ResourceWarning). Only that one is let through here.
+pytestmark = [pytest.mark.exhaustive, pytest.mark.filterwarnings(
+    r"ignore:Exception ignored in. <_io\.FileIO name='[^']*/media/(images|videos)/:pytest.PytestUnraisableExceptionWarning")]
 
 
 @pytest.fixture(scope="module")

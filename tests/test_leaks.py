@@ -16,7 +16,11 @@ import pytest
 
 from service import create_app
 from service.graphql.endpoint import CACHE_SIZE, CACHE_SIZE_CHARS, CACHED_QUERY_LENGTH, DocumentCache
-from support import BENCH_MUTATION, HEADERS, MP4, PNG, TOKENS, bench_process, blob
+from support.documents import BENCH_MUTATION, bench_process
+from support.media import MP4, PNG, blob
+from support.tokens import HEADERS, TOKENS
+
+pytestmark = pytest.mark.exhaustive  # thousands of requests, counted objects and memory
 
 
 WARM_UP = 20

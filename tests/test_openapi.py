@@ -3,6 +3,7 @@ import base64
 import hashlib
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAP
 from openapi_spec_validator import validate
 
 import service
+from service.interface import MAX_REQUEST_BODY
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 MP4 = b"\0\0\0\x18ftypmp42" + b"\1" * 500
@@ -32,6 +34,14 @@ def test_document_is_served_without_token_and_valid(client, document):
     assert response.content_type == "application/json"
     assert response.get_json() == document
     validate(document)
+
+
+def test_every_file_the_document_names_is_in_the_repository(document):
+    """Its readers (clients, integrators) have the repository, not the files its authors worked from."""
+    named = re.findall(r"[\w./-]+\.md\b", json.dumps(document))
+    assert named, "the document points its readers at the docs"
+    root = Path(__file__).resolve().parents[1]  # the checkout (the package may be installed elsewhere)
+    assert [name for name in named if not (root / name).is_file()] == []
 
 
 def test_document_covers_the_upload_and_media_endpoints(document):
@@ -78,6 +88,7 @@ def test_real_responses_match_the_document(client, auth, other_auth, openapi):
     call("POST", "/uploads", 401, data={"destinationId": "stepImage", "file": (_bytes_io(PNG), "photo.png")})
     call("POST", "/uploads", 413, headers=auth, json={"destinationId": "stepImage", "fileName": "huge.png",
                                                       "fileSize": 8 * 1024 * 1024 + 1, "sha": "0" * 64})
+    call("POST", "/uploads", 413, headers=auth, data=b" " * (MAX_REQUEST_BODY + 1), content_type="application/json")
 
     stream_body = {"destinationId": "stepVideo", "fileName": "clip.mp4", "fileSize": len(MP4),
                    "sha": hashlib.sha256(MP4).hexdigest()}
@@ -126,4 +137,4 @@ def test_real_responses_match_the_document(client, auth, other_auth, openapi):
     call("HEAD", upload, 200, headers=tus)
     call("DELETE", upload, 204, headers=tus)
 
-    assert len(seen) == 39
+    assert len(seen) == 40

@@ -9,7 +9,9 @@ import time
 import pytest
 import requests
 
-from support import HEADERS, TOKEN, GunicornServer, metric_value
+from service.config import load_server_config
+from support.metrics import metric_value
+from support.tokens import HEADERS, TOKEN
 
 
 CONFIG = ("-c", "python:service.gunicorn_config")
@@ -36,21 +38,20 @@ def read_json_lines(path):
 
 
 @pytest.fixture
-def logged_server(tmp_path):
-    """Gunicorn with the service's config (gthread, 2 workers), access and error logs in files."""
+def logged_server(tmp_path, start_gunicorn):
+    """Gunicorn with the service's config (threaded workers, 2 of them), access and error logs in files."""
     logs = tmp_path / "access.log", tmp_path / "error.log"
-    server = GunicornServer(tmp_path / "data", workers=2, extra_args=(
+    server = start_gunicorn(tmp_path / "data", workers=2, extra_args=(
         *CONFIG, "--access-logfile", str(logs[0]), "--error-logfile", str(logs[1])))
-    yield server, logs
-    server.stop()
+    return server, logs
 
 
-def test_metrics_are_summed_over_both_workers(tmp_path):
+def test_metrics_are_summed_over_both_workers(tmp_path, start_gunicorn):
     # Sync workers make the split certain: the worker that accepts a half-sent request is stuck reading
     # it, so the other worker serves every request that follows. (More than one thread would make
     # gunicorn switch to gthread.)
     access_log = tmp_path / "access.log"
-    server = GunicornServer(tmp_path / "data", workers=2,
+    server = start_gunicorn(tmp_path / "data", workers=2,
                             extra_args=(*CONFIG, "--worker-class", "sync", "--threads", "1",
                                         "--access-logfile", str(access_log)))
     try:
@@ -90,12 +91,12 @@ def test_access_log_is_json_with_request_id_and_never_the_token(logged_server):
         assert TOKEN not in log.read_text()
 
 
-def test_metrics_files_of_a_previous_run_are_wiped_at_start(tmp_path):
+def test_metrics_files_of_a_previous_run_are_wiped_at_start(tmp_path, start_gunicorn):
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
     env = {"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     for expected in (3, 2):
-        server = GunicornServer(tmp_path / "data", workers=2, env=env, extra_args=CONFIG)
+        server = start_gunicorn(tmp_path / "data", workers=2, env=env, extra_args=CONFIG)
         try:
             # The readiness probe of GunicornServer already counted one /healthz.
             for _ in range(expected - 1):
@@ -108,8 +109,8 @@ def test_metrics_files_of_a_previous_run_are_wiped_at_start(tmp_path):
 def gunicorn_settings(tmp_path, **env):
     """The settings service.gunicorn_config produces under `env`, read in a fresh interpreter."""
     script = ("import json, service.gunicorn_config as c; print(json.dumps({k: getattr(c, k) for k in ("
-              "'bind', 'worker_class', 'workers', 'threads', 'timeout', 'graceful_timeout', 'keepalive', "
-              "'accesslog', 'wsgi_app', 'control_socket_disable')}))")
+              "'bind', 'worker_class', 'workers', 'threads', 'worker_connections', 'timeout', 'graceful_timeout', "
+              "'keepalive', 'accesslog', 'wsgi_app', 'control_socket_disable')}))")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("WIS_") and k != "PORT"}
     environment.update(PROMETHEUS_MULTIPROC_DIR=str(tmp_path), **env)
     result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True)
@@ -120,7 +121,8 @@ def test_config_defaults_suit_slow_uploads_on_loopback(tmp_path):
     status, settings = gunicorn_settings(tmp_path)
     assert status == 0
     assert settings["bind"] == ["127.0.0.1:8000"]
-    assert settings["worker_class"] == "gthread" and settings["threads"] >= 2 and settings["workers"] >= 2
+    assert settings["worker_class"] == "service.server.worker.ReadAheadWorker"
+    assert settings["threads"] >= 2 and settings["workers"] >= 2 and settings["worker_connections"] >= 1000
     assert settings["timeout"] >= 120 and settings["graceful_timeout"] > 0
     assert settings["accesslog"] == "-" and settings["wsgi_app"] == "service:create_app()"
     assert settings["control_socket_disable"] is True
@@ -135,6 +137,29 @@ def test_config_reads_the_environment(tmp_path):
     assert [settings[key] for key in ("workers", "threads", "timeout", "graceful_timeout")] == [3, 8, 300, 90]
     assert (settings["keepalive"], settings["worker_class"], settings["accesslog"]) == (10, "sync", None)
     assert gunicorn_settings(tmp_path, PORT="5000", WIS_BIND="127.0.0.1:9000")[1]["bind"] == ["127.0.0.1:9000"]
+    assert gunicorn_settings(tmp_path, WIS_WORKER_CONNECTIONS="4000")[1]["worker_connections"] == 4000
+
+
+def test_the_worker_deadlines_come_from_the_environment():
+    # Read by the worker itself (gunicorn has no such settings), through the same parser as gunicorn's.
+    assert load_server_config({})["request_start_timeout"] == 30
+    assert load_server_config({})["request_body_timeout"] == 60
+    assert load_server_config({})["request_body_min_rate"] == 1000
+    settings = load_server_config({"WIS_REQUEST_START_TIMEOUT": "2.5", "WIS_REQUEST_BODY_TIMEOUT": "300",
+                                   "WIS_REQUEST_BODY_MIN_RATE": "100"})
+    assert [settings[key] for key in ("request_start_timeout", "request_body_timeout", "request_body_min_rate")] \
+        == [2.5, 300, 100]
+
+
+@pytest.mark.parametrize("variable, value", [
+    ("WIS_REQUEST_START_TIMEOUT", "0"), ("WIS_REQUEST_BODY_TIMEOUT", "-5"), ("WIS_REQUEST_BODY_TIMEOUT", "soon"),
+    ("WIS_REQUEST_START_TIMEOUT", "inf"), ("WIS_WORKER_CONNECTIONS", "many"), ("WIS_REQUEST_BODY_MIN_RATE", "0"),
+    ("WIS_REQUEST_BODY_MIN_RATE", "1.5"),
+])
+def test_a_malformed_worker_setting_stops_start_up_naming_it(tmp_path, variable, value):
+    status, message = gunicorn_settings(tmp_path, **{variable: value})
+    assert status == 1
+    assert message.startswith(f"work-instruction service: invalid value for {variable}: {value!r} (")
 
 
 def test_workers_tune_the_cycle_collector_once_after_start_up(tmp_path):

@@ -12,7 +12,8 @@ import pytest
 from service import create_app
 from service.observability import json_handler
 from service.storage import get_repository
-from support import HEADERS, TOKEN, TOKENS, metric_value
+from support.metrics import metric_value
+from support.tokens import HEADERS, TOKEN, TOKENS
 
 
 @pytest.fixture

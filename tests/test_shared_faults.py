@@ -11,10 +11,11 @@ import pytest
 import requests
 
 from service.storage.shared.database import POOL_WAIT_SECONDS
-from support import (
-    HEADERS, MB, GunicornServer, create_stream_over_http, mp4, png, send_chunk_over_http, sha256,
-    tus_create, tus_offset, tus_patch,
-)
+from service.interface import MB
+from support.media import mp4, png, sha256
+from support.over_http import create_stream_over_http, send_chunk_over_http, tus_create, tus_offset, tus_patch
+from support.servers import SHIPPED_WORKER_CLASS
+from support.tokens import HEADERS
 
 GRAPH = "/graph/v2"
 STATION_CREATE = "mutation($input: StationCreateInput!) { stationCreate(input: $input) }"
@@ -26,11 +27,9 @@ REFUSAL_SECONDS = POOL_WAIT_SECONDS + 8
 
 
 @pytest.fixture
-def node(tmp_path, shared_backend):
-    server = GunicornServer(tmp_path / "data", workers=2, backend=shared_backend,
-                            extra_args=("--worker-class", "gthread", "--threads", "8"))
-    yield server
-    server.stop()
+def node(tmp_path, shared_backend, start_gunicorn):
+    return start_gunicorn(tmp_path / "data", workers=2, backend=shared_backend,
+                          extra_args=("--worker-class", SHIPPED_WORKER_CLASS, "--threads", "8"))
 
 
 # -- requests: each returns (status, body as text, seconds taken) ---------------------------------------------------

@@ -14,7 +14,10 @@ from service import create_app
 from service.interface import media_path
 from service.storage.shared import SharedRepository
 from service.storage.shared.database import Database
-from support import HEADERS, MB, MP4, OTHER_HEADERS, PNG, TOKENS, blob, upload
+from service.interface import MB
+from support.media import MP4, PNG, blob
+from support.tokens import HEADERS, OTHER_HEADERS, TOKENS
+from support.uploads import upload
 
 ORG, OTHER_ORG = "default", "other"
 

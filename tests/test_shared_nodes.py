@@ -13,49 +13,40 @@ from collections import Counter
 import pytest
 import requests
 
-from support import (
-    HEADERS, MB, TUS_BODY_TYPE, TUS_HEADERS, GunicornServer, create_stream_over_http, mp4, png, send_chunk_over_http, sha256,
-    tus_create, tus_offset, tus_patch,
+from service.interface import MB
+from support.media import mp4, png, sha256
+from support.servers import SHIPPED_WORKER_CLASS
+from support.over_http import (
+    TUS_BODY_TYPE, TUS_HEADERS, create_stream_over_http, send_chunk_over_http, tus_create, tus_offset, tus_patch,
 )
+from support.tokens import HEADERS
 
 GRAPH = "/graph/v2"
 STATION_CREATE = "mutation($input: StationCreateInput!) { stationCreate(input: $input) }"
 PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
 PRODUCT_CREATE = "mutation($input: ProductCreateInput!) { productCreate(input: $input) }"
 # Threads per worker: requests of one node meet in one process as well as across its two workers.
-GTHREAD = ("--worker-class", "gthread", "--threads", "4")
+THREADED = ("--worker-class", SHIPPED_WORKER_CLASS, "--threads", "4")
 
 
-def start_nodes(tmp_path, shared_backend, settings, name):
-    """Two nodes on `settings` (one database, one bucket prefix), each with a new empty data directory."""
-    nodes = []
-    try:
-        for number in (1, 2):
-            nodes.append(GunicornServer(tmp_path / f"{name}-node{number}", workers=2, extra_args=GTHREAD,
-                                        backend=shared_backend, settings=settings))
-    except BaseException:
-        for node in nodes:
-            node.stop()
-        raise
-    return nodes
+def start_nodes(start, tmp_path, shared_backend, settings, name):
+    """Two nodes on `settings` (one database, one bucket prefix), each with a new empty data directory, started by a
+    start_gunicorn fixture (which stops them)."""
+    return [start(tmp_path / f"{name}-node{number}", workers=2, extra_args=THREADED, backend=shared_backend,
+                  settings=settings) for number in (1, 2)]
 
 
 @pytest.fixture(scope="module")
-def nodes(tmp_path_factory, shared_backend):
-    started = start_nodes(tmp_path_factory.mktemp("nodes"), shared_backend, shared_backend.settings(), "pair")
-    yield started
-    for node in started:
-        node.stop()
+def nodes(tmp_path_factory, shared_backend, start_module_gunicorn):
+    return start_nodes(start_module_gunicorn, tmp_path_factory.mktemp("nodes"), shared_backend,
+                       shared_backend.settings(), "pair")
 
 
 @pytest.fixture
-def fresh_nodes(tmp_path, shared_backend):
+def fresh_nodes(tmp_path, shared_backend, start_gunicorn):
     """A pair of its own for one test, on fresh stores; stopped after it (a node the test killed stays dead)."""
     settings = shared_backend.settings()
-    started = start_nodes(tmp_path, shared_backend, settings, "fresh")
-    yield settings, started
-    for node in started:
-        node.stop()
+    return settings, start_nodes(start_gunicorn, tmp_path, shared_backend, settings, "fresh")
 
 
 # -- requests -------------------------------------------------------------------------------------------------------
@@ -314,7 +305,8 @@ def test_a_node_killed_mid_request_loses_nothing_acknowledged_and_its_uploads_re
 
 # -- 5. new nodes, new empty data directories -------------------------------------------------------------------------
 
-def test_nodes_restarted_on_new_empty_data_directories_find_everything(tmp_path, shared_backend, fresh_nodes):
+def test_nodes_restarted_on_new_empty_data_directories_find_everything(tmp_path, shared_backend, fresh_nodes,
+                                                                      start_gunicorn):
     settings, (first, second) = fresh_nodes
     assert upsert(first.url, "process", "line_1", "Line 1") == "CREATED"
     assert upsert(second.url, "process", "final", "Final") == "CREATED"
@@ -332,23 +324,19 @@ def test_nodes_restarted_on_new_empty_data_directories_find_everything(tmp_path,
     for node in (first, second):
         node.stop()
 
-    new_nodes = start_nodes(tmp_path, shared_backend, settings, "new")
-    try:
-        for node in new_nodes:
-            everything = gql(node.url, """{ processes { id name revision } products { id finalProcessId revision }
-                                            stations { id name revision } }""")
-            assert everything == {"data": {
-                "processes": [{"id": "final", "name": "Final", "revision": 1},
-                              {"id": "line_1", "name": "Line 1", "revision": 1}],
-                "products": [{"id": "gearbox", "finalProcessId": "final", "revision": 1}],
-                "stations": [{"id": "st_1", "name": "Station 1", "revision": 1}]}}
-            assert download(node.url, image_path).content == image
-            state = stream_state(node.url, stream_id)
-            assert (state["state"], state["receivedChunks"], state["totalChunks"]) == ("open", [0, 2], 3)
-        status, body = send_chunk_over_http(new_nodes[1].url, stream_id, 1, 3, chunks[1])
-        assert status == 201, body
-        for node in new_nodes:
-            assert sha256(download(node.url, body["path"]).content) == sha256(video)
-    finally:
-        for node in new_nodes:
-            node.stop()
+    new_nodes = start_nodes(start_gunicorn, tmp_path, shared_backend, settings, "new")
+    for node in new_nodes:
+        everything = gql(node.url, """{ processes { id name revision } products { id finalProcessId revision }
+                                        stations { id name revision } }""")
+        assert everything == {"data": {
+            "processes": [{"id": "final", "name": "Final", "revision": 1},
+                          {"id": "line_1", "name": "Line 1", "revision": 1}],
+            "products": [{"id": "gearbox", "finalProcessId": "final", "revision": 1}],
+            "stations": [{"id": "st_1", "name": "Station 1", "revision": 1}]}}
+        assert download(node.url, image_path).content == image
+        state = stream_state(node.url, stream_id)
+        assert (state["state"], state["receivedChunks"], state["totalChunks"]) == ("open", [0, 2], 3)
+    status, body = send_chunk_over_http(new_nodes[1].url, stream_id, 1, 3, chunks[1])
+    assert status == 201, body
+    for node in new_nodes:
+        assert sha256(download(node.url, body["path"]).content) == sha256(video)

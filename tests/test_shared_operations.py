@@ -12,10 +12,12 @@ import requests
 from service import create_app
 from service.storage import get_repository
 from service.storage.shared.database import MIGRATIONS, Database
-from support import (
-    HEADERS, PNG, TOKENS, WIS, blob, create_stream, free_port, mp4, run_wis, send_chunk, stream_status,
-    upload, upsert_process,
-)
+from support.documents import upsert_process
+from support.media import PNG, blob, mp4
+from support.ports import free_port
+from support.servers import WIS, run_wis
+from support.tokens import HEADERS, TOKENS
+from support.uploads import create_stream, send_chunk, stream_status, upload
 
 # Settings of the outer environment that would leak into a `wis` run: each test gives its own.
 OUTER = ("WIS_", "DATABASE_URL", "AWS_")
@@ -234,9 +236,10 @@ def test_readyz_names_an_unreachable_database(upgraded, monkeypatch):
 
 # -- wis serve: start-up refusals -------------------------------------------------------------------------------
 
-def serve(settings, tmp_path):
-    return subprocess.run([str(WIS), "serve", "--bind", f"127.0.0.1:{free_port()}", "--workers", "1"], cwd=tmp_path,
-                          env=clean_environment(**settings), capture_output=True, text=True, timeout=90)
+def serve(server_process, settings, tmp_path):
+    return server_process.run([str(WIS), "serve", "--bind", f"127.0.0.1:{free_port()}", "--workers", "1"],
+                              cwd=tmp_path, env=clean_environment(**settings), capture_output=True, text=True,
+                              timeout=90)
 
 
 @pytest.mark.parametrize("change, named", [
@@ -246,24 +249,23 @@ def serve(settings, tmp_path):
     ({"WIS_DATABASE_URL": "port"}, "WIS_DATABASE_URL"),
     ({"WIS_S3_BUCKET": "no-such-bucket"}, "WIS_S3_BUCKET"),
 ], ids=["database-without-bucket", "bucket-without-database", "no-tokens", "wrong-database-port", "missing-bucket"])
-def test_serve_refuses_a_wrong_shared_configuration_with_one_line(tmp_path, upgraded, change, named):
+def test_serve_refuses_a_wrong_shared_configuration_with_one_line(tmp_path, upgraded, change, named, server_process):
     settings = {**upgraded, **change}
     if change.get("WIS_DATABASE_URL") == "port":
         settings["WIS_DATABASE_URL"] = f"postgresql://wis@127.0.0.1:{free_port()}/postgres"
-    line = one_line(serve(settings, tmp_path))
+    line = one_line(serve(server_process, settings, tmp_path))
     assert line.startswith("work-instruction service: ") and named in line
 
 
-def test_serve_refuses_a_database_not_upgraded(tmp_path, shared_settings):
-    line = one_line(serve(shared_settings, tmp_path))
+def test_serve_refuses_a_database_not_upgraded(tmp_path, shared_settings, server_process):
+    line = one_line(serve(server_process, shared_settings, tmp_path))
     assert line.startswith("work-instruction service: ") and "wis db upgrade" in line
 
 
-def test_serve_starts_on_a_ready_shared_backend(tmp_path, upgraded):
+def test_serve_starts_on_a_ready_shared_backend(tmp_path, upgraded, server_process):
     port = free_port()
-    process = subprocess.Popen([str(WIS), "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1"], cwd=tmp_path,
-                               env=clean_environment(**upgraded), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = server_process([str(WIS), "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1"], cwd=tmp_path,
+                             env=clean_environment(**upgraded), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
         while True:

@@ -9,7 +9,10 @@ import pytest
 
 from service import create_app
 from service.storage import get_repository
-from support import MB, MP4, TOKENS, create_stream, send_chunk, sha256
+from service.interface import MB
+from support.media import MP4, sha256
+from support.tokens import TOKENS
+from support.uploads import create_stream, send_chunk
 
 
 @pytest.fixture

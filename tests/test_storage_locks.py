@@ -72,6 +72,7 @@ def test_another_process_is_excluded_and_its_death_releases_the_lock(tmp_path):
     finally:
         child.kill()
         child.wait(10)
+        child.stdout.close()
 
 
 def test_a_lock_file_removed_under_a_waiter_gives_one_holder_of_the_new_file(tmp_path):

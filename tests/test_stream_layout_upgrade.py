@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from service import create_app
-from support import HEADERS, TOKENS, send_chunk, stream_status
+from support.tokens import HEADERS, TOKENS
+from support.uploads import send_chunk, stream_status
 
 FIXTURE = Path(__file__).parent / "data" / "streams-before-ledger"
 CHUNK_STREAM, TUS_UPLOAD = "7aa0d249ddd35b0b016050c7263b7ff7", "de5087cdedb4cb3ae6d234b019bcf96b"

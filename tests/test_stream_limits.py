@@ -10,7 +10,6 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 import requests
 
 from service.config import load_config
@@ -19,7 +18,8 @@ from service.storage import get_repository
 from service.storage.contract import StreamRecord
 from service.storage.files.streams.store import FileStreamStore
 from service.storage.shared.streams.rows import StreamRows
-from support import GunicornServer, HEADERS, OTHER_HEADERS, metric_value
+from support.metrics import metric_value
+from support.tokens import HEADERS, OTHER_HEADERS
 
 TUS = {"Tus-Resumable": "1.0.0"}
 LIMIT = 2
@@ -117,22 +117,19 @@ def test_two_creations_of_the_last_stream_at_once_one_is_refused(make_app, backe
     assert len(repo.streams.open_ids("default")) == LIMIT
 
 
-def test_workers_of_a_server_creating_at_once_never_pass_the_limit(tmp_path, backend):
-    server = GunicornServer(tmp_path / "data", workers=2, backend=backend,
-                            env={"WIS_MAX_OPEN_STREAMS": "3"}, extra_args=("--threads", "4"))
-    try:
-        body = {"destinationId": "stepImage", "fileName": "a.png", "fileSize": 10, "sha": "0" * 64}
-        tus = dict(HEADERS, **TUS, **{"Upload-Length": "10",
-                                      "Upload-Metadata": "destinationId " + base64.b64encode(b"stepImage").decode()})
+def test_workers_of_a_server_creating_at_once_never_pass_the_limit(tmp_path, backend, start_gunicorn):
+    server = start_gunicorn(tmp_path / "data", workers=2, backend=backend, env={"WIS_MAX_OPEN_STREAMS": "3"},
+                            extra_args=("--threads", "4"))
+    body = {"destinationId": "stepImage", "fileName": "a.png", "fileSize": 10, "sha": "0" * 64}
+    tus = dict(HEADERS, **TUS, **{"Upload-Length": "10",
+                                  "Upload-Metadata": "destinationId " + base64.b64encode(b"stepImage").decode()})
 
-        def attempt(number):
-            if number % 2:
-                return requests.post(server.url + "/uploads", headers=tus, timeout=60)
-            return requests.post(server.url + "/uploads", headers=HEADERS, json=body, timeout=60)
-        with ThreadPoolExecutor(8) as pool:
-            answers = list(pool.map(attempt, range(8)))
-    finally:
-        server.stop()
+    def attempt(number):
+        if number % 2:
+            return requests.post(server.url + "/uploads", headers=tus, timeout=60)
+        return requests.post(server.url + "/uploads", headers=HEADERS, json=body, timeout=60)
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(attempt, range(8)))
     assert sorted(answer.status_code for answer in answers) == [201] * 3 + [429] * 5
     assert all("may have at most 3 (WIS_MAX_OPEN_STREAMS)" in answer.json()["error"]
                for answer in answers if answer.status_code == 429)

@@ -3,7 +3,9 @@ import pytest
 import requests
 
 from service.testing import ServiceSession, ThreadedServer
-from support import SMALL_PNG, TOKEN, GunicornServer, upload_png
+from support.media import SMALL_PNG
+from support.over_http import upload_png
+from support.tokens import TOKEN
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +89,9 @@ def test_malformed_faults_are_400_naming_the_field(session, fault, field):
     assert response.json()["error"].startswith(field)
 
 
-@pytest.mark.parametrize("extra_args", [(), ("-c", "python:service.gunicorn_config")], ids=["sync", "gthread"])
-def test_faults_hold_across_gunicorn_workers_and_drop_works_there(tmp_path, extra_args):
-    server = GunicornServer(tmp_path / "data", workers=2, env={"WIS_TEST_MODE": "1"}, extra_args=extra_args)
+@pytest.mark.parametrize("extra_args", [(), ("-c", "python:service.gunicorn_config")], ids=["sync", "shipped"])
+def test_faults_hold_across_gunicorn_workers_and_drop_works_there(tmp_path, extra_args, start_gunicorn):
+    server = start_gunicorn(tmp_path / "data", workers=2, env={"WIS_TEST_MODE": "1"}, extra_args=extra_args)
     try:
         with ServiceSession(server.url, TOKEN) as session:
             add_fault(session, path="^/healthz$", status=503, times=3)

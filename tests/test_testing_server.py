@@ -9,7 +9,10 @@ import requests
 
 from service import create_app
 from service.testing import ServiceSession, ThreadedServer
-from support import SMALL_PNG, TOKEN_HEADER, TOKENS, upload_png
+from service.interface import TOKEN_HEADER
+from support.media import SMALL_PNG
+from support.over_http import upload_png
+from support.tokens import TOKENS
 
 def open_stream(session, size=100):
     response = session.post("/uploads", json={"destinationId": "stepImage", "fileName": "big.png", "fileSize": size,

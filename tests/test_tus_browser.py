@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from support import HEADERS, JS_DIR, TOKEN, GunicornServer
+from support.servers import JS_DIR
+from support.tokens import HEADERS, TOKEN
 
 PAGE = Path(__file__).with_name("pages") / "tus_client.html"
 
@@ -18,11 +19,9 @@ def pages(serve_pages, node):
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory, pages):
-    server = GunicornServer(tmp_path_factory.mktemp("tus-browser") / "data", workers=2,
-                            env={"WIS_CORS_ORIGINS": pages.url})
-    yield server
-    server.stop()
+def service(tmp_path_factory, pages, start_module_gunicorn):
+    return start_module_gunicorn(tmp_path_factory.mktemp("tus-browser") / "data", workers=2,
+                                 env={"WIS_CORS_ORIGINS": pages.url})
 
 
 def test_tus_js_client_in_a_browser_uploads_from_another_origin_and_reads_the_media_path(browser, pages, service):

@@ -10,15 +10,16 @@ import pytest
 import requests
 from tusclient import client as tus_client
 
-from support import HEADERS, JS_DIR, TOKEN
+from support.servers import JS_DIR
+from support.tokens import HEADERS, TOKEN
 
 AUTH = HEADERS
 MB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def server(gthread_server):
-    return gthread_server
+def server(threaded_server):
+    return threaded_server
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +50,11 @@ def tuspy_client(url):
 
 def test_tuspy_uploads_an_image_in_one_patch_with_checksums(server, media):
     image, _ = media
-    uploader = tuspy_client(server.url).uploader(str(image), metadata={"destinationId": "stepImage",
-                                                                      "filename": image.name},
-                                                  upload_checksum=True)
-    uploader.upload()
+    # A stream of ours, not a path: tuspy opens a path for every read and never closes it.
+    with open(image, "rb") as stream:
+        uploader = tuspy_client(server.url).uploader(file_stream=stream, upload_checksum=True, metadata={
+            "destinationId": "stepImage", "filename": image.name})
+        uploader.upload()
     path = uploader.request.response_headers["media-path"]
     assert path.endswith("-weld_spot.png")
     assert_same(server.url, path, image, "images")
@@ -62,13 +64,15 @@ def test_tuspy_uploads_a_30mb_video_interrupted_and_resumed(server, media):
     _, video = media
     sha = hashlib.sha256(video.read_bytes()).hexdigest()
     fields = {"destinationId": "stepVideo", "filename": video.name, "sha256": sha}
-    first = tuspy_client(server.url).uploader(str(video), chunk_size=4 * MB, metadata=fields)
-    first.upload(stop_at=13 * MB)
+    with open(video, "rb") as stream:
+        first = tuspy_client(server.url).uploader(file_stream=stream, chunk_size=4 * MB, metadata=fields)
+        first.upload(stop_at=13 * MB)
     assert first.offset == 13 * MB
     # A new process would only know the URL: the resumed uploader asks the server for its offset (HEAD).
-    resumed = tuspy_client(server.url).uploader(str(video), chunk_size=8 * MB, url=first.url)
-    assert resumed.offset == 13 * MB
-    resumed.upload()
+    with open(video, "rb") as stream:
+        resumed = tuspy_client(server.url).uploader(file_stream=stream, chunk_size=8 * MB, url=first.url)
+        assert resumed.offset == 13 * MB
+        resumed.upload()
     path = resumed.request.response_headers["media-path"]
     assert path.endswith("-line_3.mp4")
     assert_same(server.url, path, video, "videos")

@@ -1,4 +1,4 @@
-"""tus 1.0 on /uploads (CONTRACT 7), status by status, through real gunicorn (gthread workers, as shipped)."""
+"""tus 1.0 on /uploads (CONTRACT 7), status by status, through real gunicorn (threaded workers, as shipped)."""
 import base64
 import email.utils
 import hashlib
@@ -9,7 +9,9 @@ import time
 import pytest
 import requests
 
-from support import HEADERS, OTHER_TOKEN, TOKEN, TOKEN_HEADER, GunicornServer, stream_ids
+from service.interface import TOKEN_HEADER
+from support.datadir import stream_ids
+from support.tokens import HEADERS, OTHER_TOKEN, TOKEN
 
 AUTH = HEADERS
 TUS = dict(AUTH, **{"Tus-Resumable": "1.0.0"})
@@ -19,8 +21,8 @@ MP4 = b"\x00\x00\x00\x18ftypmp42"
 
 
 @pytest.fixture(scope="module")
-def server(gthread_server):
-    return gthread_server
+def server(threaded_server):
+    return threaded_server
 
 
 @pytest.fixture(scope="module")
@@ -348,8 +350,8 @@ def test_each_protocol_on_the_others_stream_is_409_naming_the_right_one(url):
     assert fetch(url, response.json()["path"]) == data
 
 
-def test_expired_uploads_are_404(tmp_path, backend):
-    started = GunicornServer(tmp_path / "data", workers=1, env={"WIS_STREAM_TTL_HOURS": str(1.5 / 3600)},
+def test_expired_uploads_are_404(tmp_path, backend, start_gunicorn):
+    started = start_gunicorn(tmp_path / "data", workers=1, env={"WIS_STREAM_TTL_HOURS": str(1.5 / 3600)},
                              backend=backend)
     try:
         location = create(started.url, png(100))

@@ -32,9 +32,22 @@ def test_sniff_format_reads_magic_numbers_only(head, expected):
     (int(8.1 * MB) + 1, "8.2"),
     (1, "0.1"),
     (500 * MB + 1, "500.1"),
+    # Sizes a client can declare (Content-Length, fileSize, Upload-Length), far past what a float holds exactly.
+    (2**63 - 1, "8796093022208"),
+    (2**63, "8796093022208"),
+    (2**63 + 1, "8796093022208.1"),
+    (10**23, "95367431640625000"),
+    (10**23 + 1, "95367431640625000.1"),
+    (12_345_678_901_234_567 * MB // 10, "1234567890123456.7"),
 ])
 def test_size_in_mb_rounds_up_to_one_decimal_and_drops_trailing_zero(size, shown):
     assert size_in_mb(size) == shown
+
+
+def test_a_declared_size_near_2_to_the_63_is_named_exactly():
+    with pytest.raises(FileTooLarge) as raised:
+        check_size(2**63 + 1, 500 * MB)
+    assert raised.value.message == "file of size 8796093022208.1MB is larger than 500MB"
 
 
 def test_limits_are_inclusive():
@@ -85,12 +98,12 @@ def test_media_name_takes_the_extension_of_the_sniffed_format():
     assert media_name("x.jpg", "png") != name
 
 
-def test_the_readme_table_of_media_names_is_what_the_service_makes():
+def test_the_docs_table_of_media_names_is_what_the_service_makes():
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    table = readme.split("<!-- media names -->", 1)[1].split("\n\n", 1)[0]
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "uploads.md").read_text()
+    table = docs.split("<!-- media names -->", 1)[1].split("\n\n", 1)[0]
     rows = re.findall(r"^\| `(.+?)`(?: \((\w+) bytes\))? \| `<16 hex>-(.+?)` \|$", table, re.M)
     assert len(rows) >= 5
     formats = {".png": "png", ".jpg": "jpeg", ".gif": "gif", ".mp4": "mp4"}

@@ -7,18 +7,21 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from support import (HEADERS, MB, GunicornServer, create_stream_over_http, media_names_of, mp4,
-                     send_chunk_over_http)
+from service.interface import MB
+from support.datadir import media_names_of
+from support.media import mp4
+from support.over_http import create_stream_over_http, send_chunk_over_http
+from support.servers import SHIPPED_WORKER_CLASS
+from support.tokens import HEADERS
 
 
 
-@pytest.fixture(params=["sync", "gthread"])
-def server(request, tmp_path, backend):
-    """Two workers; with gthread, concurrent requests also share a process (threads contend for the same lock)."""
-    started = GunicornServer(tmp_path / "data", workers=2, backend=backend,
-                             extra_args=("--worker-class", request.param, "--threads", "4"))
-    yield started
-    started.stop()
+@pytest.fixture(params=["sync", SHIPPED_WORKER_CLASS], ids=["sync", "threaded"])
+def server(request, tmp_path, backend, start_gunicorn):
+    """Two workers; with the shipped threaded ones, concurrent requests also share a process (threads contend for the
+    same lock)."""
+    return start_gunicorn(tmp_path / "data", workers=2, backend=backend,
+                          extra_args=("--worker-class", request.param, "--threads", "4"))
 
 
 def download_sha(url, path):

@@ -12,7 +12,11 @@ from service.domain import uploads
 from service.storage import SWEEP_INTERVAL_SECONDS, get_repository
 from service.storage.disk import disk_errors
 from service.storage.incoming import IncomingFile
-from support import GIF, JPEG, MB, MP4, PNG, TOKEN_HEADER, TOKENS, blob, create_stream, send_chunk, sha256, stored_names, upload
+from service.interface import MB, TOKEN_HEADER
+from support.datadir import stored_names
+from support.media import GIF, JPEG, MP4, PNG, blob, sha256
+from support.tokens import TOKENS
+from support.uploads import create_stream, send_chunk, upload
 
 def split(data, size):
     return [data[i:i + size] for i in range(0, len(data), size)]
@@ -117,7 +121,9 @@ def test_form_fields_that_make_the_body_too_large_are_a_413_about_the_body(app, 
     fields = {f"note{i}": "n" * 60_000 for i in range(3)}
     response = upload(client, auth, blob(PNG, 10 * MB), "stepVideo", **fields)
     assert response.status_code == 413
-    assert response.get_json()["error"].startswith("request body is larger than the limit of")
+    size = response.request.content_length
+    assert response.get_json() == {"error": f"request body of {size} bytes is larger than the limit of 10551296 bytes: "
+                                            "at most 10 MB of file and 64 KB of form fields"}
     assert stored_names(app, "default", "media") == []
 
 

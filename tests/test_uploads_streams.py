@@ -244,6 +244,7 @@ def test_sweep_removes_stale_single_upload_staging_files(repo, clock):
     repo.streams.sweep()
     assert not incoming.path.exists()
     assert fresh.path.exists()
+    fresh.discard()
 
 
 def stream_directory(repo, stream_id):
@@ -277,6 +278,7 @@ def test_crash_after_replacing_a_merged_chunk_loses_no_acknowledged_chunk(repo, 
     with repo.streams.open(ORG, stream_id) as stream:
         with pytest.raises(OSError):
             stream.put_part(1, incoming)
+    incoming.discard()  # what the killed worker's file would be: swept, its handle gone
     # The rewind put the merged chunks from 1 on back into parts; the old chunk 1 stands.
     assert part_files(repo, stream_id) == ["part-1", "part-2"]
     assert put(repo, stream_id, 3, CHUNKS[3]) == (4, 3010)
@@ -347,7 +349,9 @@ def test_an_abandoned_append_leaves_the_prefix_as_recorded_and_frees_the_stream(
     abandoned = start(repo, stream_id, 1, b"half a chunk")
     abandoned.discard()  # the client went away mid-chunk
     assert prefix_bytes(repo, stream_id) == CHUNKS[0]
-    assert isinstance(start(repo, stream_id, 1), PrefixAppend)
+    again = start(repo, stream_id, 1)
+    assert isinstance(again, PrefixAppend)
+    again.discard()
 
 
 def test_a_chunk_sent_with_its_own_sha_is_checked_against_what_landed_on_the_prefix(repo):

@@ -66,15 +66,45 @@ def serialized_parts(process):
     return found
 
 
-def scan_action_id(part_id, taken):
-    """`scan_<part id>`, shortened to fit 50 characters and suffixed `_2`, `_3`... until it is not in `taken`."""
-    candidate, number = SCAN_PREFIX + part_id[: MAX_ID_LENGTH - len(SCAN_PREFIX)], 1
-    # Each round shortens the stem only as far as the suffix needs; `taken` is finite, so this ends.
-    while candidate in taken or not ID_PATTERN.fullmatch(candidate):
-        number += 1
-        suffix = f"_{number}"
-        candidate = SCAN_PREFIX + part_id[: MAX_ID_LENGTH - len(SCAN_PREFIX) - len(suffix)] + suffix
-    return candidate
+class ScanActionIds:
+    """Names scan actions: `scan_<part id>` cut to 50 characters, else the first free of `_2`, `_3`... (the stem
+    shortened only as far as each suffix needs), never one of `taken`, to which every name given is added.
+
+    The names are those of trying n = 1, 2, 3... in turn, but found in time linear in the parts and the taken ids:
+    the candidates with a d-digit suffix are `scan_<the first 44 - d characters of the part id>_<k>`, shared by
+    every part id with those first characters (a "family"). Each family remembers the first k not yet known to be
+    taken; `taken` only grows, so a search resumes there, and each taken id is passed over once in all (it belongs
+    to one family at most: its digits after the last `_`).
+    """
+
+    def __init__(self, taken):
+        self.taken = taken
+        self._next_number = {}  # (stem, digits) -> the first k of that family not known to be taken
+
+    def assign(self, part_id):
+        """The scan action id of `part_id`, now taken."""
+        found = self._first_free(part_id)
+        self.taken.add(found)
+        return found
+
+    def _first_free(self, part_id):
+        candidate = SCAN_PREFIX + part_id[:MAX_ID_LENGTH - len(SCAN_PREFIX)]
+        if candidate not in self.taken and ID_PATTERN.fullmatch(candidate):
+            return candidate
+        digits = 1
+        while True:  # ends: a family of d digits holds 9 * 10**(d - 1) names, more than there are taken ids
+            # The suffix `_<k>` takes 1 + digits characters, which come off the stem.
+            stem = SCAN_PREFIX + part_id[:MAX_ID_LENGTH - len(SCAN_PREFIX) - 1 - digits]
+            lowest, highest = (2 if digits == 1 else 10 ** (digits - 1)), 10 ** digits - 1
+            if ID_PATTERN.fullmatch(stem + "_" + str(lowest)):  # the suffix is valid, so this is the stem's verdict
+                family = (stem, digits)
+                number = self._next_number.get(family, lowest)
+                while number <= highest and f"{stem}_{number}" in self.taken:
+                    number += 1
+                self._next_number[family] = number
+                if number <= highest:
+                    return f"{stem}_{number}"
+            digits += 1
 
 
 def scan_action(action_id, part):
@@ -107,7 +137,7 @@ def bill_of_materials(process):
 def derive(process):
     """A copy of the process with scan actions, `kind`/`torque` on actions, step torque groups and the BOM."""
     serialized = serialized_parts(process)
-    taken = {action["id"] for action in actions_in_order(process)}
+    scan_ids = ScanActionIds({action["id"] for action in actions_in_order(process)})
     scanned = set()
     steps = None
     if process.get("steps") is not None:
@@ -120,9 +150,7 @@ def derive(process):
                     for part in parts_of(action):
                         if part["id"] in serialized and part["id"] not in scanned:
                             scanned.add(part["id"])
-                            scan_id = scan_action_id(part["id"], taken)
-                            taken.add(scan_id)
-                            actions.append(scan_action(scan_id, serialized[part["id"]]))
+                            actions.append(scan_action(scan_ids.assign(part["id"]), serialized[part["id"]]))
                     actions.append({**action, "kind": STANDARD, "torque": is_torque_action(action)})
             steps.append({**step, "actions": actions, "torqueGroups": torque_groups(actions or [])})
     return {**process, "steps": steps, "billOfMaterials": bill_of_materials(process)}

@@ -1,9 +1,10 @@
 """Processes: the checks of CONTRACT.md 3, defaults, derivations, and the create-or-update."""
+import math
 import re
 
 from service.domain.derivations import derive, quantity_of
 from service.domain.reads import PROCESSES
-from service.domain.validation import Problems
+from service.domain.validation import Problems, quoted
 from service.interface import media_path, parse_media_path
 
 DEFAULT_START_BEHAVIOR = "CONFIRM"
@@ -23,21 +24,25 @@ def upsert_process(repo, org, data):
 def check_process(repo, org, process):
     """Raise InvalidInput listing every rule the process breaks (media are looked up in the org)."""
     problems = Problems()
+    problems.check_values("process", process)
     problems.check_id("process.id", process.get("id"))
     problems.check_name("process.name", process.get("name"))
     minutes = process.get("autoSignoutMinutes")
     if minutes is not None and minutes < 0:
         problems.add("process.autoSignoutMinutes", f"must be 0 or more (leave it unset for no automatic sign-out); got {minutes}")
-    _check_media(problems, repo, org, "process.image", process.get("image"), "image")
-    step_ids, action_ids = {}, {}
+    # Every media path named, looked up at once: one query on the shared backend, not one per step.
+    paths = {media.get("path") for media in _media_of(process) if parse_media_path(media.get("path")) is not None}
+    uploaded = repo.media.existing(org, paths) if paths else set()
+    _check_media(problems, uploaded, "process.image", process.get("image"), "image")
+    step_ids, action_ids, quantities = {}, {}, {}
     for i, step in enumerate(process.get("steps") or []):
         field = f"process.steps[{i}]"
         _check_unique(problems, f"{field}.id", step.get("id"), step_ids, "step")
         _check_styled_text(problems, f"{field}.instructionText", step.get("instructionText"))
-        _check_media(problems, repo, org, f"{field}.primaryImage", step.get("primaryImage"), "image")
-        _check_media(problems, repo, org, f"{field}.video", step.get("video"), "video")
+        _check_media(problems, uploaded, f"{field}.primaryImage", step.get("primaryImage"), "image")
+        _check_media(problems, uploaded, f"{field}.video", step.get("video"), "video")
         for j, action in enumerate(step.get("actions") or []):
-            _check_action(problems, f"{field}.actions[{j}]", action, action_ids)
+            _check_action(problems, f"{field}.actions[{j}]", action, action_ids, quantities)
     problems.raise_if_any()
 
 
@@ -75,7 +80,8 @@ def _check_unique(problems, field, identifier, seen, what):
             seen[identifier] = field
 
 
-def _check_action(problems, field, action, action_ids):
+def _check_action(problems, field, action, action_ids, quantities):
+    """`quantities` sums the quantities of each part id so far, as the bill of materials may."""
     _check_unique(problems, f"{field}.id", action.get("id"), action_ids, "action")
     _check_styled_text(problems, f"{field}.description", action.get("description"))
     for k, entry in enumerate(action.get("inputParts") or []):
@@ -84,6 +90,13 @@ def _check_action(problems, field, action, action_ids):
         # `not > 0` also refuses NaN.
         if quantity is not None and not quantity > 0:
             problems.add(f"{field}.inputParts[{k}].quantity", f"must be greater than 0 (it may be fractional, e.g. 0.5); got {quantity}")
+        elif math.isfinite(quantity_of(entry)) and isinstance(entry.get("part"), dict):
+            # The bill of materials adds up the quantities of a part id: their sum must be a number JSON can store.
+            part_id = entry["part"].get("id")
+            total = quantities[part_id] = quantities.get(part_id, 0) + quantity_of(entry)
+            if not math.isfinite(total):
+                problems.add(f"{field}.inputParts[{k}].quantity", f"the quantities of part {quoted(part_id)} add up to "
+                                                                  "more than the largest number stored (about 1.8e308)")
     if action.get("outputPart") is not None:
         _check_part(problems, f"{field}.outputPart", action["outputPart"])
     if action.get("toolUsed") is not None:
@@ -92,7 +105,7 @@ def _check_action(problems, field, action, action_ids):
     if measurement is not None:
         units, low, high = measurement.get("units"), measurement.get("min"), measurement.get("max")
         if units is not None and not UNITS_PATTERN.fullmatch(units):
-            problems.add(f"{field}.measurement.units", f"must have the form <quantity>-<unit> (e.g. torque-Nm), without spaces; got {units!r}")
+            problems.add(f"{field}.measurement.units", f"must have the form <quantity>-<unit> (e.g. torque-Nm), without spaces; got {quoted(units)}")
         if low is not None and high is not None and low > high:
             problems.add(f"{field}.measurement.min", f"must not be greater than max ({high}); got {low}")
 
@@ -109,17 +122,26 @@ def _check_part(problems, field, part):
 def _check_styled_text(problems, field, styled):
     color = (styled or {}).get("color")
     if color is not None and not COLOR_PATTERN.fullmatch(color):
-        problems.add(f"{field}.color", f"must be a hex colour #RRGGBB; got {color!r}")
+        problems.add(f"{field}.color", f"must be a hex colour #RRGGBB; got {quoted(color)}")
 
 
-def _check_media(problems, repo, org, field, media, kind):
+def _media_of(process):
+    """The media inputs of a process (its image, each step's primary image and video) that are set."""
+    found = [process.get("image")]
+    for step in process.get("steps") or []:
+        found += [step.get("primaryImage"), step.get("video")]
+    return [media for media in found if media is not None]
+
+
+def _check_media(problems, uploaded, field, media, kind):
+    """`uploaded` holds the media paths among those of the process that the org has uploaded."""
     if media is None:
         return
     field, path = f"{field}.path", media.get("path")
     parsed = parse_media_path(path)
     if parsed is None:
-        problems.add(field, f"must be a path returned by the upload interface, like {media_path(kind, '<name>')}; got {path!r}")
+        problems.add(field, f"must be a path returned by the upload interface, like {media_path(kind, '<name>')}; got {quoted(path)}")
     elif parsed[0] != kind:
         problems.add(field, f"must name an uploaded {kind} ({media_path(kind, '<name>')}); {path!r} is a path for {parsed[0]}s")
-    elif not repo.media.exists(org, path):
+    elif path not in uploaded:
         problems.add(field, f"no {kind} has been uploaded at {path!r} by your org; upload it first and use the returned path")

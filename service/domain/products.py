@@ -1,4 +1,5 @@
 """Products: a workflow graph of processes of the same org, ending in one final process."""
+from service.domain.ids import is_valid_id
 from service.domain.reads import PROCESSES, PRODUCTS
 from service.domain.validation import Problems
 
@@ -20,16 +21,19 @@ def _quantity(edge):
 def check_product(repo, org, product):
     """Raise InvalidInput listing every rule the product breaks."""
     problems = Problems()
+    problems.check_values("product", product)
     problems.check_id("product.id", product.get("id"))
     problems.check_name("product.name", product.get("name"))
-    existing = {}
+    # Every process the product names, looked up at once: one query on the shared backend, not one per edge.
+    named = {product.get("finalProcessId")}
+    for edge in product.get("dependencies") or []:
+        named.update((edge.get("processId"), edge.get("upstreamProcessId")))
+    existing = repo.documents.existing(org, PROCESSES, [process_id for process_id in named if is_valid_id(process_id)])
 
     def check_reference(field, process_id):
         if not problems.check_id(field, process_id):
             return False
         if process_id not in existing:
-            existing[process_id] = repo.documents.exists(org, PROCESSES, process_id)
-        if not existing[process_id]:
             problems.add(field, f"no process {process_id!r} exists in your org; create it first")
         return True
 

@@ -6,6 +6,7 @@ from service.domain.validation import Problems
 def upsert_station(repo, org, data):
     """Check a StationInput dict and store it whole; return (document, created)."""
     problems = Problems()
+    problems.check_values("station", data)
     problems.check_id("station.id", data.get("id"))
     problems.check_name("station.name", data.get("name"))
     problems.raise_if_any()

@@ -3,7 +3,6 @@
 Views hand these functions the repository, the org and already-validated fields; the bytes arrive as an
 `IncomingFile` (service.storage.incoming) that was hashed and sniffed while it was written to disk.
 """
-import math
 import os
 import re
 import secrets
@@ -28,7 +27,8 @@ NAME_STEM_LIMIT = 100
 
 def size_in_mb(size):
     """`size` bytes in MB rounded up to one decimal, without a trailing `.0` (8 MB + 1 byte -> '8.1')."""
-    tenths = math.ceil(size * 10 / MB)
+    # Integer arithmetic: a client declares sizes up to 2**63 and more, which a float does not hold to the byte.
+    tenths = -(-size * 10 // MB)
     whole, tenth = divmod(tenths, 10)
     return f"{whole}.{tenth}" if tenth else str(whole)
 

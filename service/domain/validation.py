@@ -1,6 +1,15 @@
 """Collecting every input problem of a request before refusing it as a whole."""
+import math
+
 from service.domain.ids import ID_RULE, is_valid_id
 from service.errors import ServiceError
+from service.interface import MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, MAX_NAME_LENGTH, MAX_TEXT_LENGTH
+
+# Input fields holding a display name; every other string is a text (ids have a rule of their own).
+NAME_FIELDS = frozenset({"name", "title", "partNumber", "measured", "units"})
+ID_FIELDS = frozenset({"id", "finalProcessId", "processId", "upstreamProcessId"})
+# How much of a refused value a message quotes: enough to recognise it, never the whole of a huge one.
+QUOTED_LENGTH = 60
 
 
 class InvalidInput(ServiceError):
@@ -25,7 +34,7 @@ class Problems:
         """Record a problem unless `value` is a valid id; return whether it is valid."""
         if is_valid_id(value):
             return True
-        self.add(field, f"{ID_RULE}; got {value!r}")
+        self.add(field, f"{ID_RULE}; got {quoted(value)}")
         return False
 
     def check_name(self, field, value):
@@ -33,7 +42,83 @@ class Problems:
         if not isinstance(value, str) or not value.strip():
             self.add(field, "is required and must not be blank")
 
+    def check_values(self, field, value):
+        """Record each string longer than its field allows and each number that is not finite (1e400 in the query
+        text is infinite, and JSON would store it as null). Raise at once when the input holds more than
+        MAX_INPUT_SIZE or MAX_INPUT_OBJECTS, so that no check walks a variable repeated thousands of times."""
+        walk = _Walk(self)
+        try:
+            walk.visit(value.items(), (field,), None)
+        except _TooLarge:
+            if walk.objects > MAX_INPUT_OBJECTS:
+                message = (f"holds more than {MAX_INPUT_OBJECTS:,} objects (steps, actions, parts, texts: each {{...}}); "
+                           "split it into several")
+            else:
+                message = (f"holds more than {MAX_INPUT_SIZE:,} characters of values once each variable is expanded "
+                           "where it is used; send each value once (a variable used in many places would be stored as "
+                           "many times)")
+            raise InvalidInput([(field, message)]) from None
+
     def raise_if_any(self):
         if self.errors:
             raise InvalidInput(self.errors)
+
+
+def quoted(value):
+    """repr(value), cut to QUOTED_LENGTH characters with the length of the rest said."""
+    text = repr(value)
+    if len(text) <= QUOTED_LENGTH:
+        return text
+    return f"{text[:QUOTED_LENGTH]}... ({len(text) - QUOTED_LENGTH:,} more characters)"
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Walk:
+    """One pass over an input: its size (a character per value plus those of its strings), its objects, and its
+    leaves' checks.
+
+    Paths are kept as nested tuples (parent path, key) and spelled out only for a problem: most inputs have none.
+    """
+
+    def __init__(self, problems):
+        self.problems, self.size, self.objects = problems, 0, 1
+
+    def visit(self, items, path, list_key):
+        """Check the (key or index, value) pairs of a dict or list; `list_key` names the field holding a list."""
+        for key, value in items:
+            self.size += 1
+            kind = value.__class__
+            if kind is str:
+                self.size += len(value)
+                if len(value) > MAX_NAME_LENGTH:
+                    self._check_length((path, key), key if list_key is None else list_key, value)
+            elif kind is dict:
+                self.objects += 1
+                self.visit(value.items(), (path, key), None)
+            elif kind is list:
+                self.visit(enumerate(value), (path, key), key)
+            elif kind is float and not math.isfinite(value):
+                self.problems.add(_path_text((path, key)), f"must be a finite number; got {value}")
+        if self.size > MAX_INPUT_SIZE or self.objects > MAX_INPUT_OBJECTS:
+            raise _TooLarge
+
+    def _check_length(self, path, key, value):
+        if key in ID_FIELDS:
+            return  # ids have a pattern of their own, 50 characters at most
+        limit, what = (MAX_NAME_LENGTH, "a name or title") if key in NAME_FIELDS else (MAX_TEXT_LENGTH, "a text")
+        if len(value) > limit:
+            self.problems.add(_path_text(path), f"is {len(value):,} characters long; at most {limit:,} are accepted "
+                                                f"for {what}")
+
+
+def _path_text(path):
+    """(((('process',), 'steps'), 2), 'id') -> 'process.steps[2].id', as fields are named in errors."""
+    parts = []
+    while len(path) == 2:
+        path, part = path
+        parts.append(f"[{part}]" if isinstance(part, int) else f".{part}")
+    return path[0] + "".join(reversed(parts))
 

@@ -22,10 +22,11 @@ from graphql import (
     is_required_input_field,
 )
 from graphql.execution.get_variable_signature import get_variable_signature
-from graphql.execution.incremental.incremental_executor import IncrementalExecutor
 from graphql.execution.values import MAX_NESTING_DEPTH, VariableValues, VariableValueSource
 from graphql.pyutils import Undefined, is_iterable
 from graphql.utilities.coerce_input_value import coerce_default_value
+
+from service.graphql.budget import BudgetedExecutor
 
 
 class Refused(Exception):
@@ -36,8 +37,8 @@ class Unsupported(Exception):
     """The type is not one this path compiles (recursive, one-of, or nested deeper than graphql-core allows)."""
 
 
-class PrecoercedExecutor(IncrementalExecutor):
-    """graphql-core's default executor, taking a VariableValues already coerced in place of raw variables."""
+class PrecoercedExecutor(BudgetedExecutor):
+    """The budgeted executor, taking a VariableValues already coerced in place of raw variables."""
 
     @classmethod
     def build(cls, schema, document, root_value=None, context_value=None, raw_variable_values=None,

@@ -28,6 +28,7 @@ from graphql import (
     validate,
 )
 
+from service.graphql.budget import BudgetedExecutor
 from service.graphql.coercion import PrecoercedExecutor, VariableCoercer, without_variable_definitions
 from service.graphql.errors import format_execution_errors, request_error, variable_errors
 from service.graphql.limits import MAX_QUERY_LENGTH, MAX_TOKENS, QueryLimits, capped
@@ -181,7 +182,7 @@ class GraphQLEndpoint:
         coerced = None if plan is None else self.coercer.coerce(plan, variables)
         if coerced is None:
             result = execute_sync(self.schema, document, variable_values=variables, operation_name=operation_name,
-                                  context_value=context)
+                                  context_value=context, executor_class=BudgetedExecutor)
         else:
             result = execute_sync(self.schema, prepared.without_variables, variable_values=coerced,
                                   operation_name=operation_name, context_value=context,

@@ -28,6 +28,14 @@ MAX_ERRORS = 100
 # So one request reads at most one full page's worth of objects and runs at most a few mutations.
 MAX_OBJECTS_READ = MAX_PAGE_SIZE
 MAX_MUTATIONS = 10
+# The most characters of field names and values one answer may hold (service.graphql.budget): 64 MiB, above the
+# largest full read of one process (its input is at most MAX_INPUT_SIZE; a part's description may be read back five
+# times: in its action, in the step's torque group, in the bill of materials, as the scan part and in the scan's text).
+RESPONSE_BUDGET = 64 * 1024 * 1024
+# The most fields one answer may hold. Completing a field is most of the CPU of a read (5-10 microseconds each), so
+# this bounds the CPU of an answer of many small fields (64 MiB of them would be 4 million); the full read of the
+# process of MAX_INPUT_OBJECTS objects with the most fields (serialized parts in torque actions) has 710,000.
+FIELD_BUDGET = 1_500_000
 
 
 class QueryLimits(ValidationRule):

@@ -1,12 +1,16 @@
 """The repository: every store of the service, behind the contract of service.storage.contract. This package only
-chooses and opens the backend the configuration names: the file backend (service.storage.files, the default: one
-data directory) or the shared backend (service.storage.shared: PostgreSQL and an S3 bucket)."""
+chooses and opens the backend the configuration names, the file backend (service.storage.files, the default: one
+data directory) or the shared backend (service.storage.shared: PostgreSQL and an S3 bucket), and sweeps its expired
+streams after responses."""
+import logging
 import time
 
 from service.storage.files import FileRepository
 from service.storage.schedule import SWEEP_INTERVAL_SECONDS
 
 __all__ = ["SWEEP_INTERVAL_SECONDS", "open_repository", "init_app", "get_repository"]
+
+log = logging.getLogger(__name__)
 
 
 def open_repository(config, clock=time.time):
@@ -21,7 +25,25 @@ def open_repository(config, clock=time.time):
 
 
 def init_app(app):
-    app.extensions["repository"] = open_repository(app.config)
+    """Open the configured repository for the app, and sweep its expired streams after responses, when one is due."""
+    repository = open_repository(app.config)
+    app.extensions["repository"] = repository
+
+    def sweep_when_due(response):
+        """After the first response a worker sends, and then at most every SWEEP_INTERVAL_SECONDS (the repository
+        keeps the time), sweep expired streams once the response has gone out: no request waits for it."""
+        if repository.sweep_due():
+            response.call_on_close(lambda: _sweep(repository, app.extensions["metrics"].streams_expired))
+        return response
+
+    app.after_request(sweep_when_due)
+
+
+def _sweep(repository, expired_counter):
+    try:
+        expired_counter.inc(repository.sweep())
+    except Exception:
+        log.exception("sweeping expired upload streams failed")
 
 
 def get_repository(app):

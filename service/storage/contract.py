@@ -8,7 +8,7 @@ import enum
 import re
 import secrets
 from datetime import datetime, timezone
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, NamedTuple, Protocol, runtime_checkable
 
 from service.interface import CHUNKS_PROTOCOL, TUS_PROTOCOL
@@ -185,7 +185,8 @@ class DocumentStore(Protocol):
 
     def get(self, org: str, kind: str, identifier: str) -> dict | None: ...
 
-    def exists(self, org: str, kind: str, identifier: str) -> bool: ...
+    def existing(self, org: str, kind: str, identifiers: Iterable[str]) -> set[str]:
+        """The ids among `identifiers` that the org has stored of `kind`."""
 
     def upsert(self, org: str, kind: str, identifier: str, body: dict) -> tuple[dict, bool]:
         """Store `body` as the whole document; (the document as stored, whether it was created)."""
@@ -195,8 +196,8 @@ class DocumentStore(Protocol):
     def ids(self, org: str, kind: str) -> list[str]:
         """Every id of a kind, in byte order."""
 
-    def page(self, org: str, kind: str, first: int, after: str | None = None) -> list[dict]:
-        """Up to `first` documents with ids after `after`, in id order."""
+    def page(self, org: str, kind: str, first: int, after: str | None = None) -> Iterator[dict]:
+        """Up to `first` documents with ids after `after`, in id order, read as the caller takes them."""
 
 
 @runtime_checkable
@@ -204,6 +205,9 @@ class MediaStore(Protocol):
     """Published media of every org: whole, verified files at media paths, never replaced."""
 
     def exists(self, org: str, path: str) -> bool: ...
+
+    def existing(self, org: str, paths: Iterable[str]) -> set[str]:
+        """The media paths among `paths` that the org has published."""
 
     def open(self, org: str, path: str) -> OpenMedia | None: ...
 

@@ -7,8 +7,10 @@ DEFAULT_TOKEN_FILE = "default-token"
 
 
 def ensure_default_token(data_dir):
-    """Return the embedded default token, creating it exactly once even when workers race."""
+    """Return (the embedded default token, whether this call created it), creating it exactly once even when workers
+    race."""
     path = Path(data_dir) / DEFAULT_TOKEN_FILE
+    created = False
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         candidate = path.with_name(f".{DEFAULT_TOKEN_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
@@ -20,8 +22,9 @@ def ensure_default_token(data_dir):
         try:
             # link() fails if another worker won the race; its token then stands for everyone.
             os.link(candidate, path)
+            created = True
         except FileExistsError:
             pass
         finally:
             candidate.unlink()
-    return path.read_text().strip()
+    return path.read_text().strip(), created

@@ -1,4 +1,8 @@
-"""Upload endpoints: single uploads, chunked streams, media serving (see views)."""
-from service.uploads.views import init_app
+"""Upload endpoints, one blueprint whose views live in modules by job: chunks (single uploads, chunked streams and
+their chunks), tus (tus 1.0 on the same URLs) and media (serving what was uploaded)."""
+from service.uploads import chunks, media, tus  # noqa: F401 (importing them puts their routes on the blueprint)
+from service.uploads.blueprint import bp
 
-__all__ = ["init_app"]
+
+def init_app(app):
+    app.register_blueprint(bp)

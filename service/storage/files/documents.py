@@ -13,6 +13,7 @@ import orjson
 
 from service.storage.contract import DOCUMENT_META_FIELDS, utc_timestamp
 from service.storage.disk import atomic_write_bytes, lock, remove_stale_temporaries
+from service.storage.encoding import encode
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 SUFFIX = ".json"
@@ -61,8 +62,9 @@ class FileDocumentStore:
         except FileNotFoundError:
             return None
 
-    def exists(self, org, kind, identifier):
-        return self._path(org, kind, identifier).is_file()
+    def existing(self, org, kind, identifiers):
+        """The ids among `identifiers` that the org has stored of `kind`."""
+        return {identifier for identifier in identifiers if self._path(org, kind, identifier).is_file()}
 
     def upsert(self, org, kind, identifier, body):
         """Store `body` as the whole object; return (document, created)."""
@@ -75,7 +77,7 @@ class FileDocumentStore:
             document["createdAt"] = previous[0] if previous else now
             document["updatedAt"] = now
             document["revision"] = previous[1] + 1 if previous else 1
-            atomic_write_bytes(path, orjson.dumps(document))
+            atomic_write_bytes(path, encode(document))
         return document, previous is None
 
     def kinds(self, org):
@@ -99,15 +101,17 @@ class FileDocumentStore:
         return sorted(name if "^" not in name and SAFE_NAME.fullmatch(name) else name_to_id(name) for name in names)
 
     def page(self, org, kind, first, after=None):
-        """Up to `first` documents with ids after `after`, in id order; opens only those documents."""
+        """Up to `first` documents with ids after `after`, in id order, each opened when the caller gets to it: a page
+        of large documents is never held whole (the answer's budget may stop the caller half way)."""
         ids = self.ids(org, kind)
         start = bisect.bisect_right(ids, after) if after is not None else 0
-        documents = []
-        for identifier in ids[start : start + first]:
+        return self._each_stored(org, kind, ids[start : start + first])
+
+    def _each_stored(self, org, kind, identifiers):
+        for identifier in identifiers:
             document = self.get(org, kind, identifier)
-            if document is not None:
-                documents.append(document)
-        return documents
+            if document is not None:  # removed since the listing
+                yield document
 
     def sweep_temporaries(self, cutoff):
         """Remove temporaries of document writes last touched before `cutoff` (their writer was killed)."""

@@ -31,6 +31,10 @@ class FileMediaStore:
         file = self.file_for(org, path)
         return file is not None and file.is_file()
 
+    def existing(self, org, paths):
+        """The media paths among `paths` that name whole, verified media files uploaded by `org`."""
+        return {path for path in paths if self.exists(org, path)}
+
     def open(self, org, path):
         """The org's media file at `path` opened to be served (OpenMedia), or None when it has none there."""
         file = self.file_for(org, path)

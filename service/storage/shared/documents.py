@@ -9,6 +9,7 @@ one id from any number of processes and nodes, so each acknowledged write adds e
 import orjson
 
 from service.storage.contract import DOCUMENT_META_FIELDS
+from service.storage.encoding import encode
 
 # The timestamp format of service.storage.contract.utc_timestamp (2024-05-01T12:00:00.123Z), made by the database: one
 # clock for every node, read after the row lock is taken, so updatedAt never goes back as revision goes up.
@@ -35,11 +36,26 @@ IMPORT = """
 """
 
 COLUMNS = "body, created_at, updated_at, revision"
+# The most bytes of stored bodies one read of a page fetches at a time.
+PAGE_BATCH_BYTES = 8 * 1024 * 1024
 
 
 def _body_text(body):
     """The body without metadata fields, as the JSON text stored in the `body` column."""
-    return orjson.dumps({key: value for key, value in body.items() if key not in DOCUMENT_META_FIELDS}).decode()
+    return encode({key: value for key, value in body.items() if key not in DOCUMENT_META_FIELDS}).decode()
+
+
+def _batches(sized):
+    """Ids of [(id, size)] in order, grouped so each group's sizes add up to at most PAGE_BATCH_BYTES (or is one id)."""
+    batch, batch_bytes = [], 0
+    for identifier, size in sized:
+        if batch and batch_bytes + size > PAGE_BATCH_BYTES:
+            yield batch
+            batch, batch_bytes = [], 0
+        batch.append(identifier)
+        batch_bytes += size
+    if batch:
+        yield batch
 
 
 def _document(body, created_at, updated_at, revision):
@@ -65,10 +81,12 @@ class SharedDocumentStore:
                                      (org, kind, identifier)).fetchone()
         return None if row is None else _document(*row)
 
-    def exists(self, org, kind, identifier):
+    def existing(self, org, kind, identifiers):
+        """The ids among `identifiers` that the org has stored of `kind`: one query, however many are asked."""
         with self.database.transaction() as connection:
-            return connection.execute("SELECT EXISTS (SELECT 1 FROM documents WHERE org = %s AND kind = %s AND id = %s)",
-                                      (org, kind, identifier)).fetchone()[0]
+            rows = connection.execute("SELECT id FROM documents WHERE org = %s AND kind = %s AND id = ANY(%s)",
+                                      (org, kind, list(identifiers)))
+            return {identifier for (identifier,) in rows}
 
     def upsert(self, org, kind, identifier, body):
         """Store `body` as the whole object; return (document, created) once the write is committed."""
@@ -92,8 +110,11 @@ class SharedDocumentStore:
             return [identifier for (identifier,) in rows]
 
     def page(self, org, kind, first, after=None):
-        """Up to `first` documents with ids after `after`, in id order: one range scan of the primary key."""
-        query = f"SELECT {COLUMNS} FROM documents WHERE org = %s AND kind = %s"
+        """Up to `first` documents with ids after `after`, in id order: one range scan of the primary key for their ids
+        and sizes, then their bodies in batches of at most PAGE_BATCH_BYTES (one document at least), each batch read
+        when the caller gets to it. A page of large documents is never held whole, and no connection is held between
+        batches."""
+        query = "SELECT id, octet_length(body) FROM documents WHERE org = %s AND kind = %s"
         parameters = [org, kind]
         if after is not None:
             query += " AND id > %s"
@@ -101,7 +122,17 @@ class SharedDocumentStore:
         query += " ORDER BY id LIMIT %s"
         parameters.append(first)
         with self.database.transaction() as connection:
-            return [_document(*row) for row in connection.execute(query, parameters)]
+            sized = connection.execute(query, parameters).fetchall()
+        return self._each_stored(org, kind, _batches(sized))
+
+    def _each_stored(self, org, kind, batches):
+        for identifiers in batches:
+            with self.database.transaction() as connection:
+                rows = connection.execute(
+                    f"SELECT {COLUMNS} FROM documents WHERE org = %s AND kind = %s AND id = ANY(%s) ORDER BY id",
+                    (org, kind, identifiers)).fetchall()
+            for row in rows:  # a document removed since the listing is not among them
+                yield _document(*row)
 
     def remove_all(self):
         """Remove every org's documents (test mode)."""

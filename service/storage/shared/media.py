@@ -53,6 +53,12 @@ class SharedMediaStore:
             return connection.execute("SELECT 1 FROM media WHERE org = %s AND path = %s", (org, path)).fetchone() \
                 is not None
 
+    def existing(self, org, paths):
+        """The media paths among `paths` that name whole, verified media objects uploaded by `org`: one query."""
+        with self._database.transaction() as connection:
+            rows = connection.execute("SELECT path FROM media WHERE org = %s AND path = ANY(%s)", (org, list(paths)))
+            return {path for (path,) in rows}
+
     def list_media(self, org):
         """(media path, creation time in POSIX seconds) of every published media object of an org, by path."""
         with self._database.transaction() as connection:

@@ -16,14 +16,13 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from support import free_port
+from support.ports import free_port, port_is_free
 
 
 class EngineError(RuntimeError):
@@ -80,15 +79,6 @@ def _signal(pid, signum):
         pass
 
 
-def _port_is_free(port):
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 # -- PostgreSQL -------------------------------------------------------------------------------------------------------
 
 def postgres_bin():
@@ -140,7 +130,7 @@ class PostgresServer:
             self._run("initdb", "-D", str(self.data), "-U", self.USER, "--auth=trust", "-E", "UTF8",
                       "--locale=C.UTF-8", "--no-sync")
             with open(self.data / "postgresql.conf", "a") as conf:
-                conf.write(f"\n# wis tests (tests/engines.py)\nlisten_addresses = '127.0.0.1'\nport = {self.port}\n"
+                conf.write(f"\n# wis tests (tests/support/engines.py)\nlisten_addresses = '127.0.0.1'\nport = {self.port}\n"
                            f"unix_socket_directories = '{self.directory}'\nmax_connections = {max_connections}\n"
                            "fsync = on\n")
             self.start()
@@ -302,7 +292,7 @@ _ADMIN_GRPC_OFFSET = 10000
 def _free_port_with_offset(offset, low=15000, high=25000, attempts=200):
     for _ in range(attempts):
         port = random.randrange(low, high)
-        if _port_is_free(port) and _port_is_free(port + offset):
+        if port_is_free(port) and port_is_free(port + offset):
             return port
     raise EngineError(f"no free port p in [{low}, {high}) with p + {offset} free as well")
 
