@@ -77,22 +77,17 @@ def configure_logging():
 
 
 class OpenStreamsCollector:
-    """The open streams as the stream store's last sweep counted them (read from the store, so the same whatever
-    worker scrapes, and as cheap with a million streams as with none), and when that was."""
+    """The open streams as the stream store's last sweep counted them: read from the store, so the same whatever
+    worker scrapes, and as cheap with a million streams as with none."""
 
     def __init__(self, streams):
         self.streams = streams
 
     def collect(self):
-        counted = self.streams.open_count()
         gauge = GaugeMetricFamily("wis_upload_streams_open", "Upload streams open (chunked and tus) at the last sweep "
                                   "of expired streams (every few minutes while requests come, and `wis gc`)")
-        gauge.add_metric([], counted.streams)
+        gauge.add_metric([], self.streams.open_count())
         yield gauge
-        when = GaugeMetricFamily("wis_upload_streams_open_counted_timestamp_seconds",
-                                 "When wis_upload_streams_open was counted (0: not yet)")
-        when.add_metric([], counted.counted_at or 0)
-        yield when
 
 
 class Metrics:

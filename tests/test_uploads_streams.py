@@ -222,7 +222,7 @@ def test_open_streams_are_counted_and_listed_by_the_store(repo):
     assert sorted(repo.streams.open_ids(ORG)) == sorted([first, second])
     assert repo.streams.open_ids("other") == []
     repo.streams.sweep()
-    assert repo.streams.open_count().streams == 2
+    assert repo.streams.open_count() == 2
 
 
 def test_an_expired_stream_is_gone_even_before_the_sweep(repo, clock):

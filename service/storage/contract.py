@@ -110,13 +110,6 @@ class StreamStatus(NamedTuple):
     expires_at: float  # POSIX seconds: when it expires if left idle
 
 
-class OpenCount(NamedTuple):
-    """How many streams of every org were open when the last sweep counted them, and when that was (POSIX seconds;
-    None before any sweep)."""
-    streams: int
-    counted_at: float | None
-
-
 class Outcome(enum.Enum):
     """What a write to a stream (a chunk, a tus PATCH body) did."""
     STORED = "stored"  # kept; the stream stays open
@@ -258,8 +251,9 @@ class StreamStore(Protocol):
     def open_ids(self, org: str) -> list[str]:
         """Ids of an org's open streams."""
 
-    def open_count(self) -> OpenCount:
-        """The open streams of every org as the last sweep counted them: the same cost however many there are."""
+    def open_count(self) -> int:
+        """How many streams of every org were open when the last sweep counted them (0 before any sweep): the same cost
+        however many there are."""
 
     def sweep(self) -> int:
         """Remove the streams idle past their expiry, and count the open ones (open_count); how many were removed."""

@@ -78,8 +78,7 @@ MIGRATIONS = [
     """
     CREATE TABLE open_streams_count (
         one boolean PRIMARY KEY DEFAULT true CHECK (one),
-        streams bigint NOT NULL,
-        counted_at double precision NOT NULL
+        streams bigint NOT NULL
     );
     """,
 ]

@@ -5,7 +5,7 @@ import shutil
 import time
 
 from service.errors import StreamNotFound, TooManyStreams
-from service.storage.contract import STREAM_ID, OpenCount, StreamStatus, new_stream_id
+from service.storage.contract import STREAM_ID, StreamStatus, new_stream_id
 from service.storage.disk import LockTimeout, disk_errors, lock
 from service.storage.files.names import id_to_name
 from service.storage.files.streams.append import PrefixAppend
@@ -166,12 +166,13 @@ class FileStreamStore:
         return self._open_ids_in(streams)
 
     def open_count(self):
-        """The open streams of every org as the last sweep counted them: one small file read, however many."""
+        """The open streams of every org as the last sweep counted them (0 before any): one small file read, however
+        many."""
         try:
             counted = read_json(self._count_path)
         except ValueError:  # not one this code wrote
             counted = None
-        return OpenCount(counted["openStreams"], counted["countedAt"]) if counted else OpenCount(0, None)
+        return counted["openStreams"] if counted else 0
 
     def _count_open_in(self, streams, cutoff):
         """How many streams in an org's `streams` folder are open and were active since `cutoff`: a stat of each
@@ -213,8 +214,7 @@ class FileStreamStore:
         """Remove streams idle for longer than the time-to-live, and staging files of single uploads as old (their
         worker died), count the open streams that remain for open_count; return how many streams were removed."""
         removed = open_now = 0
-        now = self.clock()
-        cutoff = now - self.ttl_seconds
+        cutoff = self.clock() - self.ttl_seconds
         for org_directory in self._org_directories():
             self.media.sweep_staging(org_directory, cutoff)
             try:
@@ -228,7 +228,9 @@ class FileStreamStore:
                     removed += 1
                 elif _is_open(entry, cutoff):
                     open_now += 1
-        write_json(self._count_path, {"openStreams": open_now, "countedAt": now})
+        # Written only when it changed: a sweep that finds what the last one found writes nothing to the data directory.
+        if open_now != self.open_count():
+            write_json(self._count_path, {"openStreams": open_now})
         return removed
 
     def _org_directories(self):

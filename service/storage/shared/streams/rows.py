@@ -135,18 +135,17 @@ def count_open_of(connection, org, since):
                               (org, OPEN, since)).fetchone()[0]
 
 
-def save_open_count(connection, since, now):
+def save_open_count(connection, since):
     """Count the streams of every org that are open and were touched at or after `since`, and keep the count."""
     connection.execute(
-        "INSERT INTO open_streams_count (streams, counted_at) "
-        "SELECT count(*), %s FROM streams WHERE state = %s AND touched_at >= %s "
-        "ON CONFLICT (one) DO UPDATE SET streams = EXCLUDED.streams, counted_at = EXCLUDED.counted_at",
-        (now, OPEN, since))
+        "INSERT INTO open_streams_count (streams) SELECT count(*) FROM streams WHERE state = %s AND touched_at >= %s "
+        "ON CONFLICT (one) DO UPDATE SET streams = EXCLUDED.streams", (OPEN, since))
 
 
 def open_count(connection):
-    """(streams, counted at) as the last sweep kept them, or None before any sweep."""
-    return connection.execute("SELECT streams, counted_at FROM open_streams_count").fetchone()
+    """The count the last sweep kept, or 0 before any sweep."""
+    row = connection.execute("SELECT streams FROM open_streams_count").fetchone()
+    return 0 if row is None else row[0]
 
 
 def touched_before(connection, cutoff):

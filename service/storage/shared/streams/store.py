@@ -4,7 +4,7 @@ import secrets
 import time
 
 from service.errors import StreamNotFound, TooManyStreams
-from service.storage.contract import STREAM_ID, OpenCount, StreamStatus, new_stream_id
+from service.storage.contract import STREAM_ID, StreamStatus, new_stream_id
 from service.storage.shared.streams import rows
 from service.storage.shared.streams.imports import import_stream
 from service.storage.shared.streams.rows import StreamRows
@@ -95,8 +95,7 @@ class SharedStreamStore:
     def open_count(self):
         """The open streams of every org as the last sweep counted them: one row, however many."""
         with self.database.transaction() as connection:
-            counted = rows.open_count(connection)
-        return OpenCount(*counted) if counted else OpenCount(0, None)
+            return rows.open_count(connection)
 
     # -- receiving ---------------------------------------------------------------------------------------------------
 
@@ -211,13 +210,14 @@ class SharedStreamStore:
         return keys
 
     def sweep(self):
-        """Remove streams idle for longer than the time-to-live, aborting their multipart uploads and removing their
-        staged objects (streams busy in a request are left to the next sweep), then count the open ones for
-        open_count. Return how many were removed."""
-        now = self.clock()
-        cutoff = now - self.ttl_seconds
+        """Count the open streams for open_count, and remove streams idle for longer than the time-to-live, aborting
+        their multipart uploads and removing their staged objects (streams busy in a request are left to the next
+        sweep). Return how many were removed."""
+        cutoff = self.clock() - self.ttl_seconds
         removed = 0
         with self.database.transaction() as connection:
+            # The open streams counted are those active since the cutoff, which this sweep does not remove.
+            rows.save_open_count(connection, cutoff)
             expired = rows.touched_before(connection, cutoff)
         for org, stream_id in expired:
             with self.database.transaction() as connection:
@@ -227,8 +227,6 @@ class SharedStreamStore:
                 keys = self.forget(connection, org, stream_id, row)
             self._remove_objects(keys)
             removed += 1
-        with self.database.transaction() as connection:
-            rows.save_open_count(connection, cutoff, now)
         return removed
 
     def import_stream(self, org, stream_id, record, pieces, received):
