@@ -28,7 +28,7 @@ from service.domain.uploads import too_large_message
 from service.error_handlers import service_error_response
 from service.errors import BodyTooLarge, FileTooLarge, MalformedBody
 from service.interface import MAX_REQUEST_BODY, MB, REQUEST_FILE_LIMIT, TUS_CONTENT_TYPE
-from service.storage.files import disk_errors
+from service.storage.disk import disk_errors
 
 # An upload form up to this size is let through to its view, which names its file's size in a 413; a larger one is
 # refused unread.

@@ -15,7 +15,8 @@ from service.config import load_config, uses_shared_backend
 from service.domain.media_gc import delete_media, unreferenced_media
 from service.errors import ConfigurationError, StorageFailed
 from service.interface import DESTINATIONS, MB
-from service.storage import Repository, open_repository
+from service.storage import open_repository
+from service.storage.files import FileRepository
 from service.storage.migration import copy_data_directory, is_data_directory
 from service.storage.tokens import DEFAULT_TOKEN_FILE
 
@@ -271,7 +272,7 @@ def migrate_command(args):
     if not is_data_directory(args.from_data_dir):
         raise UsageError(f"{args.from_data_dir} is not a data directory of the service (it has no orgs folder)")
     target = open_checked_repository(config)
-    source = Repository(args.from_data_dir, config["STREAM_TTL_HOURS"] * 3600)
+    source = FileRepository(args.from_data_dir, config["STREAM_TTL_HOURS"] * 3600)
     counts = copy_data_directory(source, target)
     for what, outcomes in counts.items():
         print(f"{what}: {outcomes['copied']} copied, {outcomes['unchanged']} unchanged")

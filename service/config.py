@@ -12,6 +12,9 @@ DEFAULTS = {
     # Raw "org:token,token2" string; parsed by service.auth.
     "API_TOKENS": "",
     "STREAM_TTL_HOURS": 24.0,
+    # Upload streams an org may have open at once (created, neither complete nor expired): each holds disk or rows
+    # for up to STREAM_TTL_HOURS, and a client that creates streams and never sends them must not fill the disk.
+    "MAX_OPEN_STREAMS": 1000,
     # Test mode turns on the state and fault-injection endpoints for integrators' test suites.
     "TEST_MODE": False,
     # Test mode only: an integer that makes the names the server makes up (stream ids, media name prefixes) and the
@@ -40,6 +43,13 @@ def _flag(value):
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _positive_int(value):
+    number = int(value)
+    if number < 1:
+        raise ValueError("must be 1 or more")
+    return number
+
+
 def parse_origins(value):
     """Comma-separated origins (or a list of them) -> a tuple of origins written as browsers send them."""
     origins = []
@@ -64,6 +74,7 @@ ENVIRONMENT = {
     "WIS_DATA_DIR": ("DATA_DIR", str),
     "WIS_API_TOKENS": ("API_TOKENS", str),
     "WIS_STREAM_TTL_HOURS": ("STREAM_TTL_HOURS", float),
+    "WIS_MAX_OPEN_STREAMS": ("MAX_OPEN_STREAMS", _positive_int),
     "WIS_TEST_MODE": ("TEST_MODE", _flag),
     "WIS_TEST_SEED": ("TEST_SEED", int),
     "WIS_METRICS_REQUIRE_TOKEN": ("METRICS_REQUIRE_TOKEN", _flag),

@@ -27,6 +27,7 @@ RESPONSES = {
     "beyond_upload_length": (413, "PAYLOAD_TOO_LARGE"),
     "request_timeout": (408, "REQUEST_TIMEOUT"),
     "upload_locked": (423, "LOCKED"),
+    "too_many_streams": (429, "TOO_MANY_STREAMS"),
     "body_checksum_mismatch": (460, "BAD_REQUEST"),
     "body_too_large": (413, "PAYLOAD_TOO_LARGE"),
     "storage_failed": (503, "SERVICE_UNAVAILABLE"),
@@ -207,6 +208,18 @@ class UploadLocked(ServiceError):
     """Another PATCH on the same tus upload is still being received."""
     code = "upload_locked"
     message = "another PATCH on this upload is still in progress; retry after a HEAD"
+
+
+class TooManyStreams(ServiceError):
+    """An org with as many upload streams open as it may have (WIS_MAX_OPEN_STREAMS) asks for another."""
+    code = "too_many_streams"
+    message = "too many upload streams are open"
+
+    def __init__(self, open_streams, limit, ttl_hours):
+        super().__init__(
+            f"this org has {open_streams} upload streams open and may have at most {limit} (WIS_MAX_OPEN_STREAMS): "
+            "finish one, or end one it no longer needs with DELETE /uploads/<streamId>, or wait until an idle one "
+            f"expires ({ttl_hours:g} hours after its last activity, WIS_STREAM_TTL_HOURS)")
 
 
 class BodyChecksumMismatch(ServiceError):

@@ -77,14 +77,16 @@ def configure_logging():
 
 
 class OpenStreamsCollector:
-    """A gauge the stream store counts at scrape time, so it is right whatever worker scrapes."""
+    """The open streams as the stream store's last sweep counted them: read from the store, so the same whatever
+    worker scrapes, and as cheap with a million streams as with none."""
 
     def __init__(self, streams):
         self.streams = streams
 
     def collect(self):
-        gauge = GaugeMetricFamily("wis_upload_streams_open", "Chunked upload streams currently open")
-        gauge.add_metric([], self.streams.count_open())
+        gauge = GaugeMetricFamily("wis_upload_streams_open", "Upload streams open (chunked and tus) at the last sweep "
+                                  "of expired streams (every few minutes while requests come, and `wis gc`)")
+        gauge.add_metric([], self.streams.open_count())
         yield gauge
 
 

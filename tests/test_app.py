@@ -34,6 +34,8 @@ def test_parse_tokens_assigns_bare_token_to_default_org():
     ({"WIS_API_TOKENS": "acme:short"}, "WIS_API_TOKENS"),
     ({"WIS_API_TOKENS": "bad org!:a-long-enough-token"}, "WIS_API_TOKENS"),
     ({"WIS_STREAM_TTL_HOURS": "a day"}, "WIS_STREAM_TTL_HOURS"),
+    ({"WIS_MAX_OPEN_STREAMS": "0"}, "WIS_MAX_OPEN_STREAMS"),
+    ({"WIS_MAX_OPEN_STREAMS": "many"}, "WIS_MAX_OPEN_STREAMS"),
 ])
 def test_a_malformed_setting_is_an_exception_naming_it_for_an_embedding_caller(monkeypatch, tmp_path, setting,
                                                                               named):

@@ -14,6 +14,7 @@ from collections import defaultdict
 
 import requests
 
+from service.storage.files.streams.ledger import LEDGER, Ledger
 from support.datadir import media_files
 from support.media import mp4, png, sha256
 from support.over_http import create_stream_over_http, read_process_over_http, send_chunk_over_http, upsert_over_http
@@ -136,8 +137,10 @@ def wait_for_load(load):
 def check_after_restart(load, url, data_dir):
     """Every invariant a crash must not break, checked through the restarted service and on disk."""
     for path in data_dir.rglob("*"):
-        if path.is_file() and (path.suffix == ".json" or path.name == "merged"):
-            json.loads(path.read_bytes())  # every document and bookkeeping file parses
+        if path.is_file() and path.suffix == ".json":
+            json.loads(path.read_bytes())  # every document and stream record parses
+        if path.name == LEDGER:
+            Ledger(path.parent).next()  # every stream's ledger holds a whole commit
 
     for identifier, attempts in load.attempts.items():
         stored = read_process_over_http(url, identifier)

@@ -1,8 +1,9 @@
 """A crash at every step of a write: a child process runs one request and dies (os._exit, as kill -9 would leave it)
 just before its nth file operation; the parent then starts the service again on what is left on disk.
 
-For each n: every JSON file parses, a process is either as before or as after the interrupted upsert, no file at a
-media path is partial, and an interrupted upload resumes from what the server reports and completes.
+For each n: every JSON file parses and every stream's ledger holds a whole commit, a process is either as before or as
+after the interrupted upsert, no file at a media path is partial, and an interrupted upload resumes from what the
+server reports and completes.
 """
 import json
 import os
@@ -13,6 +14,7 @@ import time
 import pytest
 
 from service import create_app
+from service.storage.files.streams.ledger import LEDGER, Ledger
 from support.datadir import media_files
 from support.disk import FaultyDisk
 from support.documents import line_process, read_process, upsert_process
@@ -75,8 +77,10 @@ def every_crash(tmp_path, baseline, request, check):
         shutil.copytree(baseline, data_dir)
         crashed = crash_during(data_dir, at, request)
         for path in data_dir.rglob("*"):
-            if path.is_file() and (path.suffix == ".json" or path.name == "merged"):
+            if path.is_file() and path.suffix == ".json":
                 json.loads(path.read_bytes())
+            if path.name == LEDGER:
+                Ledger(path.parent).next()  # a whole commit in one of its slots
         check(service(data_dir).test_client(), data_dir)
         shutil.rmtree(data_dir)
         if not crashed:
@@ -151,5 +155,5 @@ def test_a_crash_at_any_step_of_a_chunk_leaves_the_stream_resumable(tmp_path, se
     steps = every_crash(tmp_path, baseline,
                         lambda client: sender(client, HEADERS, stream_id, crashing, len(chunks), chunks[crashing]),
                         check)
-    assert steps >= 5  # at the least a file written, fsynced and renamed, its directory fsynced
+    assert steps >= 5  # at the least the chunk written and fdatasynced, the ledger's records and slot written, fdatasynced
 

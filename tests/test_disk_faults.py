@@ -170,32 +170,43 @@ CHUNK_CASES = {
     "file-first": ([0, 2, 3], 1, send_file_first),
 }
 # What a failed request leaves: NOTHING changed (the server reports the chunks sent before); the chunk STORED (the
-# fault came after the stream's pointer moved past it, during completion: every chunk is held, and the last one is
-# reported missing so that resending it completes the stream); or the stream COMPLETE (only the fsync after the meta
-# was replaced failed).
+# fault came once the ledger had committed it, during completion or in the ledger's own fdatasync, whose slot readers
+# then see: every chunk is held, and the last one is reported missing so that resending it completes the stream); or
+# the stream COMPLETE (only the fsync after the record was replaced failed).
 NOTHING, STORED, COMPLETE = "nothing", "stored", "complete"
-# The first failing call of each operation changes nothing in any case. Then the later steps of each case, counted as
-# the request makes them: (case, operation, code, nth call, only calls on paths containing, outcome).
-CHUNK_FAULTS = [(case, *fault, 1, "", NOTHING) for case in CHUNK_CASES for fault in FAULTS] + [
-    # in order: the boundary record's fsync; the merge pointer's directory fsync; the link to the media path; the media
-    # directory's fsync; the meta marked complete; its directory fsync
-    ("in-order", "fsync", errno.EIO, 2, "", NOTHING), ("in-order", "fsync", errno.EIO, 4, "", STORED),
-    ("in-order", "link", errno.ENOSPC, 1, "", STORED), ("in-order", "link", errno.EIO, 1, "", STORED),
-    ("in-order", "fsync", errno.EIO, 5, "", STORED), ("in-order", "rename", errno.ENOSPC, 2, "", STORED),
-    ("in-order", "fsync", errno.EIO, 7, "", COMPLETE),
-    # filling a gap: the merge of the parts after it (a write to the prefix, the boundaries' fsync), the merge pointer's
-    # directory fsync, then completion
-    ("fills-gap", "write", errno.ENOSPC, 3, "prefix", NOTHING), ("fills-gap", "fsync", errno.EIO, 2, "", NOTHING),
-    ("fills-gap", "fsync", errno.EIO, 4, "", STORED), ("fills-gap", "link", errno.EIO, 1, "", STORED),
-    ("fills-gap", "rename", errno.ENOSPC, 2, "", STORED), ("fills-gap", "fsync", errno.EIO, 7, "", COMPLETE),
-    # ahead: the directory fsync after the part's rename
-    ("ahead", "fsync", errno.EIO, 2, "", NOTHING),
-    # file first: the part's directory fsync, then the merge (prefix write, fsyncs, pointer) and completion
-    ("file-first", "fsync", errno.EIO, 2, "", NOTHING), ("file-first", "write", errno.ENOSPC, 1, "prefix", NOTHING),
-    ("file-first", "fsync", errno.EIO, 3, "", NOTHING), ("file-first", "fsync", errno.EIO, 4, "", NOTHING),
-    ("file-first", "rename", errno.ENOSPC, 2, "", NOTHING), ("file-first", "fsync", errno.EIO, 6, "", STORED),
-    ("file-first", "link", errno.EIO, 1, "", STORED), ("file-first", "fsync", errno.EIO, 9, "", COMPLETE),
+# The file operations of each case, in the order the request makes them (a chunk onto the prefix, or a part; then the
+# prefix's fdatasync, the ledger's records, its slot and its fdatasync; then completion: the link to the media path,
+# the media directory's fsync, the record written aside, fsynced, renamed, its directory fsynced). Each fault: (case,
+# operation, code, nth call, only calls on paths containing, outcome).
+RECEIVED_ONTO_PREFIX = [("write", errno.ENOSPC, 1, "", NOTHING), ("write", errno.EIO, 1, "", NOTHING)]
+COMMITTED = [
+    ("fsync", errno.EIO, 1, "", NOTHING), ("fsync", errno.ENOSPC, 1, "", NOTHING),
+    ("write", errno.ENOSPC, 1, "ledger", NOTHING), ("write", errno.EIO, 2, "ledger", NOTHING),
+    ("fsync", errno.EIO, 2, "", STORED),
 ]
+COMPLETED = [
+    ("link", errno.ENOSPC, 1, "", STORED), ("link", errno.EIO, 1, "", STORED), ("fsync", errno.EIO, 3, "", STORED),
+    ("create", errno.ENOSPC, 1, "", STORED), ("fsync", errno.EIO, 4, "", STORED),
+    ("rename", errno.ENOSPC, 1, "", STORED), ("rename", errno.EIO, 1, "", STORED), ("fsync", errno.EIO, 5, "", COMPLETE),
+]
+INTO_A_PART = [
+    ("create", errno.ENOSPC, 1, "", NOTHING), ("write", errno.ENOSPC, 1, "", NOTHING), ("write", errno.EIO, 1, "", NOTHING),
+    ("fsync", errno.EIO, 1, "", NOTHING), ("fsync", errno.ENOSPC, 1, "", NOTHING), ("rename", errno.EIO, 1, "", NOTHING),
+    ("rename", errno.ENOSPC, 1, "", NOTHING), ("fsync", errno.EIO, 2, "", NOTHING),  # the directory, after the rename
+]
+# After a part: its 2 fsyncs, its create and rename come first.
+AFTER_A_PART = [
+    ("write", errno.ENOSPC, 1, "prefix", NOTHING), ("fsync", errno.EIO, 3, "", NOTHING),
+    ("write", errno.ENOSPC, 1, "ledger", NOTHING), ("write", errno.EIO, 2, "ledger", NOTHING),
+    ("fsync", errno.EIO, 4, "", STORED), ("link", errno.EIO, 1, "", STORED), ("create", errno.ENOSPC, 2, "", STORED),
+    ("rename", errno.ENOSPC, 2, "", STORED), ("fsync", errno.EIO, 7, "", COMPLETE),
+]
+CHUNK_FAULTS = [("in-order", *fault) for fault in RECEIVED_ONTO_PREFIX + COMMITTED + COMPLETED] + \
+    [("fills-gap", *fault) for fault in RECEIVED_ONTO_PREFIX + COMMITTED + COMPLETED] + [
+        # the merge of the parts after it onto the prefix
+        ("fills-gap", "write", errno.ENOSPC, 3, "prefix", NOTHING)] + \
+    [("ahead", *fault) for fault in INTO_A_PART] + \
+    [("file-first", *fault) for fault in INTO_A_PART[:-1] + AFTER_A_PART]
 
 
 def fault_id(fault):

@@ -1,4 +1,4 @@
-"""The shared backend's documents (PostgreSQL): the same answers as the file backend's DocumentStore, one revision per
+"""The shared backend's documents (PostgreSQL): the same answers as the file backend's FileDocumentStore, one revision per
 acknowledged write under concurrent processes, pages as index range scans, and the import that `wis migrate` uses."""
 import multiprocessing
 import re
@@ -7,7 +7,7 @@ import time
 import pytest
 
 from service.errors import UnstorableDocument
-from service.storage.documents import DocumentStore
+from service.storage.files.documents import FileDocumentStore
 from service.storage.shared.database import Database
 from service.storage.shared.documents import SharedDocumentStore
 
@@ -36,7 +36,7 @@ def shared(database):
 
 @pytest.fixture
 def local(tmp_path):
-    return DocumentStore(tmp_path / "orgs")
+    return FileDocumentStore(tmp_path / "orgs")
 
 
 def without_times(document):

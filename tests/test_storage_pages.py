@@ -7,7 +7,7 @@ import json
 import pytest
 
 from service.domain.reads import PROCESSES
-from service.storage import documents as documents_module
+from service.storage.files import documents as documents_module
 from service.storage import get_repository
 
 pytestmark = pytest.mark.file_backend_only("they check which files the file store opens")

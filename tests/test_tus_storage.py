@@ -12,8 +12,8 @@ import pytest
 
 from service.errors import UploadLocked
 from service.storage import get_repository
-from service.storage import files as storage_files
-from service.storage.streams.tus import SLOT_SIZE, TusAppend, TusRecord
+from service.storage import disk as storage_disk
+from service.storage.files.streams.tus import SLOT_SIZE, TusAppend, TusRecord
 
 pytestmark = pytest.mark.file_backend_only("they check the file backend's tus record and prefix on disk")
 
@@ -115,29 +115,29 @@ def test_an_append_without_early_writeback_is_stored_as_before(app, client, auth
         calls.append((offset, nbytes))
         ctypes.set_errno(errno.ENOSYS)
         return -1
-    monkeypatch.setattr(storage_files, "_start_writeback", refused if writeback == "refused" else None)
+    monkeypatch.setattr(storage_disk, "_start_writeback", refused if writeback == "refused" else None)
     data = PNG + b"b" * 2000
     location = create(client, auth, data)
     assert patch(client, auth, location, 0, data[:1000]).status_code == 204
     response = patch(client, auth, location, 1000, data[1000:])
     assert response.status_code == 204
     assert client.get(response.headers["Media-Path"], headers=auth).data == data
-    assert storage_files._start_writeback is None
+    assert storage_disk._start_writeback is None
     assert len(calls) == (1 if writeback == "refused" else 0)
 
 
 def test_early_writeback_is_asked_for_each_written_block(app, client, auth, monkeypatch):
-    if storage_files._start_writeback is None:
+    if storage_disk._start_writeback is None:
         pytest.skip("no sync_file_range here")
-    real, calls = storage_files._start_writeback, []
+    real, calls = storage_disk._start_writeback, []
 
     def recording(fd, offset, nbytes, flags):
         calls.append((offset, nbytes, flags))
         return real(fd, offset, nbytes, flags)
-    monkeypatch.setattr(storage_files, "_start_writeback", recording)
+    monkeypatch.setattr(storage_disk, "_start_writeback", recording)
     data = PNG + b"c" * 3000
     location = create(client, auth, data)
     assert patch(client, auth, location, 0, data[:1000]).status_code == 204
     assert patch(client, auth, location, 1000, data[1000:]).status_code == 204
     assert [(offset, nbytes) for offset, nbytes, _ in calls] == [(0, 1000), (1000, len(data) - 1000)]
-    assert {flags for _, _, flags in calls} == {storage_files.SYNC_FILE_RANGE_WRITE}
+    assert {flags for _, _, flags in calls} == {storage_disk.SYNC_FILE_RANGE_WRITE}

@@ -6,7 +6,7 @@ import pytest
 from service.domain.uploads import check_size, clean_stem, media_name, new_media_prefix, size_in_mb
 from service.interface import MB, sniff_format
 from service.errors import FileTooLarge
-from service.storage import Repository
+from service.storage.files import FileRepository
 
 
 @pytest.mark.parametrize("head, expected", [
@@ -95,7 +95,7 @@ def test_clean_stem_keeps_only_safe_characters(original, stem):
 
 
 def test_media_name_takes_the_extension_of_the_sniffed_format(tmp_path):
-    repo = Repository(tmp_path)
+    repo = FileRepository(tmp_path)
     name = media_name("x.jpg", "png", new_media_prefix(repo))
     prefix, rest = name.split("-", 1)
     assert rest == "x.png" and re.fullmatch("[0-9a-f]{16}", prefix)

@@ -10,7 +10,7 @@ import pytest
 from service import create_app
 from service.domain import uploads
 from service.storage import SWEEP_INTERVAL_SECONDS, get_repository
-from service.storage.files import disk_errors
+from service.storage.disk import disk_errors
 from service.storage.incoming import IncomingFile
 from service.interface import MB, TOKEN_HEADER
 from support.datadir import stored_names
@@ -537,7 +537,7 @@ def test_client_gone_mid_chunk_leaves_no_part_and_the_stream_usable(app, client,
     assert started[0].size == 500  # half a chunk had been written to disk when the body ended
     # Its bookkeeping only: nothing of the cut-off chunk (the shared backend keeps the row, nothing in the bucket).
     assert stored_names(app, "default", "streams", stream_id) == (
-        ["boundaries", "merged", "meta.json", "prefix"] if backend.name == "file" else [stream_id])
+        ["ledger", "meta.json", "prefix"] if backend.name == "file" else [stream_id])
     assert send_chunk(client, auth, stream_id, 0, 2, data[:1000]).status_code == 200
     assert send_chunk(client, auth, stream_id, 1, 2, data[1000:]).status_code == 201
 

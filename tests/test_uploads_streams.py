@@ -8,12 +8,13 @@ import time
 import pytest
 
 from service.errors import StreamNotFound
-from service.storage import Repository
-from service.storage import files as storage_files
+from service.storage import disk as storage_disk
 from service.storage import incoming as storage_incoming
+from service.storage.contract import StreamRecord, StreamState
+from service.storage.files import FileRepository
+from service.storage.files.streams.append import PrefixAppend
+from service.storage.files.streams.ledger import BOUNDARY, RECORDS_AT, SLOT_SIZE, Ledger
 from service.storage.incoming import IncomingFile
-from service.storage.streams.append import PrefixAppend
-from service.storage.streams.stream import LockedStream
 
 TTL = 3600
 ORG = "default"
@@ -36,15 +37,15 @@ def clock():
 
 @pytest.fixture
 def repo(tmp_path, clock):
-    return Repository(tmp_path / "data", TTL, clock)
+    return FileRepository(tmp_path / "data", TTL, clock)
 
 
 def new_stream(repo, chunks):
     data = b"".join(chunks)
-    meta = {"destinationId": "stepVideo", "fileName": "f.mp4", "fileSize": len(data),
-            "sha": hashlib.sha256(data).hexdigest(), "totalChunks": len(chunks), "format": "mp4",
-            "mediaPrefix": "0123456789abcdef", "state": "open", "path": None}
-    return repo.streams.create(ORG, meta)
+    record = StreamRecord(destination_id="stepVideo", file_name="f.mp4", file_size=len(data),
+                          sha=hashlib.sha256(data).hexdigest(), total_chunks=len(chunks), format="mp4",
+                          media_prefix="0123456789abcdef")
+    return repo.streams.create(ORG, record)
 
 
 def put(repo, stream_id, index, data):
@@ -126,27 +127,27 @@ def test_identical_retry_of_a_merged_chunk_changes_nothing(repo, monkeypatch):
     stream_id = new_stream(repo, CHUNKS)
     put(repo, stream_id, 0, CHUNKS[0])
     put(repo, stream_id, 1, CHUNKS[1])
-    appended = []
-    monkeypatch.setattr(LockedStream, "_set_next", lambda self, index: appended.append(index))
+    commits = []
+    monkeypatch.setattr(Ledger, "commit", lambda self, merged, boundaries=(): commits.append(merged))
     assert put(repo, stream_id, 0, CHUNKS[0]) == (2, 2000)
-    assert appended == []
+    assert commits == []
     assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1]
 
 
 def test_crash_between_append_and_state_save_is_repaired_by_the_next_merge(repo, monkeypatch):
     stream_id = new_stream(repo, CHUNKS)
     put(repo, stream_id, 0, CHUNKS[0])
-    real_set_next = LockedStream._set_next
+    real_commit = Ledger.commit
 
-    def crash(self, index):
+    def crash(self, merged, boundaries=()):
         raise OSError("worker killed")
 
-    monkeypatch.setattr(LockedStream, "_set_next", crash)
+    monkeypatch.setattr(Ledger, "commit", crash)
     with pytest.raises(OSError):
         put(repo, stream_id, 1, CHUNKS[1])
     # The bytes of chunk 1 are in the prefix, but its bookkeeping was never saved.
     assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1]
-    monkeypatch.setattr(LockedStream, "_set_next", real_set_next)
+    monkeypatch.setattr(Ledger, "commit", real_commit)
     assert put(repo, stream_id, 2, CHUNKS[2]) == (3, 3000)
     assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1] + CHUNKS[2]
     assert digest(repo, stream_id) == hashlib.sha256(CHUNKS[0] + CHUNKS[1] + CHUNKS[2]).hexdigest()
@@ -170,7 +171,7 @@ def test_publish_links_the_prefix_and_keeps_only_the_meta(repo):
         stream.publish(path)
         assert sorted(os.listdir(stream.directory)) == ["meta.json"]
     assert repo.media.file_for(ORG, path).read_bytes() == CHUNKS[0]
-    assert repo.streams.read(ORG, stream_id)["state"] == "complete"
+    assert repo.streams.read(ORG, stream_id).state is StreamState.COMPLETE
 
 
 def test_publish_never_replaces_an_existing_media_file(repo, tmp_path):
@@ -220,7 +221,8 @@ def test_open_streams_are_counted_and_listed_by_the_store(repo):
         stream.publish("/api/v1/videos/0123456789abcdef-f.mp4")
     assert sorted(repo.streams.open_ids(ORG)) == sorted([first, second])
     assert repo.streams.open_ids("other") == []
-    assert repo.streams.count_open() == 2
+    repo.streams.sweep()
+    assert repo.streams.open_count() == 2
 
 
 def test_an_expired_stream_is_gone_even_before_the_sweep(repo, clock):
@@ -373,16 +375,16 @@ def test_early_writeback_is_asked_for_the_received_bytes_of_prefix_appends_and_p
     """Every WRITEBACK_BLOCK bytes received, writeback of the bytes received since the last call is started: on the
     prefix from where the chunk begins (appended in order), in a part file from 0 (out of order); the tail is left
     to the fsync. The bytes must have reached the kernel by then (the file object's buffer flushed)."""
-    if storage_files._start_writeback is None:
+    if storage_disk._start_writeback is None:
         pytest.skip("no sync_file_range here")
-    real, calls = storage_files._start_writeback, []
+    real, calls = storage_disk._start_writeback, []
 
     def recording(fd, offset, nbytes, flags):
         # What is to be written back is in the file already, not in a Python buffer.
         assert os.fstat(fd).st_size >= offset + nbytes
         calls.append((os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[1], offset, nbytes, flags))
         return real(fd, offset, nbytes, flags)
-    monkeypatch.setattr(storage_files, "_start_writeback", recording)
+    monkeypatch.setattr(storage_disk, "_start_writeback", recording)
     monkeypatch.setattr(storage_incoming, "WRITEBACK_BLOCK", 400)
     stream_id = new_stream(repo, CHUNKS)
     # 100-byte writes: the file object buffers them, so only a flush makes them the kernel's.
@@ -396,7 +398,7 @@ def test_early_writeback_is_asked_for_the_received_bytes_of_prefix_appends_and_p
     assert commit(repo, stream_id, 3, receive_in_writes(repo, stream_id, 3, CHUNKS[2], 500)) == (2, 2000)
     assert [(name.startswith(".incoming-"), offset, nbytes) for name, offset, nbytes, _ in calls] == \
         [(True, 0, 500), (True, 500, 500)]
-    assert {flags for *_, flags in calls} == {storage_files.SYNC_FILE_RANGE_WRITE}
+    assert {flags for *_, flags in calls} == {storage_disk.SYNC_FILE_RANGE_WRITE}
     assert prefix_bytes(repo, stream_id) == CHUNKS[0] + CHUNKS[1]
 
 
@@ -410,7 +412,7 @@ def test_chunks_without_early_writeback_are_stored_as_before(repo, monkeypatch, 
         calls.append((offset, nbytes))
         ctypes.set_errno(errno.EINVAL)
         return -1
-    monkeypatch.setattr(storage_files, "_start_writeback", refused if writeback == "refused" else None)
+    monkeypatch.setattr(storage_disk, "_start_writeback", refused if writeback == "refused" else None)
     monkeypatch.setattr(storage_incoming, "WRITEBACK_BLOCK", 400)
     stream_id = new_stream(repo, CHUNKS)
     assert commit(repo, stream_id, 0, receive_in_writes(repo, stream_id, 0, CHUNKS[0], 100)) == (1, 1000)
@@ -418,7 +420,7 @@ def test_chunks_without_early_writeback_are_stored_as_before(repo, monkeypatch, 
     assert commit(repo, stream_id, 1, receive_in_writes(repo, stream_id, 1, CHUNKS[1], 100)) == (3, 3000)
     assert prefix_bytes(repo, stream_id) == b"".join(CHUNKS[:3])
     assert digest(repo, stream_id) == hashlib.sha256(b"".join(CHUNKS[:3])).hexdigest()
-    assert storage_files._start_writeback is None
+    assert storage_disk._start_writeback is None
     assert len(calls) == (1 if writeback == "refused" else 0)
 
 
@@ -430,9 +432,73 @@ def test_a_failing_early_writeback_is_left_for_the_fsync_to_report(repo, monkeyp
         calls.append((offset, nbytes))
         ctypes.set_errno(errno.EIO)
         return -1
-    monkeypatch.setattr(storage_files, "_start_writeback", failing)
+    monkeypatch.setattr(storage_disk, "_start_writeback", failing)
     monkeypatch.setattr(storage_incoming, "WRITEBACK_BLOCK", 400)
     stream_id = new_stream(repo, CHUNKS)
     assert commit(repo, stream_id, 0, receive_in_writes(repo, stream_id, 0, CHUNKS[0], 500)) == (1, 1000)
-    assert storage_files._start_writeback is failing
+    assert storage_disk._start_writeback is failing
     assert calls == [(0, 500), (500, 500)]
+
+
+# -- the ledger: one commit point per append ----------------------------------------------------------------------
+
+def state(n):
+    return bytes([n]) * 104
+
+
+def test_a_ledger_commit_of_several_chunks_reads_back(tmp_path):
+    ledger = Ledger.create(tmp_path)
+    ledger.commit(3, [(10, state(1)), (25, state(2)), (40, state(3))])
+    reopened = Ledger(tmp_path)
+    assert reopened.next() == 3
+    assert reopened.lengths(0, 4) == [0, 10, 25, 40]
+    assert reopened.read(3) == (40, state(3))
+
+
+def tear(path, at, data=b"\xff\xff"):
+    with open(path, "r+b") as handle:
+        handle.seek(at)
+        handle.write(data)
+
+
+def test_a_torn_ledger_slot_falls_back_to_the_commit_before(tmp_path):
+    ledger = Ledger.create(tmp_path)
+    ledger.commit(1, [(10, state(1))])
+    ledger.commit(2, [(25, state(2))])
+    # The latest commit (sequence 3) is in the second slot: a write of it cut short leaves its CRC wrong.
+    tear(ledger.path, SLOT_SIZE + 8)
+    assert Ledger(tmp_path).next() == 1
+
+
+def test_a_commit_whose_records_never_reached_the_disk_is_not_taken(tmp_path):
+    """A power cut can keep the new slot and lose the records written before it in the same fdatasync: the slot's
+    CRC of its records refuses them, and the commit before stands, its records untouched."""
+    ledger = Ledger.create(tmp_path)
+    ledger.commit(1, [(10, state(1))])
+    ledger.commit(4, [(20, state(2)), (30, state(3)), (40, state(4))])
+    tear(ledger.path, RECORDS_AT + 3 * BOUNDARY.size + 20)  # inside record 3
+    reopened = Ledger(tmp_path)
+    assert reopened.next() == 1
+    assert reopened.read(1) == (10, state(1))
+
+
+def test_a_rewind_commits_fewer_chunks_and_the_next_append_overwrites_the_records_after(tmp_path):
+    ledger = Ledger.create(tmp_path)
+    ledger.commit(3, [(10, state(1)), (20, state(2)), (30, state(3))])
+    ledger.commit(1)
+    assert Ledger(tmp_path).next() == 1
+    ledger.commit(2, [(15, state(9))])
+    assert Ledger(tmp_path).lengths(0, 3) == [0, 10, 15]
+
+
+def test_each_acknowledged_chunk_in_order_costs_two_fdatasyncs_and_no_rename(repo, monkeypatch):
+    """The prefix's and the ledger's; no directory fsync, no file written aside and renamed (the earlier layout took
+    four syncs: the prefix, the boundary record, the `merged` pointer and its directory)."""
+    stream_id = new_stream(repo, CHUNKS)
+    commit(repo, stream_id, 0, start(repo, stream_id, 0, CHUNKS[0]))
+    calls = []
+    for name in ("fsync", "fdatasync", "replace", "rename"):
+        real = getattr(os, name)
+        monkeypatch.setattr(os, name, lambda *args, real=real, name=name: calls.append(name) or real(*args))
+    assert commit(repo, stream_id, 1, start(repo, stream_id, 1, CHUNKS[1])) == (2, 2000)
+    assert calls == ["fdatasync", "fdatasync"]

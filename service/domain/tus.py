@@ -4,12 +4,13 @@ blocks (its `cut_off` tells, once iterated, whether the client went away before 
 import hashlib
 import re
 
-from service.domain.uploads import check_format, check_size, destination_for, new_media_prefix, publish_stream
+from service.domain.uploads import check_format, check_size, destination_for, new_media_prefix, stream_media_path
 from service.errors import (
     BeyondUploadLength, BodyChecksumMismatch, ChecksumMismatch, InvalidRequest, OffsetMismatch, StreamNotFound,
     WrongProtocol,
 )
-from service.interface import CHUNKS_PROTOCOL, SNIFF_BYTES, TUS_PROTOCOL
+from service.interface import SNIFF_BYTES, TUS_PROTOCOL
+from service.storage.contract import Outcome, StreamRecord, StreamWrite
 
 SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 DEFAULT_FILE_NAME = "upload"
@@ -17,12 +18,10 @@ DEFAULT_FILE_NAME = "upload"
 # as soon as its read ends); past that it is 423 and the client retries after a HEAD.
 APPEND_LOCK_TIMEOUT = 10
 
-UPLOAD_APPENDED, UPLOAD_COMPLETED, ALREADY_COMPLETE = "appended", "completed", "already complete"
 
-
-def require_tus(meta):
+def require_tus(record):
     """409 naming the chunk API when a tus request comes to a chunked stream."""
-    if meta.get("protocol", CHUNKS_PROTOCOL) != TUS_PROTOCOL:
+    if not record.is_tus:
         raise WrongProtocol("this stream is a chunked stream, not a tus upload: send its chunks as multipart/form-data "
                             "PATCH requests (chunkIndex, totalChunks, file), without Tus-Resumable")
 
@@ -41,17 +40,16 @@ def create_tus_upload(repo, org, length, metadata, raw_metadata):
     if sha is not None and not SHA256_HEX.fullmatch(sha):
         raise InvalidRequest("Upload-Metadata: sha256 must be the file's SHA-256 as 64 hex digits")
     file_name = metadata.get("filename") or metadata.get("name") or DEFAULT_FILE_NAME
-    return repo.streams.create(org, {
-        "protocol": TUS_PROTOCOL, "destinationId": destination_id, "fileName": file_name, "fileSize": length,
-        "sha": sha.lower() if sha else None, "uploadMetadata": raw_metadata, "totalChunks": None, "format": None,
-        "mediaPrefix": new_media_prefix(repo), "state": "open", "path": None,
-    }, tus=True)
+    return repo.streams.create(org, StreamRecord(
+        protocol=TUS_PROTOCOL, destination_id=destination_id, file_name=file_name, file_size=length,
+        sha=sha.lower() if sha else None, upload_metadata=raw_metadata, media_prefix=new_media_prefix(repo)))
 
 
 def tus_upload_state(repo, org, stream_id):
-    """(meta, committed offset, expiry as a timestamp) of a live tus upload."""
-    _open_upload(repo, org, stream_id)
-    return repo.streams.tus_offset(org, stream_id)
+    """The StreamStatus of a live tus upload (its record, committed offset, expiry)."""
+    status = repo.streams.status(org, stream_id)
+    require_tus(status.record)
+    return status
 
 
 def upload_expires(repo):
@@ -60,62 +58,55 @@ def upload_expires(repo):
 
 
 def _open_upload(repo, org, stream_id):
-    meta = repo.streams.read(org, stream_id)
-    if meta is None:
+    record = repo.streams.read(org, stream_id)
+    if record is None:
         raise StreamNotFound()
-    require_tus(meta)
-    return meta
+    require_tus(record)
+    return record
 
 
 def append_tus(repo, org, stream_id, offset, body, body_length=None, checksum=None):
-    """Append a PATCH body at `offset`; return (new offset, media path or None, outcome).
+    """Append a PATCH body at `offset`; return the StreamWrite (its outcome, the committed offset, the media path once
+    complete).
 
     `body` is an iterable of blocks with a `cut_off` attribute; `body_length` its Content-Length when sent;
     `checksum` (algorithm, expected digest bytes) of the body. Bytes count only once fsynced and committed; a body cut
     off mid-way commits what arrived (unless a checksum was to be verified) so that the client resumes from HEAD.
     """
-    meta = _open_upload(repo, org, stream_id)
-    if meta["state"] == "complete":
-        if offset == meta["fileSize"] and not body_length:
-            return offset, meta["path"], ALREADY_COMPLETE
-        raise OffsetMismatch(f"Upload-Offset: the upload is complete at offset {meta['fileSize']}, not {offset}")
-    appending = repo.streams.tus_append(org, stream_id, APPEND_LOCK_TIMEOUT)
-    try:
+    record = _open_upload(repo, org, stream_id)
+    if record.is_complete:
+        if offset == record.file_size and not body_length:
+            return StreamWrite(Outcome.ALREADY_COMPLETE, record.path, offset)
+        raise OffsetMismatch(f"Upload-Offset: the upload is complete at offset {record.file_size}, not {offset}")
+
+    def receive(appending):
+        """Receive the body past the committed offset: the store calls this holding the upload for this request, and
+        keeps nothing of the body if it raises."""
         if offset != appending.offset:
             raise OffsetMismatch(f"Upload-Offset: the upload is at offset {appending.offset}, not {offset}; "
                                  "nothing was appended (HEAD gives the offset to continue from)")
-        room = meta["fileSize"] - offset
+        room = record.file_size - offset
         if body_length is not None and body_length > room:
             raise BeyondUploadLength(f"the body of {body_length} bytes at offset {offset} goes past the Upload-Length "
-                                     f"of {meta['fileSize']}; nothing was appended")
-        _receive(appending, body, room, meta, offset, checksum)
+                                     f"of {record.file_size}; nothing was appended")
+        _receive(appending, body, room, record, offset, checksum)
         if body.cut_off and checksum is not None:
             # What arrived cannot be checked against a checksum of the whole body: none of it is kept.
-            appending.rollback()
             raise InvalidRequest("the body ended before its Content-Length; with an Upload-Checksum nothing is kept")
-        _check_body_format(appending, meta)
-        with repo.streams.open(org, stream_id) as stream:
-            stream.commit_tus(appending)
-            if appending.offset < meta["fileSize"]:
-                outcome = (appending.offset, None, UPLOAD_APPENDED)
-            else:
-                outcome = (appending.offset, _complete(stream, meta, appending), UPLOAD_COMPLETED)
-        if body.cut_off:
-            raise InvalidRequest(f"the body ended before its Content-Length; the {appending.offset - offset} bytes "
-                                 f"that arrived are kept (Upload-Offset {appending.offset})")
-        return outcome
-    except BaseException:
-        appending.rollback()
-        raise
-    finally:
-        appending.close()
+        _check_body_format(appending, record)
+
+    written = repo.streams.append_tus(org, stream_id, receive, TUS_RULES, APPEND_LOCK_TIMEOUT)
+    if body.cut_off:
+        raise InvalidRequest(f"the body ended before its Content-Length; the {written.offset - offset} bytes "
+                             f"that arrived are kept (Upload-Offset {written.offset})")
+    return written
 
 
-def _receive(appending, body, room, meta, offset, checksum):
+def _receive(appending, body, room, record, offset, checksum):
     digest = hashlib.new(checksum[0]) if checksum else None
     for block in body:
         if appending.size + len(block) > room:
-            raise BeyondUploadLength(f"the body goes past the Upload-Length of {meta['fileSize']} from offset "
+            raise BeyondUploadLength(f"the body goes past the Upload-Length of {record.file_size} from offset "
                                      f"{offset}; nothing was appended")
         appending.write(block)
         if digest is not None:
@@ -125,20 +116,23 @@ def _receive(appending, body, room, meta, offset, checksum):
                                    "nothing was appended")
 
 
-def _check_body_format(appending, meta):
+def _check_body_format(appending, record):
     """The format is decided by the bytes that reach SNIFF_BYTES (or the end of a shorter file): the PATCH that
     carries them is refused with nothing appended when its destination does not accept that format."""
     end = appending.offset + appending.size
-    if appending.offset < SNIFF_BYTES and (end >= SNIFF_BYTES or end == meta["fileSize"]):
-        check_format(meta["destinationId"], appending.head(SNIFF_BYTES))
+    if appending.offset < SNIFF_BYTES and (end >= SNIFF_BYTES or end == record.file_size):
+        check_format(record.destination_id, appending.upload_head(SNIFF_BYTES))
 
 
-def _complete(stream, meta, appending):
-    """Verify the whole file from the running SHA-256 (nothing is read again) and publish it."""
-    if meta["sha"] is not None and (digest := appending.sha256()) != meta["sha"]:
-        stream.discard()
-        raise ChecksumMismatch(f"Upload-Metadata: the SHA-256 of the file is {digest}, not the sha256 sent "
-                               f"({meta['sha']}); the upload is discarded")
-    fmt = check_format(meta["destinationId"], appending.head(SNIFF_BYTES))
-    return publish_stream(stream, meta, fmt)
+class TusRules:
+    """What completes a tus upload (contract.CompletionRules): the SHA-256 sent in its metadata, if any, checked
+    against the running one (nothing is read again), and its media name from the format its first bytes show."""
 
+    def verify(self, record, size, sha256, head):
+        if record.sha is not None and sha256 != record.sha:
+            raise ChecksumMismatch(f"Upload-Metadata: the SHA-256 of the file is {sha256}, not the sha256 sent "
+                                   f"({record.sha}); the upload is discarded")
+        return stream_media_path(record, check_format(record.destination_id, head))
+
+
+TUS_RULES = TusRules()

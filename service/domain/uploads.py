@@ -9,13 +9,14 @@ import unicodedata
 from datetime import datetime, timezone
 
 from service.errors import (
-    ChecksumMismatch, FileTooLarge, InvalidChunk, InvalidRequest, MediaNotFound, SizeMismatch, StorageFailed, StorageFull,
-    StreamNotFound, UnknownDestination, WrongFormat, WrongProtocol,
+    ChecksumMismatch, FileTooLarge, InvalidChunk, InvalidRequest, MediaNotFound, SizeMismatch, StreamNotFound,
+    UnknownDestination, WrongFormat, WrongProtocol,
 )
 from service.interface import (
-    CHUNKS_PROTOCOL, DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES, TUS_PROTOCOL,
-    media_path, parse_media_path, sniff_format,
+    DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES, media_path, parse_media_path,
+    sniff_format,
 )
+from service.storage.contract import Chunk, StreamRecord
 
 # A chunkIndex as clients send it; anything else is left to the form's validation.
 CHUNK_INDEX = re.compile(r"[0-9]{1,5}")
@@ -129,23 +130,22 @@ def create_stream(repo, org, destination_id, file_name, file_size, sha):
     if file_size < 1:
         raise InvalidRequest("fileSize: must be at least 1 byte")
     check_size(file_size, destination.limit)
-    return repo.streams.create(org, {
-        "destinationId": destination_id, "fileName": file_name, "fileSize": file_size, "sha": sha.lower(),
-        "totalChunks": None, "format": None, "mediaPrefix": new_media_prefix(repo), "state": "open", "path": None,
-    })
+    return repo.streams.create(org, StreamRecord(
+        destination_id=destination_id, file_name=file_name, file_size=file_size, sha=sha.lower(),
+        media_prefix=new_media_prefix(repo)))
 
 
 def require_stream(repo, org, stream_id):
-    """The meta of the org's stream; 404 unless it exists and has not expired."""
-    meta = repo.streams.read(org, stream_id)
-    if meta is None:
+    """The record of the org's stream; 404 unless it exists and has not expired."""
+    record = repo.streams.read(org, stream_id)
+    if record is None:
         raise StreamNotFound()
-    return meta
+    return record
 
 
-def require_chunked(meta):
+def require_chunked(record):
     """409 naming tus when a multipart chunk comes to a tus upload."""
-    if meta.get("protocol", CHUNKS_PROTOCOL) != CHUNKS_PROTOCOL:
+    if record.is_tus:
         raise WrongProtocol("this stream is a tus upload: continue it with tus (HEAD for its Upload-Offset, then PATCH "
                             "with Tus-Resumable: 1.0.0 and Content-Type: application/offset+octet-stream)")
 
@@ -162,102 +162,84 @@ def new_upload_file(repo, org):
     return repo.media.new_incoming(org, SNIFF_BYTES)
 
 
-CHUNK_STORED, STREAM_COMPLETED, ALREADY_COMPLETE = "chunk stored", "stream completed", "already complete"
-
-
 def receive_chunk(repo, org, stream_id, index, total, incoming, sha=None):
-    """Store one chunk; return (body, outcome): outcome is CHUNK_STORED ({"streamId", "chunkIndex"}),
-    STREAM_COMPLETED (this request completed the stream, {"path"}) or ALREADY_COMPLETE (a retry, {"path"})."""
+    """Store one chunk; return the StreamWrite: STORED, COMPLETED (this chunk completed the stream, with its media
+    path) or ALREADY_COMPLETE (a retry after completion, with the path)."""
     check_size(incoming.size, REQUEST_FILE_LIMIT)
     check_sha(sha, incoming, f"chunk {index}")
-    repo.streams.prepare(org, stream_id, index, incoming)
-    with repo.streams.open(org, stream_id) as stream:
-        meta = stream.meta
-        require_chunked(meta)
-        if meta["state"] == "complete":
-            return {"path": meta["path"]}, ALREADY_COMPLETE
-        _check_chunk(meta, index, total, incoming, stream.part_sizes())
-        if meta["totalChunks"] is None or index == 0:
-            meta["totalChunks"] = total
-            if index == 0:
-                meta["format"] = check_format(meta["destinationId"], incoming.head)
-            stream.save_meta(meta)
-        try:
-            stream.put_part(index, incoming)
-            merged, length = stream.merge_available()
-        except (StorageFull, StorageFailed):
-            # A failed request leaves nothing behind (and frees what it took of a full disk): the chunk is reported
-            # missing, so the client resends it.
-            stream.drop_unmerged(index)
-            raise
-        if merged < total:
-            return {"streamId": stream_id, "chunkIndex": index}, CHUNK_STORED
-        return {"path": _complete(stream, meta, length)}, STREAM_COMPLETED
+    return repo.streams.add_chunk(org, stream_id, Chunk(index, total, incoming), CHUNK_RULES)
 
 
-def _check_chunk(meta, index, total, incoming, sizes):
-    file_size = meta["fileSize"]
-    if meta["totalChunks"] is not None and total != meta["totalChunks"]:
-        raise InvalidChunk(f"totalChunks: this stream has {meta['totalChunks']} chunks, not {total}")
+class ChunkApiRules:
+    """The chunk API's rules (CONTRACT 5), which both stores apply under the stream's lock (contract.ChunkRules)."""
+
+    def admit(self, record, chunk, held):
+        """The record with the chunk count, and at chunk 0 the format its first bytes show; 400 for a chunk that does
+        not fit the stream."""
+        require_chunked(record)
+        _check_chunk(record, chunk, held)
+        if record.total_chunks is None or chunk.index == 0:
+            record = record.replace(total_chunks=chunk.total)
+        if chunk.index == 0:
+            record = record.replace(format=check_format(record.destination_id, chunk.file.head))
+        return record
+
+    def verify(self, record, size, sha256, head):
+        """The media path of a joined file of the declared size and SHA-256 (400 otherwise: the store discards the
+        stream, which cannot be repaired)."""
+        if size != record.file_size:
+            raise SizeMismatch(f"fileSize: the chunks add up to {size} bytes, not {record.file_size}; "
+                               "the stream is discarded")
+        if sha256 != record.sha:
+            raise ChecksumMismatch(f"sha: the SHA-256 of the file is {sha256}, not {record.sha}; "
+                                   "the stream is discarded")
+        return stream_media_path(record, record.format)
+
+
+CHUNK_RULES = ChunkApiRules()
+
+
+def _check_chunk(record, chunk, held):
+    index, total = chunk.index, chunk.total
+    file_size = record.file_size
+    if record.total_chunks is not None and total != record.total_chunks:
+        raise InvalidChunk(f"totalChunks: this stream has {record.total_chunks} chunks, not {total}")
     fewest = -(-file_size // REQUEST_FILE_LIMIT)
     most = min(file_size, MAX_TOTAL_CHUNKS)
     if not fewest <= total <= most:
         raise InvalidChunk(f"totalChunks: a file of {file_size} bytes is sent in {fewest} to {most} chunks, not {total}")
     if not 0 <= index < total:
         raise InvalidChunk(f"chunkIndex: must be between 0 and {total - 1}, not {index}")
-    received = sum(size for i, size in sizes.items() if i != index) + incoming.size
+    received = sum(size for i, size in held.items() if i != index) + chunk.file.size
     if received > file_size:
         raise InvalidChunk(f"file: the chunks received add up to {received} bytes, more than fileSize {file_size}")
 
 
-def _complete(stream, meta, length):
-    """Verify the joined file and publish it; a mismatch discards the stream (it cannot be repaired)."""
-    digest = stream.merged_sha256()
-    problem = None
-    if length != meta["fileSize"]:
-        problem = SizeMismatch(f"fileSize: the chunks add up to {length} bytes, not {meta['fileSize']}; "
-                               "the stream is discarded")
-    elif digest != meta["sha"]:
-        problem = ChecksumMismatch(f"sha: the SHA-256 of the file is {digest}, not {meta['sha']}; "
-                                   "the stream is discarded")
-    if problem:
-        stream.discard()
-        raise problem
-    return publish_stream(stream, meta, meta["format"])
-
-
-def publish_stream(stream, meta, fmt):
-    """Publish a stream's verified file under its media name (fixed by its meta, so a retry finds the same path)."""
-    name = media_name(meta["fileName"], fmt, meta["mediaPrefix"])
-    path = media_path(DESTINATIONS[meta["destinationId"]].kind, name)
-    stream.publish(path)
-    return path
+def stream_media_path(record, fmt):
+    """The media path of a stream's file: its media name is fixed by its record, so a retry finds the same path."""
+    name = media_name(record.file_name, fmt, record.media_prefix)
+    return media_path(DESTINATIONS[record.destination_id].kind, name)
 
 
 def stream_status(repo, org, stream_id):
     """What the server holds of a stream, so a client knows what to resend."""
-    meta = require_stream(repo, org, stream_id)
-    if meta.get("protocol", CHUNKS_PROTOCOL) == TUS_PROTOCOL:
-        meta, offset, expires_at = repo.streams.tus_offset(org, stream_id)
-        sizes = {}
-    else:
-        meta, sizes, expires_at = repo.streams.status(org, stream_id)
-    complete = meta["state"] == "complete"
-    if not complete and sizes and len(sizes) == meta["totalChunks"]:
+    record, sizes, offset, expires_at = repo.streams.status(org, stream_id)
+    complete = record.is_complete
+    if not complete and sizes and len(sizes) == record.total_chunks:
         # Every chunk is held, yet no request completed the stream (it failed, or the server died, while completing):
         # the last chunk is reported missing so that a resuming client resends it, and that request completes it.
-        del sizes[meta["totalChunks"] - 1]
-    received = list(range(meta["totalChunks"])) if complete and meta["totalChunks"] else sorted(sizes)
+        del sizes[record.total_chunks - 1]
+    received = list(range(record.total_chunks)) if complete and record.total_chunks else sorted(sizes)
     status = {
-        "streamId": stream_id, "destinationId": meta["destinationId"], "fileName": meta["fileName"],
-        "fileSize": meta["fileSize"], "totalChunks": meta["totalChunks"], "receivedChunks": received,
-        "receivedBytes": meta["fileSize"] if complete else sum(sizes.values()), "state": meta["state"],
-        "protocol": meta.get("protocol", CHUNKS_PROTOCOL),
+        "streamId": stream_id, "destinationId": record.destination_id, "fileName": record.file_name,
+        "fileSize": record.file_size, "totalChunks": record.total_chunks, "receivedChunks": received,
+        "receivedBytes": record.file_size if complete else sum(sizes.values()), "state": record.state.value,
+        "protocol": record.protocol,
     }
-    if status["protocol"] == TUS_PROTOCOL:
+    if record.is_tus:
         status["receivedChunks"], status["receivedBytes"] = [], offset
     if complete:
-        status["path"] = meta["path"]
+        status["path"] = record.path
     expires = datetime.fromtimestamp(expires_at, timezone.utc)
     status["expiresAt"] = expires.isoformat(timespec="seconds").replace("+00:00", "Z")
     return status

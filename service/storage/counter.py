@@ -2,7 +2,7 @@
 count of the names made, service.storage.fresh_names)."""
 import os
 
-from service.storage.files import disk_errors, lock
+from service.storage.disk import disk_errors, lock
 
 WIDTH = 8
 

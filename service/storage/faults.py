@@ -10,7 +10,7 @@ import re
 
 import orjson
 
-from service.storage.files import atomic_write_bytes, lock
+from service.storage.disk import atomic_write_bytes, lock
 
 FAULTS_FILE = "test-mode/faults.json"
 # What changes as a fault is used, so not part of what defines it (and its seeded draws).

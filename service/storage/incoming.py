@@ -9,7 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from service.storage.files import disk_errors, start_writeback
+from service.storage.disk import disk_errors, start_writeback
 
 BUFFER_SIZE = 1024 * 1024
 # Early writeback of a received file (see files.start_writeback) is asked for each time this many more bytes have
@@ -57,18 +57,28 @@ class Receiving:
 
 
 class IncomingFile(Receiving):
+    """A file received under a temporary name in `directory` (`prefix` and random letters), hashed with `hasher`
+    (hashlib's SHA-256 unless given) as it arrives; removed by `discard` unless it was moved into place."""
     early_writeback = True
 
-    def __init__(self, directory, head_size):
+    def __init__(self, directory, head_size, hasher=None, prefix=".incoming-"):
         with disk_errors():
-            fd, name = tempfile.mkstemp(dir=directory, prefix=".incoming-")
+            fd, name = tempfile.mkstemp(dir=directory, prefix=prefix)
         self.path = Path(name)
-        super().__init__(os.fdopen(fd, "wb"), hashlib.sha256(), head_size)
+        super().__init__(os.fdopen(fd, "wb"), hashlib.sha256() if hasher is None else hasher, head_size)
 
     @property
     def sha256(self):
         """Hex SHA-256 of the bytes written so far."""
         return self._hasher.hexdigest()
+
+    @contextlib.contextmanager
+    def reading(self):
+        """The bytes received so far, from the start, in a file of their own."""
+        with disk_errors():
+            self._file.flush()
+        with open(self.path, "rb") as file:
+            yield file
 
     def finish(self):
         """Flush and fsync, so the file can be renamed or linked into place and survive a crash."""

@@ -19,7 +19,7 @@ import os
 
 import orjson
 
-from service.storage.files import disk_errors, lock
+from service.storage.disk import disk_errors, lock
 
 JOURNAL_DIR = "test-mode/journal"
 # How many entries a reader can get: the last KEEP.

@@ -12,12 +12,12 @@ from service.errors import StreamNotFound
 
 
 def is_data_directory(path):
-    """True when `path` holds a file backend's data (service.storage.Repository keeps every org under `orgs`)."""
+    """True when `path` holds a file backend's data (service.storage.files.FileRepository keeps every org under `orgs`)."""
     return (Path(path) / "orgs").is_dir()
 
 
 def copy_data_directory(source, target):
-    """Copy the media, documents and open upload streams of every org of `source` (a file Repository) into `target`
+    """Copy the media, documents and open upload streams of every org of `source` (a FileRepository) into `target`
     (a SharedRepository). Return {what: Counter of outcomes ("copied", "unchanged")} in the order copied: "media", each kind of document
     (processes, products, stations), "streams"."""
     counts = {"media": Counter()}
@@ -46,11 +46,11 @@ def _copy_stream(source, target, org, stream_id):
     completed or expired since it was listed."""
     try:
         with source.streams.open(org, stream_id) as stream:
-            if stream.meta.get("state") != "open":
+            if stream.record.is_complete:
                 return None
             # MIGRATION CALL SITE of the stream stores (the file stream's export, the shared store's import_stream):
             # the chunks received so far and their bytes, in order, copied under the same stream id.
             pieces, received = stream.export()
-            return target.streams.import_stream(org, stream_id, stream.meta, pieces, received)
+            return target.streams.import_stream(org, stream_id, stream.record, pieces, received)
     except StreamNotFound:
         return None

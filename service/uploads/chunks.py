@@ -12,6 +12,7 @@ from service.errors import BodyTooLarge, InvalidRequest, MalformedBody
 from service.interface import FORM_FIELD_LIMIT, MAX_REQUEST_BODY, MB, REQUEST_FILE_LIMIT
 from service.observability import get_metrics
 from service.storage import get_repository
+from service.storage.contract import Outcome
 from service.uploads import multipart, tus, tus_headers
 from service.uploads.blueprint import bp
 from service.uploads.schemas import ChunkSchema, SingleUploadSchema, StreamCreateSchema, load
@@ -108,11 +109,13 @@ def send_chunk(stream_id):
 
     with _multipart(new_file) as (form, (_, incoming)):
         data = load(ChunkSchema(), form)
-        body, outcome = uploads.receive_chunk(repo, org, stream_id, data["chunkIndex"], data["totalChunks"],
-                                               incoming, data["sha"])
-    if outcome == uploads.STREAM_COMPLETED:
+        written = uploads.receive_chunk(repo, org, stream_id, data["chunkIndex"], data["totalChunks"], incoming,
+                                        data["sha"])
+    if written.outcome is Outcome.COMPLETED:
         get_metrics(current_app).streams_completed.inc()
-    return jsonify(body), 200 if outcome == uploads.CHUNK_STORED else 201
+    if written.outcome is Outcome.STORED:
+        return jsonify(streamId=stream_id, chunkIndex=data["chunkIndex"]), 200
+    return jsonify(path=written.path), 201
 
 
 @bp.get("/uploads/<stream_id>")

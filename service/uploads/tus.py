@@ -9,6 +9,7 @@ from service.domain import tus as tus_uploads
 from service.domain import uploads
 from service.interface import TUS_VERSION
 from service.observability import get_metrics
+from service.storage.contract import Outcome
 from service.uploads import tus_headers
 from service.uploads.blueprint import bp
 from service.uploads.tus_body import RequestBody
@@ -46,7 +47,7 @@ def create(repo, org):
     if with_body:
         # creation-with-upload: a body that cannot be stored leaves nothing behind, the upload included.
         try:
-            offset, path, outcome = _append(repo, org, stream_id, 0, checksum)
+            offset, path = _append(repo, org, stream_id, 0, checksum)
         except Exception:
             with contextlib.suppress(Exception):
                 uploads.delete_stream(repo, org, stream_id)
@@ -64,27 +65,27 @@ def patch(repo, org, stream_id):
     tus_headers.require_body_type(request.mimetype)
     offset = tus_headers.integer_header(request.headers, "Upload-Offset")
     checksum = tus_headers.parse_checksum(request.headers.get("Upload-Checksum"))
-    offset, path, _ = _append(repo, org, stream_id, offset, checksum)
+    offset, path = _append(repo, org, stream_id, offset, checksum)
     return "", 204, tus_headers.upload_headers(offset, tus_uploads.upload_expires(repo), path)
 
 
 def head(repo, org, stream_id):
     """HEAD /uploads/<id>: the upload's offset, length and metadata, for a client to resume from."""
     tus_headers.require_version(request.headers)
-    meta, offset, expires = tus_uploads.tus_upload_state(repo, org, stream_id)
-    headers = tus_headers.upload_headers(offset, expires, meta["path"])
-    headers.update({"Upload-Length": str(meta["fileSize"]), "Cache-Control": "no-store"})
-    if meta["uploadMetadata"]:
-        headers["Upload-Metadata"] = meta["uploadMetadata"]
+    record, _, offset, expires = tus_uploads.tus_upload_state(repo, org, stream_id)
+    headers = tus_headers.upload_headers(offset, expires, record.path)
+    headers.update({"Upload-Length": str(record.file_size), "Cache-Control": "no-store"})
+    if record.upload_metadata:
+        headers["Upload-Metadata"] = record.upload_metadata
     return "", 200, headers
 
 
 def _append(repo, org, stream_id, offset, checksum):
     body = RequestBody(request.environ, request.content_length)
-    offset, path, outcome = tus_uploads.append_tus(repo, org, stream_id, offset, body, request.content_length, checksum)
-    if outcome == tus_uploads.UPLOAD_COMPLETED:
+    written = tus_uploads.append_tus(repo, org, stream_id, offset, body, request.content_length, checksum)
+    if written.outcome is Outcome.COMPLETED:
         get_metrics(current_app).streams_completed.inc()
-    return offset, path, outcome
+    return written.offset, written.path
 
 
 @bp.after_request

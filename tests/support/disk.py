@@ -4,8 +4,9 @@ import os
 import tempfile
 from collections import Counter
 
-from service.storage import files, incoming, media
-from service.storage.streams import append, boundaries, layout, store, stream
+from service.storage import disk, incoming
+from service.storage.files import media
+from service.storage.files.streams import append, layout, ledger, store, stream
 
 
 class FaultyDisk:
@@ -24,7 +25,7 @@ class FaultyDisk:
             return real_open(path, flags, *args, **kwargs)
 
         monkeypatch.setattr(os, "open", os_open)
-        for module in (files, incoming, layout, boundaries, append, stream, store, media):
+        for module in (disk, incoming, layout, ledger, append, stream, store, media):
             monkeypatch.setattr(module, "os", _FaultyOs(self), raising=False)
             monkeypatch.setattr(module, "open", self.open, raising=False)
             if hasattr(module, "tempfile"):
@@ -67,6 +68,19 @@ class _FaultyOs:
     def fsync(self, fd):
         self._disk.check("fsync")
         os.fsync(fd)
+
+    def fdatasync(self, fd):
+        self._disk.check("fsync")
+        os.fdatasync(fd)
+
+    def pwrite(self, fd, data, offset):
+        """A write at an offset; a failing one stores half its data first, as a disk filling up mid-write does."""
+        try:
+            self._disk.check("write", os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            os.pwrite(fd, bytes(data[: len(data) // 2]), offset)
+            raise
+        return os.pwrite(fd, data, offset)
 
     def replace(self, source, target):
         self._disk.check("rename")

@@ -3,9 +3,9 @@ in an S3-compatible bucket. No node keeps anything another node needs: its data 
 before it goes to the store (spooled request bodies), and the test-mode faults and request journal of that node (a
 test that wants one view of them talks to one node; the count of made-up names is in the database, shared).
 
-Modules, each importing only those after it: `streams` and `tus` (upload streams), `media` (published media),
-`documents`, `counter` (test mode's count of made-up names), `database` (PostgreSQL: pool, transactions, schema),
-`objects` (the bucket).
+Modules, each importing only those after it: `streams` (upload streams, a package of its own), `media` (published
+media), `documents`, `counter` (test mode's count of made-up names), `database` (PostgreSQL: pool, transactions,
+schema), `objects` (the bucket).
 """
 import shutil
 import time
@@ -28,10 +28,10 @@ SPOOL = "spool"
 
 
 class SharedRepository:
-    """The stores of the shared backend; the same methods as service.storage.Repository."""
+    """The stores of the shared backend (service.storage.contract.Repository)."""
 
     def __init__(self, data_dir, database_url, bucket, prefix="", stream_ttl_seconds=24 * 3600, clock=time.time,
-                 test_seed=None):
+                 max_open_streams=1000, test_seed=None):
         self.data_dir = Path(data_dir)
         self.spool = self.data_dir / SPOOL
         self.spool.mkdir(parents=True, exist_ok=True)
@@ -43,7 +43,7 @@ class SharedRepository:
         self.documents = SharedDocumentStore(self.database)
         self.media = SharedMediaStore(self.database, self.objects, self.spool, clock)
         self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds, clock,
-                                         self.new_hex)
+                                         max_open_streams, self.new_hex)
         self.faults = FaultStore(self.data_dir, test_seed)
         self.journal = JournalStore(self.data_dir)
         self._sweep_schedule = SweepSchedule(lambda: self.clock())  # the clock may be replaced (tests)

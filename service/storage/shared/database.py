@@ -74,6 +74,13 @@ MIGRATIONS = [
         PRIMARY KEY (org, stream_id, index)
     );
     """,
+    # The sweep's count of the open streams, read by every scrape of /metrics at the cost of one row.
+    """
+    CREATE TABLE open_streams_count (
+        one boolean PRIMARY KEY DEFAULT true CHECK (one),
+        streams bigint NOT NULL
+    )
+    """,
     # Test mode (CONTRACT 12): how many names the server made up since the last reset, when a test seed makes them.
     """
     CREATE TABLE test_counters (

@@ -1,5 +1,5 @@
-"""JSON documents in PostgreSQL: one row of `documents` per (org, kind, id), the same answers as the file backend's
-DocumentStore (service.storage.documents).
+"""JSON documents in PostgreSQL (service.storage.contract.DocumentStore): one row of `documents` per (org, kind, id),
+the same answers as the file backend's.
 
 The body is kept as the JSON text orjson wrote, so numbers and key order come back exactly as stored; the metadata
 (createdAt, updatedAt, revision) lives in columns of its own and is put back after the body's fields, where the file
@@ -8,10 +8,10 @@ one id from any number of processes and nodes, so each acknowledged write adds e
 """
 import orjson
 
-from service.storage.documents import META_FIELDS
+from service.storage.contract import DOCUMENT_META_FIELDS
 from service.storage.encoding import encode
 
-# The timestamp format of service.storage.documents.utc_now (2024-05-01T12:00:00.123Z), made by the database: one
+# The timestamp format of service.storage.contract.utc_timestamp (2024-05-01T12:00:00.123Z), made by the database: one
 # clock for every node, read after the row lock is taken, so updatedAt never goes back as revision goes up.
 NOW = """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
 
@@ -42,7 +42,7 @@ PAGE_BATCH_BYTES = 8 * 1024 * 1024
 
 def _body_text(body):
     """The body without metadata fields, as the JSON text stored in the `body` column."""
-    return encode({key: value for key, value in body.items() if key not in META_FIELDS}).decode()
+    return encode({key: value for key, value in body.items() if key not in DOCUMENT_META_FIELDS}).decode()
 
 
 def _batches(sized):
@@ -68,7 +68,8 @@ def _document(body, created_at, updated_at, revision):
 
 
 class SharedDocumentStore:
-    """Documents of every org in the `documents` table of `database` (service.storage.shared.database.Database)."""
+    """Documents of every org in the `documents` table of `database` (service.storage.shared.database.Database):
+    service.storage.contract.DocumentStore."""
 
     def __init__(self, database):
         self.database = database

@@ -11,8 +11,8 @@ import os
 
 from service.errors import MediaNotFound, ObjectStoreUnavailable, StorageFailed
 from service.interface import parse_media_path
+from service.storage.contract import MEDIA_FOLDERS, OpenMedia
 from service.storage.incoming import IncomingFile
-from service.storage.media import FOLDER_BY_KIND, OpenMedia
 from service.storage.shared.objects import READ_BLOCK, ObjectReader
 
 # Every media object is under this folder of the bucket's prefix; the org, then the media folder, follow.
@@ -31,7 +31,7 @@ def file_sha256(file_path):
 
 
 class SharedMediaStore:
-    """The same methods, with the same answers, as service.storage.media.MediaStore."""
+    """Every org's published media (service.storage.contract.MediaStore)."""
 
     def __init__(self, database, objects, spool, clock):
         self._database = database
@@ -45,7 +45,7 @@ class SharedMediaStore:
         if parsed is None:
             raise ValueError(f"not a media path: {path!r}")
         kind, name = parsed
-        return self._objects.key(f"{MEDIA_FOLDER}{org}/{FOLDER_BY_KIND[kind]}/{name}")
+        return self._objects.key(f"{MEDIA_FOLDER}{org}/{MEDIA_FOLDERS[kind]}/{name}")
 
     def exists(self, org, path):
         """True when `path` names a whole, verified media object uploaded by `org`."""

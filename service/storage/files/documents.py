@@ -6,19 +6,17 @@ Documents are compact UTF-8 JSON with the metadata written last, so an update le
 `revision` of the version it replaces from the file's last bytes instead of parsing the whole of it.
 """
 import bisect
-import contextlib
 import os
 import re
-from datetime import datetime, timezone
 
 import orjson
 
+from service.storage.contract import DOCUMENT_META_FIELDS, utc_timestamp
+from service.storage.disk import atomic_write_bytes, lock, remove_stale_temporaries
 from service.storage.encoding import encode
-from service.storage.files import TEMPORARY_PREFIX, TEMPORARY_SUFFIX, atomic_write_bytes, lock
-from service.storage.names import SAFE_NAME, id_to_name, name_to_id
+from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 SUFFIX = ".json"
-META_FIELDS = ("createdAt", "updatedAt", "revision")
 # The end of every stored document. Inside JSON strings `"` is escaped, and the timestamps hold no `}`,
 # so a match can only be the top-level members written last by `upsert`.
 META_TAIL = re.compile(rb',"createdAt":"([0-9T:.Z-]+)","updatedAt":"[0-9T:.Z-]+","revision":(\d+)\}\Z')
@@ -28,11 +26,9 @@ TAIL_SIZE = 128
 NOT_DOCUMENTS = {"media", "streams"}
 
 
-def utc_now():
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+class FileDocumentStore:
+    """Every org's documents as files (service.storage.contract.DocumentStore)."""
 
-
-class DocumentStore:
     def __init__(self, orgs_root):
         self.orgs_root = orgs_root
 
@@ -75,9 +71,9 @@ class DocumentStore:
         path = self._path(org, kind, identifier)
         with lock(path):
             previous = self._stored_meta(path)
-            now = utc_now()
+            now = utc_timestamp()
             # Metadata last, in this order: META_TAIL finds it there on the next update.
-            document = {key: value for key, value in body.items() if key not in META_FIELDS}
+            document = {key: value for key, value in body.items() if key not in DOCUMENT_META_FIELDS}
             document["createdAt"] = previous[0] if previous else now
             document["updatedAt"] = now
             document["revision"] = previous[1] + 1 if previous else 1
@@ -119,14 +115,5 @@ class DocumentStore:
 
     def sweep_temporaries(self, cutoff):
         """Remove temporaries of document writes last touched before `cutoff` (their writer was killed)."""
-        removed = 0
-        for directory in self.orgs_root.glob("*/*"):
-            if not directory.is_dir():
-                continue
-            for entry in os.scandir(directory):
-                if entry.name.startswith(TEMPORARY_PREFIX) and entry.name.endswith(TEMPORARY_SUFFIX):
-                    with contextlib.suppress(FileNotFoundError):
-                        if entry.stat().st_mtime < cutoff:
-                            os.unlink(entry.path)
-                            removed += 1
-        return removed
+        return sum(remove_stale_temporaries(directory, cutoff)
+                   for directory in self.orgs_root.glob("*/*") if directory.is_dir())

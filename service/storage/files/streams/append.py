@@ -2,11 +2,11 @@
 import contextlib
 
 from service.checksums import file_sha256
-from service.storage.files import disk_errors
+from service.storage.disk import disk_errors
+from service.storage.files.streams.layout import META, PREFIX, copy_range, read_record, take_append_lock
+from service.storage.files.streams.ledger import Ledger
 from service.storage.incoming import IncomingFile, Receiving
 from service.storage.sha256_state import Sha256State
-from service.storage.streams.boundaries import BoundaryRecords
-from service.storage.streams.layout import MERGED, META, PREFIX, copy_range, read_json, take_append_lock
 
 
 class PrefixAppend(Receiving):
@@ -26,15 +26,14 @@ class PrefixAppend(Receiving):
         if append_lock is None:
             return None
         try:
-            meta, merged = read_json(directory / META), read_json(directory / MERGED)
-            total = meta and meta["totalChunks"]
-            # A tus upload's prefix is never a chunk's to append to (its offset lives in the `tus` record).
-            if meta is None or merged is None or meta["state"] != "open" or merged["next"] != index or \
-                    meta.get("protocol", "chunks") != "chunks" or \
-                    (total is not None and index >= total):
+            record, ledger = read_record(directory), Ledger(directory)
+            # A tus upload's prefix is never a chunk's to append to (its offset lives in the `tus` record); a stream
+            # of the layout before the ledger gets one under its lock, the first chunk going to a part meanwhile.
+            if record is None or record.is_complete or record.is_tus or not ledger.path.exists() or \
+                    ledger.next() != index or (record.total_chunks is not None and index >= record.total_chunks):
                 append_lock.release()
                 return None
-            return cls(directory, index, *BoundaryRecords(directory).read(index), head_size, append_lock)
+            return cls(directory, index, *ledger.read(index), head_size, append_lock)
         except BaseException:
             append_lock.release()
             raise
@@ -83,9 +82,9 @@ class PrefixAppend(Receiving):
         truncates the prefix anyway."""
         try:
             with contextlib.suppress(OSError):
-                merged = read_json(self._directory / MERGED)
-                if merged is not None:
-                    self._file.truncate(BoundaryRecords(self._directory).read(merged["next"])[0])
+                ledger = Ledger(self._directory)
+                self._file.truncate(ledger.read(ledger.next())[0])
+            with contextlib.suppress(OSError):
                 self._file.close()
             if self._spilled is not None:
                 self._spilled.discard()

@@ -3,36 +3,39 @@ import contextlib
 import os
 
 from service.checksums import file_sha256
-from service.storage.files import disk_errors, fsync_directory
+from service.errors import ServiceError, StorageFailed, StorageFull
+from service.interface import SNIFF_BYTES
+from service.storage.contract import Outcome, StreamState, StreamWrite
+from service.storage.disk import disk_errors, fsync_directory
+from service.storage.files.streams.append import PrefixAppend
+from service.storage.files.streams.layout import (META, PREFIX, copy_range, part_path, part_sizes, read_record,
+                                                   remove_stream, take_append_lock, write_record)
+from service.storage.files.streams.ledger import Ledger
+from service.storage.files.streams.tus import committed_offset
 from service.storage.incoming import BUFFER_SIZE, IncomingFile
 from service.storage.sha256_state import Sha256State
-from service.storage.streams.append import PrefixAppend
-from service.storage.streams.boundaries import BoundaryRecords
-from service.storage.streams.layout import (MERGED, META, PREFIX, copy_range, part_path, part_sizes, read_json,
-                                             remove_stream, take_append_lock, write_json)
-from service.storage.streams.tus import committed_offset
 
 
 class LockedStream:
     """One stream while its lock is held: chunk bookkeeping, merging, completion."""
 
-    def __init__(self, directory, meta, media, org):
+    def __init__(self, directory, record, media, org):
         self.directory = directory
-        self.meta = meta
+        self.record = record
         self._media = media
         self._org = org
         # Set once this request's chunk was received onto the prefix: it holds the append lock until it ends.
         self._appending = None
-        self._boundaries = BoundaryRecords(directory)
+        self._ledger = Ledger(directory)
 
-    def save_meta(self, meta):
-        write_json(self.directory / META, meta)
-        self.meta = meta
+    def save_record(self, record):
+        write_record(self.directory, record)
+        self.record = record
 
     def part_sizes(self):
         """{chunk index: size} of every chunk received so far, merged or not."""
-        merged = self._next()
-        lengths = self._boundaries.lengths(0, merged + 1)
+        merged = self._ledger.next()
+        lengths = self._ledger.lengths(0, merged + 1)
         sizes = {index: lengths[index + 1] - lengths[index] for index in range(merged)}
         # Parts below `merged` are leftovers of a crash after their merge; the prefix holds them.
         sizes.update((index, size) for index, size in part_sizes(self.directory).items() if index >= merged)
@@ -41,11 +44,37 @@ class LockedStream:
     def _part(self, index):
         return part_path(self.directory, index)
 
-    def _next(self):
-        return read_json(self.directory / MERGED)["next"]
+    def add_chunk(self, chunk, rules):
+        """Acknowledge a chunk, merge what continues the prefix, complete the stream when it is whole (contract.
+        ChunkRules decide); a request that fails to store its chunk leaves nothing behind."""
+        if self.record.is_complete:
+            return StreamWrite(Outcome.ALREADY_COMPLETE, self.record.path)
+        record = rules.admit(self.record, chunk, self.part_sizes())
+        if record != self.record:
+            self.save_record(record)
+        try:
+            self.put_part(chunk.index, chunk.file)
+            merged, length = self.merge_available()
+        except (StorageFull, StorageFailed):
+            # Nothing left behind (and what it took of a full disk freed): the chunk is reported missing, so the
+            # client resends it.
+            self.drop_unmerged(chunk.index)
+            raise
+        if merged < record.total_chunks:
+            return StreamWrite(Outcome.STORED)
+        return self._complete(rules, length, self.merged_sha256())
 
-    def _set_next(self, index):
-        write_json(self.directory / MERGED, {"next": index})
+    def _complete(self, rules, length, sha256):
+        """Publish the whole file where `rules` say, or discard the stream when they refuse it."""
+        with disk_errors(), open(self.directory / PREFIX, "rb") as prefix:
+            head = prefix.read(SNIFF_BYTES)
+        try:
+            path = rules.verify(self.record, length, sha256, head)
+        except ServiceError:
+            self.discard()
+            raise
+        self.publish(path)
+        return StreamWrite(Outcome.COMPLETED, path, length)
 
     def put_part(self, index, incoming):
         """Acknowledge a chunk: it is in the prefix, or its part is fsynced and renamed into place, when this
@@ -56,9 +85,9 @@ class LockedStream:
                 return
             # The prefix was rewound while the chunk arrived (an earlier chunk was replaced): it becomes a part.
             incoming = incoming.spill()
-        merged = self._next()
+        merged = self._ledger.next()
         if index < merged:
-            start, end = self._boundaries.lengths(index, index + 2)
+            start, end = self._ledger.lengths(index, index + 2)
             if file_sha256(self.directory / PREFIX, start, end - start) == incoming.sha256:
                 incoming.discard()
                 self._touch()
@@ -72,18 +101,16 @@ class LockedStream:
 
     def _commit_append(self, index, appending):
         """Make a chunk received onto the prefix part of it, if the prefix still ends where the chunk began, together
-        with the parts that follow it: `merged` moves once, past all of them, or not at all."""
-        merged = self._next()
-        length = self._boundaries.read(merged)[0]
+        with the parts that follow it: one commit of the ledger, past all of them, or none."""
+        merged = self._ledger.next()
+        length = self._ledger.read(merged)[0]
         if (merged, length) != (index, appending.start) or appending.index != index:
             return False
         appending.flush()
         length += appending.size
         state = appending.stream_state()
-        with disk_errors(), self._boundaries.writing():
-            self._boundaries.write(index + 1, length, state)
-        # The merge fsyncs the prefix and the boundary record written above with its own, then moves `merged`.
-        self._merge_parts(index + 1, length, state, self.meta["totalChunks"])
+        # The merge fdatasyncs the prefix with the parts after the chunk, then commits them all.
+        self._merge_parts(length, state, [(length, state)])
         # A copy of this chunk that arrived as a part meanwhile is superseded by this later one.
         with contextlib.suppress(OSError):
             os.unlink(self._part(index))
@@ -105,14 +132,14 @@ class LockedStream:
                 append_lock.release()
 
     def _unmerge(self, index, merged):
-        """Cut chunks index..merged-1 out of the prefix back into parts, then rewind `merged` to `index`.
+        """Cut chunks index..merged-1 out of the prefix back into parts, then rewind the ledger to `index` chunks.
 
-        Parts first, pointer last: whenever a crash strikes, every acknowledged chunk is in the prefix
-        below `merged` or in its part.
+        Parts first, ledger last: whenever a crash strikes, every acknowledged chunk is in the prefix below what the
+        ledger says is merged, or in its part.
         """
         with disk_errors(), open(self.directory / PREFIX, "rb") as prefix:
             for chunk in range(index, merged):
-                start, end = self._boundaries.lengths(chunk, chunk + 2)
+                start, end = self._ledger.lengths(chunk, chunk + 2)
                 part = IncomingFile(self.directory, 0)
                 try:
                     copy_range(prefix, start, end - start, part)
@@ -121,7 +148,7 @@ class LockedStream:
                 finally:
                     part.discard()
             fsync_directory(self.directory)
-        self._set_next(index)
+        self._ledger.commit(index)
 
     def _touch(self):
         # The directory's mtime is the stream's last activity, which its expiry counts from.
@@ -129,37 +156,39 @@ class LockedStream:
 
     def merge_available(self):
         """Append every part that continues the in-order prefix; return (chunks merged, prefix length)."""
-        total = self.meta["totalChunks"]
-        merged = self._next()
-        length, state = self._boundaries.read(merged)
-        if merged >= total or not self._part(merged).exists():
+        merged = self._ledger.next()
+        length, state = self._ledger.read(merged)
+        if merged >= self.record.total_chunks or not self._part(merged).exists():
             return merged, length
         with self._prefix_writable() as writable:
             if not writable:
                 return merged, length
-            return self._merge_parts(merged, length, state, total)
+            return self._merge_parts(length, state)
 
-    def _merge_parts(self, merged, length, state, total):
-        """Append parts `merged`, `merged + 1`, ... onto the prefix, fsync it and the boundaries, then move `merged`
-        past them; the caller may write to the prefix."""
+    def _merge_parts(self, length, state, boundaries=()):
+        """Append the parts that continue the prefix onto it, fdatasync it, then commit them to the ledger with the
+        chunks of `boundaries` ((length, SHA-256 state) after each), which are on the prefix already (`length` and
+        `state` are after them). One fdatasync of the prefix and one of the ledger, however many chunks; the caller may
+        write to the prefix."""
+        boundaries = list(boundaries)
+        committed = self._ledger.next()
+        merged = first = committed + len(boundaries)
         hasher = Sha256State.deserialize(state)
-        first = merged
-        with disk_errors(), open(self.directory / PREFIX, "r+b") as prefix, self._boundaries.writing():
+        with disk_errors(), open(self.directory / PREFIX, "r+b") as prefix:
             # Bytes past the recorded length are from an append whose bookkeeping never got saved.
             prefix.truncate(length)
             prefix.seek(length)
-            while merged < total and self._part(merged).exists():
+            while merged < self.record.total_chunks and self._part(merged).exists():
                 with open(self._part(merged), "rb") as part:
                     while block := part.read(BUFFER_SIZE):
                         prefix.write(block)
                         hasher.update(block)
                         length += len(block)
                 merged += 1
-                self._boundaries.write(merged, length, hasher.serialize())
+                boundaries.append((length, hasher.serialize()))
             prefix.flush()
-            os.fsync(prefix.fileno())
-            self._boundaries.sync()
-            self._set_next(merged)
+            os.fdatasync(prefix.fileno())
+        self._ledger.commit(merged, boundaries)
         # Only now are the merged parts redundant; a crash before this (or a failing unlink) leaves them to publish
         # or expiry.
         for index in range(first, merged):
@@ -171,24 +200,24 @@ class LockedStream:
         """Forget chunk `index` unless it is merged, and bytes appended past the merged prefix, after a failed
         request; best effort, since the disk may be failing (the next merge truncates the prefix anyway)."""
         with contextlib.suppress(OSError):
-            merged = self._next()
+            merged = self._ledger.next()
             if index >= merged:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self._part(index))
             with self._prefix_writable() as writable:
                 if writable:
                     with open(self.directory / PREFIX, "r+b") as prefix:
-                        prefix.truncate(self._boundaries.read(merged)[0])
+                        prefix.truncate(self._ledger.read(merged)[0])
 
     def export(self):
         """(pieces, received) of this open stream, for copying it to another backend (`wis migrate`): pieces yields
         (chunk index, or None for a tus upload's bytes, open binary file at the piece's start, size) in order;
         received is {chunk index: size}, or a tus upload's committed offset."""
-        if self.meta.get("protocol") == "tus":
+        if self.record.is_tus:
             offset = committed_offset(self.directory)
             return self._pieces([(None, self.directory / PREFIX, 0, offset)]), offset
-        merged = self._next()
-        lengths = self._boundaries.lengths(0, merged + 1)
+        merged = self._ledger.next()
+        lengths = self._ledger.lengths(0, merged + 1)
         places = [(index, self.directory / PREFIX, lengths[index], lengths[index + 1] - lengths[index])
                   for index in range(merged)]
         places += [(index, self._part(index), 0, size)
@@ -202,22 +231,27 @@ class LockedStream:
                 file.seek(start)
                 yield index, file, size
 
-    def commit_tus(self, appending):
-        """Make a tus PATCH body received onto the prefix (a TusAppend holding the append lock) part of the upload."""
+    def commit_tus(self, appending, rules):
+        """Make a tus PATCH body received onto the prefix (a TusAppend holding the append lock) part of the upload,
+        and complete the upload when it is whole."""
         appending.commit()
+        if appending.offset < self.record.file_size:
+            return StreamWrite(Outcome.STORED, offset=appending.offset)
+        return self._complete(rules, appending.offset, appending.sha256())
 
     def merged_sha256(self):
         """Hex SHA-256 of the prefix as merged so far."""
-        return Sha256State.deserialize(self._boundaries.read(self._next())[1]).finalize()
+        return Sha256State.deserialize(self._ledger.read(self._ledger.next())[1]).finalize()
 
     def publish(self, path):
         """Make the verified prefix the media file at `path`, mark the stream complete, drop its parts."""
-        # The media name is fixed by the stream's meta, so a retry after a crash here finds it already linked.
+        # The media name is fixed by the stream's record, so a retry after a crash here finds it already linked.
         self._media.publish(self._org, path, self.directory / PREFIX)
         try:
-            self.save_meta(dict(self.meta, state="complete", path=path))
+            self.save_record(self.record.replace(state=StreamState.COMPLETE, path=path))
         except BaseException:
-            if (read_json(self.directory / META) or {}).get("state") != "complete":
+            stored = read_record(self.directory)
+            if stored is None or not stored.is_complete:
                 # Not complete, so not acknowledged: the path must not be visible until a retry completes the stream.
                 self._media.unpublish(self._org, path)
                 raise

@@ -1,31 +1,22 @@
 """Uploaded media files: `<data>/orgs/<org>/media/<images|videos>/<name>`, one per media path."""
 import contextlib
 import os
-from typing import BinaryIO, NamedTuple
 
 from service.interface import media_path, parse_media_path
-from service.storage.files import disk_errors, fsync_directory
+from service.storage.contract import MEDIA_FOLDERS, OpenMedia
+from service.storage.disk import disk_errors, fsync_directory
+from service.storage.files.names import id_to_name
 from service.storage.incoming import IncomingFile
 
-# The folder of each kind of media. Part of the on-disk layout (backups rely on it), so it is spelled here and
-# does not follow the media paths of the API should those ever change.
-FOLDER_BY_KIND = {"image": "images", "video": "videos"}
 # Single uploads are received here, beside the media they become, so publishing is a link, not a copy.
 STAGING = ".incoming"
 
 
-class OpenMedia(NamedTuple):
-    """A published media file opened to be served, the same for both backends."""
-    file: BinaryIO  # read-only and seekable; closing it releases what reading holds (a file, a GET)
-    size: int
-    etag: str  # strong (unquoted): another value whenever the bytes differ
-    last_modified: float  # POSIX seconds
+class FileMediaStore:
+    """Every org's published media as files (service.storage.contract.MediaStore)."""
 
-
-class MediaStore:
-    def __init__(self, orgs_root, names):
+    def __init__(self, orgs_root):
         self.orgs_root = orgs_root
-        self._names = names
 
     def file_for(self, org, path):
         """The file behind a media path of an org, or None when the path is malformed."""
@@ -33,7 +24,7 @@ class MediaStore:
         if parsed is None:
             return None
         kind, name = parsed
-        return self._media_root(org) / FOLDER_BY_KIND[kind] / name
+        return self._media_root(org) / MEDIA_FOLDERS[kind] / name
 
     def exists(self, org, path):
         """True when `path` names a whole, verified media file uploaded by `org`."""
@@ -63,7 +54,7 @@ class MediaStore:
     def list_media(self, org):
         """(media path, last modification time) of every published media file of an org."""
         found = []
-        for kind, folder in FOLDER_BY_KIND.items():
+        for kind, folder in MEDIA_FOLDERS.items():
             try:
                 with os.scandir(self._media_root(org) / folder) as entries:
                     for entry in entries:
@@ -90,7 +81,7 @@ class MediaStore:
         return True
 
     def _media_root(self, org):
-        return self.orgs_root / self._names.id_to_name(org) / "media"
+        return self.orgs_root / id_to_name(org) / "media"
 
     def new_incoming(self, org, head_size):
         """A staging file for a single-request upload, on the same filesystem as the media it becomes."""

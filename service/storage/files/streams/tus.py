@@ -12,9 +12,9 @@ import struct
 import zlib
 
 from service.errors import UploadLocked
-from service.storage.files import disk_errors, start_writeback
+from service.storage.disk import disk_errors, start_writeback
+from service.storage.files.streams.layout import META, PREFIX, take_append_lock
 from service.storage.sha256_state import Sha256State
-from service.storage.streams.layout import META, PREFIX, take_append_lock
 from service.storage.write_behind import WriteBehind
 
 TUS_RECORD = "tus"
@@ -131,7 +131,7 @@ class TusAppend:
         """Wait until every block handed to `write` is written and hashed."""
         self._behind.drain()
 
-    def head(self, size):
+    def upload_head(self, size):
         """The first `size` bytes of the upload (committed and just written)."""
         self._drain()
         with disk_errors():

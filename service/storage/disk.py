@@ -1,4 +1,6 @@
-"""File primitives every store uses: atomic replace, cross-process locks, disk-full translation.
+"""Local-disk primitives: atomic replace, cross-process locks, disk-full translation, early writeback. Neutral: the
+file backend keeps everything with them, and both backends use them for what stays on a node's own disk (received
+request bodies, the spool, the test-mode faults).
 
 Writes go to a temporary file in the target's directory, are flushed and fsynced, then renamed over
 the target, and the directory is fsynced so the rename itself survives a power cut. Locks are
@@ -93,6 +95,21 @@ def atomic_write_bytes(path, data):
                 os.unlink(temporary)
             raise
         fsync_directory(path.parent)
+
+
+def remove_stale_temporaries(directory, cutoff):
+    """Remove the temporaries of atomic writes in `directory` last touched before `cutoff` (their writer was killed);
+    return how many."""
+    removed = 0
+    with os.scandir(directory) as entries:
+        stale = [entry for entry in entries
+                 if entry.name.startswith(TEMPORARY_PREFIX) and entry.name.endswith(TEMPORARY_SUFFIX)]
+    for entry in stale:
+        with contextlib.suppress(FileNotFoundError):
+            if entry.stat().st_mtime < cutoff:
+                os.unlink(entry.path)
+                removed += 1
+    return removed
 
 
 # A lock that is taken is tried again after FIRST_RETRY s, then twice as long each time up to LAST_RETRY s: writes hold

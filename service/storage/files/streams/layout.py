@@ -6,11 +6,11 @@ import shutil
 
 import orjson
 
-from service.storage.files import LockTimeout, atomic_write_bytes, lock
+from service.storage.contract import StreamRecord
+from service.storage.disk import LockTimeout, atomic_write_bytes, lock
 from service.storage.incoming import BUFFER_SIZE
 
-STREAM_ID = re.compile(r"[0-9a-f]{32}")
-META, MERGED, PREFIX, BOUNDARIES = "meta.json", "merged", "prefix", "boundaries"
+META, PREFIX = "meta.json", "prefix"
 PART = re.compile(r"part-(\d+)")
 
 
@@ -24,6 +24,16 @@ def read_json(path):
             return orjson.loads(handle.read())
     except (FileNotFoundError, NotADirectoryError):
         return None
+
+
+def read_record(directory):
+    """The StreamRecord in a stream directory's meta, or None when it has none (being created or removed)."""
+    meta = read_json(directory / META)
+    return None if meta is None else StreamRecord.from_json(meta)
+
+
+def write_record(directory, record):
+    write_json(directory / META, record.to_json())
 
 
 def part_path(directory, index):

@@ -1,0 +1,294 @@
+"""The storage contract: what both backends (service.storage.files, service.storage.shared) offer, and the values
+they exchange with the layers above. Each backend is a package that imports this module, never the other backend;
+nothing above service.storage knows which one it talks to, and the layers above call only what the Protocols at the
+end of this module name (tests/test_storage_contract.py checks both backends against them).
+"""
+import dataclasses
+import enum
+import re
+from datetime import datetime, timezone
+from collections.abc import Callable, Iterable, Iterator
+from typing import BinaryIO, NamedTuple, Protocol, runtime_checkable
+
+from service.interface import CHUNKS_PROTOCOL, TUS_PROTOCOL
+from service.storage.faults import FaultStore
+from service.storage.journal import JournalStore
+
+# -- documents --------------------------------------------------------------------------------------------------------
+
+# The fields the store writes into every document, last and in this order: a client's values for them are dropped.
+DOCUMENT_META_FIELDS = ("createdAt", "updatedAt", "revision")
+
+
+def utc_timestamp():
+    """Now, as createdAt and updatedAt hold it: UTC to the millisecond, `2024-05-01T12:00:00.123Z` (the shared
+    backend's database makes the same format)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# -- media ------------------------------------------------------------------------------------------------------------
+
+# The folder of each kind of media, in a data directory and in the bucket. Part of the stored layout (backups rely on
+# it), so it is spelled here and does not follow the media paths of the API should those ever change.
+MEDIA_FOLDERS = {"image": "images", "video": "videos"}
+
+
+class OpenMedia(NamedTuple):
+    """A published media file opened to be served."""
+    file: BinaryIO  # read-only and seekable; closing it releases what reading holds (a file, a GET)
+    size: int
+    etag: str  # strong (unquoted): another value whenever the bytes differ
+    last_modified: float  # POSIX seconds
+
+
+# -- streams ----------------------------------------------------------------------------------------------------------
+
+# A stream id is made by the server: 32 hex digits, safe as a file name and an object key.
+STREAM_ID = re.compile(r"[0-9a-f]{32}")
+
+
+class StreamState(enum.Enum):
+    OPEN = "open"
+    COMPLETE = "complete"
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamRecord:
+    """What a client declared when it opened a stream, and what the server decided since (the chunk count, the
+    sniffed format, and once complete the media path). Stored as the JSON of `to_json`, with the API's field names:
+    a data directory or database written by earlier versions reads back the same."""
+    destination_id: str
+    file_name: str
+    file_size: int
+    sha: str | None  # lower-case hex; None for a tus upload created without one
+    media_prefix: str  # the unique start of its media name, fixed at creation so that a retry finds the same path
+    protocol: str = CHUNKS_PROTOCOL
+    upload_metadata: str | None = None  # a tus upload's Upload-Metadata as sent
+    total_chunks: int | None = None
+    format: str | None = None
+    state: StreamState = StreamState.OPEN
+    path: str | None = None
+
+    @property
+    def is_tus(self):
+        return self.protocol == TUS_PROTOCOL
+
+    @property
+    def is_complete(self):
+        return self.state is StreamState.COMPLETE
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self):
+        return {
+            "protocol": self.protocol, "destinationId": self.destination_id, "fileName": self.file_name,
+            "fileSize": self.file_size, "sha": self.sha, "uploadMetadata": self.upload_metadata,
+            "totalChunks": self.total_chunks, "format": self.format, "mediaPrefix": self.media_prefix,
+            "state": self.state.value, "path": self.path,
+        }
+
+    @classmethod
+    def from_json(cls, meta):
+        """The record of a stored meta; a chunk stream written before streams had a protocol has none."""
+        return cls(
+            destination_id=meta["destinationId"], file_name=meta["fileName"], file_size=meta["fileSize"],
+            sha=meta["sha"], media_prefix=meta["mediaPrefix"], protocol=meta.get("protocol", CHUNKS_PROTOCOL),
+            upload_metadata=meta.get("uploadMetadata"), total_chunks=meta["totalChunks"], format=meta["format"],
+            state=StreamState(meta["state"]), path=meta["path"])
+
+
+class StreamStatus(NamedTuple):
+    """What a store holds of a live stream."""
+    record: StreamRecord
+    chunks: dict[int, int]  # {chunk index: size} of the chunks held (a chunk stream's, while open)
+    offset: int | None  # the bytes committed (a tus upload's)
+    expires_at: float  # POSIX seconds: when it expires if left idle
+
+
+class Outcome(enum.Enum):
+    """What a write to a stream (a chunk, a tus PATCH body) did."""
+    STORED = "stored"  # kept; the stream stays open
+    COMPLETED = "completed"  # this request completed the stream: its file is verified and published
+    ALREADY_COMPLETE = "already complete"  # the stream was complete before it came (a retry)
+
+
+class StreamWrite(NamedTuple):
+    outcome: Outcome
+    path: str | None = None  # the media path, once complete
+    offset: int | None = None  # a tus upload's committed offset
+
+
+class Incoming(Protocol):
+    """A request body being received for a store (a chunk, a single upload): written as it arrives, its size and first
+    bytes known as it goes."""
+    size: int
+    head: bytes
+
+    def write(self, data) -> int: ...
+
+    def discard(self) -> None:
+        """Remove what was received, unless the store took it."""
+
+
+class Chunk(NamedTuple):
+    """A chunk of the chunk API: its index, the stream's chunk count as the request states it, and its bytes."""
+    index: int
+    total: int
+    file: Incoming
+
+
+class TusBody(Protocol):
+    """A tus PATCH body being received past a tus upload's committed `offset`."""
+    offset: int
+    size: int
+
+    def write(self, data) -> None: ...
+
+    def upload_head(self, size) -> bytes:
+        """The first `size` bytes of the upload: committed ones, then this body's."""
+
+
+class CompletionRules(Protocol):
+    """What the domain decides when a stream's file is whole; the store asks under the stream's lock."""
+
+    def verify(self, record: StreamRecord, size: int, sha256: str, head: bytes) -> str:
+        """The media path to publish the file at (`size` bytes, hex `sha256`, its first bytes `head`); a ServiceError
+        refuses the file, and the store discards the stream (it cannot be repaired)."""
+
+
+class ChunkRules(CompletionRules, Protocol):
+    """What the domain decides about each chunk; the store asks under the stream's lock."""
+
+    def admit(self, record: StreamRecord, chunk: Chunk, held: dict[int, int]) -> StreamRecord:
+        """The stream's record with `chunk` taken in (its chunk count; at chunk 0 the sniffed format), given the sizes
+        of the chunks `held` so far; a ServiceError refuses the chunk and nothing changes."""
+
+
+# -- the stores -------------------------------------------------------------------------------------------------------
+
+@runtime_checkable
+class DocumentStore(Protocol):
+    """JSON documents of every org, one per (kind, id), with the metadata fields the store writes (createdAt,
+    updatedAt, revision: each acknowledged write adds 1)."""
+
+    def get(self, org: str, kind: str, identifier: str) -> dict | None: ...
+
+    def existing(self, org: str, kind: str, identifiers: Iterable[str]) -> set[str]:
+        """The ids among `identifiers` that the org has stored of `kind`."""
+
+    def upsert(self, org: str, kind: str, identifier: str, body: dict) -> tuple[dict, bool]:
+        """Store `body` as the whole document; (the document as stored, whether it was created)."""
+
+    def kinds(self, org: str) -> list[str]: ...
+
+    def ids(self, org: str, kind: str) -> list[str]:
+        """Every id of a kind, in byte order."""
+
+    def page(self, org: str, kind: str, first: int, after: str | None = None) -> Iterator[dict]:
+        """Up to `first` documents with ids after `after`, in id order, read as the caller takes them."""
+
+
+@runtime_checkable
+class MediaStore(Protocol):
+    """Published media of every org: whole, verified files at media paths, never replaced."""
+
+    def exists(self, org: str, path: str) -> bool: ...
+
+    def existing(self, org: str, paths: Iterable[str]) -> set[str]:
+        """The media paths among `paths` that the org has published."""
+
+    def open(self, org: str, path: str) -> OpenMedia | None: ...
+
+    def list_media(self, org: str) -> list[tuple[str, float]]:
+        """(media path, creation time) of each of an org's media."""
+
+    def delete(self, org: str, path: str) -> bool: ...
+
+    def new_incoming(self, org: str, head_size: int) -> Incoming:
+        """Where a single upload is received (with `.path` and `.finish()` for `publish`)."""
+
+    def publish(self, org: str, path: str, source) -> bool:
+        """Make the whole local file `source` the media at `path`; False, storing nothing, if the path is taken."""
+
+    def unpublish(self, org: str, path: str) -> None:
+        """Take back media whose publishing request failed (best effort)."""
+
+
+@runtime_checkable
+class StreamStore(Protocol):
+    """Upload streams of every org (chunk streams and tus uploads); one idle for longer than `ttl_seconds` is gone,
+    and an org has at most `max_open` open at once."""
+    ttl_seconds: float
+    max_open: int
+
+    def create(self, org: str, record: StreamRecord) -> str:
+        """A new stream; its server-made id. TooManyStreams when the org has `max_open` streams open: the count and the
+        creation are one step for every worker and node."""
+
+    def read(self, org: str, stream_id: str) -> StreamRecord | None:
+        """The record of a live stream, or None (unknown, malformed id, another org's, expired)."""
+
+    def status(self, org: str, stream_id: str) -> StreamStatus: ...
+
+    def new_incoming(self, org: str, stream_id: str, head_size: int, index: int | None = None) -> Incoming:
+        """Where chunk `index` (None: not known while it arrives) is received."""
+
+    def add_chunk(self, org: str, stream_id: str, chunk: Chunk, rules: ChunkRules) -> StreamWrite: ...
+
+    def append_tus(self, org: str, stream_id: str, receive: Callable[[TusBody], None], rules: CompletionRules,
+                   lock_timeout: float) -> StreamWrite: ...
+
+    def delete(self, org: str, stream_id: str) -> bool: ...
+
+    def expiry_from_now(self) -> float:
+        """When a stream active now expires if left idle (POSIX seconds)."""
+
+    def open_ids(self, org: str) -> list[str]:
+        """Ids of an org's open streams."""
+
+    def open_count(self) -> int:
+        """How many streams of every org were open when the last sweep counted them (0 before any sweep): the same cost
+        however many there are."""
+
+    def sweep(self) -> int:
+        """Remove the streams idle past their expiry, and count the open ones (open_count); how many were removed."""
+
+
+class Counter(Protocol):
+    """A count every worker (and node) of a deployment shares."""
+
+    def next(self) -> int:
+        """The count after adding one."""
+
+    def reset(self) -> None: ...
+
+
+@runtime_checkable
+class Repository(Protocol):
+    """Every store of the service: what views and resolvers hand to the domain."""
+    documents: DocumentStore
+    media: MediaStore
+    streams: StreamStore
+    faults: FaultStore  # the test-mode faults: the same class on both backends
+    journal: JournalStore  # the test-mode request journal of this node: the same class on both backends
+    names_counter: "Counter"  # test mode's count of made-up names (service.storage.fresh_names)
+    new_hex: Callable[[int], str]  # the source of the names the server makes up: random, or seeded in test mode
+
+    def orgs(self) -> list[str]:
+        """Every org that has stored something, sorted."""
+
+    def sweep(self) -> int:
+        """Remove expired streams and the leftovers of killed workers; how many streams."""
+
+    def sweep_due(self) -> bool:
+        """True for exactly one caller once a sweep interval has passed."""
+
+    def check_ready(self) -> dict[str, str | None]:
+        """{engine: None, or its problem} of each engine the backend needs."""
+
+    def close(self) -> None: ...
+
+    def reset(self) -> None:
+        """Remove every org's documents, media and streams, every pending fault and the request journal, and count
+        made-up names from the start again (test mode)."""

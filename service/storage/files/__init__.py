@@ -1,0 +1,80 @@
+"""The file backend, the default: every org's documents, media and upload streams as files under one data directory
+(`<data>/orgs/<org>/`), written atomically and locked across worker processes with flock(2).
+
+Modules: `streams` (upload streams, a package of its own), `media` (published media), `documents`, `names` (ids as
+file names).
+"""
+import os
+import shutil
+import time
+from pathlib import Path
+
+from service.storage.counter import FileCounter
+from service.storage.disk import remove_stale_temporaries
+from service.storage.faults import FaultStore
+from service.storage.files import names
+from service.storage.files.documents import FileDocumentStore
+from service.storage.files.media import FileMediaStore
+from service.storage.files.streams import FileStreamStore
+from service.storage.fresh_names import name_source
+from service.storage.journal import JournalStore
+from service.storage.schedule import SweepSchedule
+
+# Test mode's count of the names made up since the state was emptied (service.storage.fresh_names).
+NAMES_COUNTER = "test-mode/names-counter"
+
+
+class FileRepository:
+    """The stores of the file backend (service.storage.contract.Repository), rooted in one data directory; the only
+    object that touches it."""
+
+    def __init__(self, data_dir, stream_ttl_seconds=24 * 3600, clock=time.time, max_open_streams=1000, test_seed=None):
+        self.data_dir = Path(data_dir)
+        self.orgs_root = self.data_dir / "orgs"
+        self.orgs_root.mkdir(parents=True, exist_ok=True)
+        self.clock = clock
+        self.names_counter = FileCounter(self.data_dir / NAMES_COUNTER)
+        self.new_hex = name_source(test_seed, self.names_counter)
+        self.documents = FileDocumentStore(self.orgs_root)
+        self.media = FileMediaStore(self.orgs_root)
+        self.streams = FileStreamStore(self.orgs_root, self.media, stream_ttl_seconds, clock, max_open_streams,
+                                       new_hex=self.new_hex)
+        self.faults = FaultStore(self.data_dir, test_seed)
+        self.journal = JournalStore(self.data_dir)
+        self._sweep_schedule = SweepSchedule(lambda: self.clock())  # the clock may be replaced (tests)
+
+    def orgs(self):
+        """Every org that has stored something, sorted."""
+        with os.scandir(self.orgs_root) as entries:
+            stored = [entry.name for entry in entries if entry.is_dir() and names.SAFE_NAME.fullmatch(entry.name)]
+        return sorted(names.name_to_id(name) for name in stored)
+
+    def sweep(self):
+        """Remove expired streams and the temporaries that killed workers left (as old as an expired stream);
+        return how many streams."""
+        cutoff = self.clock() - self.streams.ttl_seconds
+        self.documents.sweep_temporaries(cutoff)
+        remove_stale_temporaries(self.data_dir, cutoff)  # of the sweep's own count of open streams
+        return self.streams.sweep()
+
+    def sweep_due(self):
+        """True for exactly one caller once SWEEP_INTERVAL_SECONDS have passed since the last sweep was claimed
+        (the 32 threads of a worker share this repository)."""
+        return self._sweep_schedule.due()
+
+    def check_ready(self):
+        """{engine: None or its problem} of each engine to check: none, the data directory is this process's own disk
+        (a failing one answers 503 per request)."""
+        return {}
+
+    def close(self):
+        """Nothing held open between requests."""
+
+    def reset(self):
+        """Remove every org's documents, media and streams, every pending fault and the request journal, and count
+        made-up names from the start again (test mode)."""
+        for org_directory in list(self.orgs_root.iterdir()):
+            shutil.rmtree(org_directory, ignore_errors=True)
+        self.faults.clear()
+        self.journal.clear()
+        self.names_counter.reset()

@@ -1,0 +1,246 @@
+"""The streams of every org: creating, finding, locking, deleting and sweeping them."""
+import contextlib
+import secrets
+import time
+
+from service.errors import StreamNotFound, TooManyStreams
+from service.storage.contract import STREAM_ID, StreamStatus
+from service.storage.fresh_names import random_hex
+from service.storage.shared.streams import rows
+from service.storage.shared.streams.imports import import_stream
+from service.storage.shared.streams.rows import StreamRows
+from service.storage.shared.streams.spool import SharedTusAppend, SpooledChunk
+from service.storage.shared.streams.stream import SharedLockedStream
+
+
+class SharedStreamStore:
+    """Every org's streams as rows and objects (service.storage.contract.StreamStore); a stream idle for longer than
+    `ttl_seconds` (by `clock`) is gone."""
+
+    def __init__(self, database, objects, media, spool, ttl_seconds, clock=time.time, max_open=1000,
+                 new_hex=random_hex):
+        self.database = database
+        self.objects = objects
+        self.media = media
+        self.spool = spool
+        self.ttl_seconds = ttl_seconds
+        self.clock = clock
+        self.max_open = max_open
+        # Makes stream ids (service.storage.fresh_names): random, or seeded in test mode.
+        self.new_hex = new_hex
+
+    def _stream_key(self, org, stream_id, name):
+        return self.objects.key(f"streams/{org}/{stream_id}/{name}")
+
+    def file_key(self, org, stream_id):
+        """Where a stream's file is assembled, and stays as the media it becomes (the media index points to it): a
+        media name depends on the sniffed format, which a tus upload learns only at its end."""
+        return self.objects.key(f"media/{org}/uploads/{stream_id}")
+
+    def staged_key(self, org, stream_id, what):
+        """A fresh key for a staged object of a stream (never reused, so a failed request cannot clobber one a row
+        refers to)."""
+        return self._stream_key(org, stream_id, f"{what}-{secrets.token_hex(6)}")
+
+    # -- creating and reading ---------------------------------------------------------------------------------------
+
+    def create(self, org, record):
+        """A new stream; TooManyStreams when the org has `max_open` open: counted and inserted in one transaction,
+        under an advisory lock of the org, so two nodes cannot both take the last one."""
+        stream_id = self.new_hex(16)
+        with self.database.transaction() as connection:
+            open_now = rows.count_open_of(connection, org, self.clock() - self.ttl_seconds)
+            if open_now >= self.max_open:
+                raise TooManyStreams(open_now, self.max_open, self.ttl_seconds / 3600)
+            StreamRows(connection, org, stream_id).insert(record, self.clock())
+        return stream_id
+
+    def insert(self, org, stream_id, record):
+        """A stream under a given id (imports keep the file backend's ids), whatever the org holds."""
+        with self.database.transaction() as connection:
+            StreamRows(connection, org, stream_id).insert(record, self.clock())
+
+    def _row(self, connection, org, stream_id, lock=False):
+        """The stream's StreamRow, or None when it does not exist or has expired."""
+        if not STREAM_ID.fullmatch(stream_id or ""):
+            return None
+        row = StreamRows(connection, org, stream_id).get(lock)
+        if row is None:
+            return None
+        return None if row.touched_at + self.ttl_seconds < self.clock() else row
+
+    def peek(self, org, stream_id):
+        """The row of a live stream without locking it, or None."""
+        with self.database.transaction() as connection:
+            return self._row(connection, org, stream_id)
+
+    def read(self, org, stream_id):
+        """The StreamRecord of a live stream, or None (unknown, malformed id, or idle past its expiry)."""
+        row = self.peek(org, stream_id)
+        return row.record if row else None
+
+    def expiry_from_now(self):
+        return self.clock() + self.ttl_seconds
+
+    def status(self, org, stream_id):
+        """The StreamStatus of a live stream, else 404."""
+        with self.database.transaction() as connection:
+            row = self._row(connection, org, stream_id)
+            if row is None:
+                raise StreamNotFound()
+            record = row.record
+            chunks = {} if record.is_complete or record.is_tus else StreamRows(connection, org, stream_id).chunk_sizes()
+        return StreamStatus(record, chunks, row.length if record.is_tus else None, row.touched_at + self.ttl_seconds)
+
+    def open_ids(self, org):
+        with self.database.transaction() as connection:
+            return rows.open_ids(connection, org, self.clock() - self.ttl_seconds)
+
+    def open_count(self):
+        """The open streams of every org as the last sweep counted them: one row, however many."""
+        with self.database.transaction() as connection:
+            return rows.open_count(connection)
+
+    # -- receiving ---------------------------------------------------------------------------------------------------
+
+    def new_incoming(self, org, stream_id, head_size, index=None):
+        """Where a chunk is received: this node's spool. When it is the next chunk in order as the request begins, it
+        is hashed into the stream's running SHA-256 as it arrives (checked again under the lock)."""
+        row = self.peek(org, stream_id)
+        if row is None:
+            raise StreamNotFound()
+        in_order = index is not None and not row.record.is_tus and row.merged == index
+        return SpooledChunk(self.spool, head_size, self.objects, row.hash_state if in_order else None)
+
+    def add_chunk(self, org, stream_id, chunk, rules):
+        """Acknowledge a received chunk (contract.Chunk) in one transaction under the stream's row lock, join what
+        continues the prefix, and complete the stream when it is whole, asking `rules` (contract.ChunkRules); return a
+        StreamWrite. A transaction that fails is rolled back with everything it wrote."""
+        self.stage(org, stream_id, chunk.index, chunk.file)
+        with self.open(org, stream_id) as stream:
+            return stream.add_chunk(chunk, rules)
+
+    def stage(self, org, stream_id, index, incoming):
+        """Work that needs no lock: a chunk that is not next in order is staged in the bucket now, so the stream's
+        lock is not held while its bytes travel."""
+        if incoming.start_state is not None:
+            return
+        row = self.peek(org, stream_id)
+        if row is None or row.merged == index or row.record.is_complete:
+            return
+        key = self.staged_key(org, stream_id, f"chunk-{index}")
+        with incoming.reading() as file:
+            self.objects.put_file(key, file, incoming.size)
+        incoming.staged_key = key
+
+    @contextlib.contextmanager
+    def open(self, org, stream_id):
+        """Hold the stream's row lock for one transaction and yield a SharedLockedStream; 404 when it does not exist or
+        has expired. Objects the transaction made redundant are removed once it has committed."""
+        redundant = []
+        refusal = stream = None
+        try:
+            with self.database.transaction() as connection:
+                row = self._row(connection, org, stream_id, lock=True)
+                if row is None:
+                    raise StreamNotFound()
+                stream = SharedLockedStream(self, connection, org, stream_id, row, redundant)
+                try:
+                    yield stream
+                except Exception as error:
+                    if not stream.discarded:
+                        raise
+                    # A stream discarded because its file failed verification stays discarded: the transaction
+                    # commits, and the request still answers with the error.
+                    refusal = error
+        except BaseException:
+            if stream is not None:
+                # Rolled back: what this transaction put in the bucket for its rows is referred to by nothing.
+                self._remove_objects(stream.created)
+            raise
+        for incoming in stream.claims:
+            incoming.claimed = True
+        self._remove_objects(redundant)
+        if refusal is not None:
+            raise refusal
+
+    def _remove_objects(self, keys):
+        for key in keys:
+            # Best effort: a key left behind is garbage no row names (the README suggests a lifecycle rule for them).
+            with contextlib.suppress(Exception):
+                self.objects.delete(key)
+
+    def append_tus(self, org, stream_id, receive, rules, lock_timeout=None):
+        """Receive a tus PATCH body to the spool with `receive(SharedTusAppend)` (no lock is held meanwhile: the offset
+        is checked again when it commits), then commit it and complete the upload when it is whole, asking `rules`
+        (contract.CompletionRules), in one transaction under the row lock; return a StreamWrite. Whatever raises,
+        nothing of the body is kept."""
+        appending = self.tus_append(org, stream_id)
+        try:
+            receive(appending)
+            with self.open(org, stream_id) as stream:
+                return stream.commit_tus(appending, rules)
+        finally:
+            appending.close()
+
+    def tus_append(self, org, stream_id):
+        """A PATCH body to be received at the committed offset of a tus upload (checked again when it commits)."""
+        row = self.peek(org, stream_id)
+        if row is None:
+            raise StreamNotFound()
+        return SharedTusAppend(self.spool, row)
+
+    # -- ending ------------------------------------------------------------------------------------------------------
+
+    def delete(self, org, stream_id):
+        """Remove a stream, abort its multipart upload and remove its staged objects; False when there is none."""
+        if not STREAM_ID.fullmatch(stream_id or ""):
+            return False
+        with self.database.transaction() as connection:
+            row = self._row(connection, org, stream_id, lock=True)
+            if row is None:
+                return False
+            keys = self.forget(connection, org, stream_id, row)
+        self._remove_objects(keys)
+        return True
+
+    def forget(self, connection, org, stream_id, row):
+        """Delete a stream's rows and abort its multipart upload (unless complete); return its staged keys."""
+        stream_rows = StreamRows(connection, org, stream_id)
+        keys = stream_rows.staged_keys() + [key for key, _, _ in row.tail]
+        stream_rows.delete()
+        if row.upload_id and not row.record.is_complete:
+            self.objects.abort_multipart(self.file_key(org, stream_id), row.upload_id)
+        return keys
+
+    def sweep(self):
+        """Count the open streams for open_count, and remove streams idle for longer than the time-to-live, aborting
+        their multipart uploads and removing their staged objects (streams busy in a request are left to the next
+        sweep). Return how many were removed."""
+        cutoff = self.clock() - self.ttl_seconds
+        removed = 0
+        with self.database.transaction() as connection:
+            # The open streams counted are those active since the cutoff, which this sweep does not remove.
+            rows.save_open_count(connection, cutoff)
+            expired = rows.touched_before(connection, cutoff)
+        for org, stream_id in expired:
+            with self.database.transaction() as connection:
+                row = StreamRows(connection, org, stream_id).get_expired(cutoff)
+                if row is None:
+                    continue
+                keys = self.forget(connection, org, stream_id, row)
+            self._remove_objects(keys)
+            removed += 1
+        return removed
+
+    def import_stream(self, org, stream_id, record, pieces, received):
+        """Copy an open stream of the file backend (`wis migrate`): see imports.import_stream."""
+        return import_stream(self, org, stream_id, record, pieces, received)
+
+    def remove_all(self):
+        """Every stream of every org (test-mode reset)."""
+        with self.database.transaction() as connection:
+            keys = []
+            for org, stream_id, row in rows.lock_all(connection):
+                keys += self.forget(connection, org, stream_id, row)
+        self._remove_objects(keys)

@@ -1,0 +1,158 @@
+"""The storage contract as code: both backends offer every method of the Protocols in service/storage/contract.py
+with the same parameters, the layers above call nothing else, each backend is a package that imports the contract and
+the neutral modules of service.storage, never the other backend, and the domain and the storage layer import no web
+framework."""
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+import service
+from service.storage import contract
+from service.storage.contract import StreamRecord, StreamState
+from service.storage.files import FileRepository
+from service.storage.shared import SharedRepository
+
+SERVICE = Path(service.__file__).parent
+BACKENDS = {"files": "service.storage.files", "shared": "service.storage.shared"}
+WEB_FRAMEWORKS = ("flask", "werkzeug", "ariadne", "marshmallow")
+
+
+def imported_modules(path):
+    """Every module a Python file imports, wherever the import statement stands (top level or inside a function)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}: relative import of {node.module}"
+            found.add(node.module)
+            # `from service.storage import files` imports the package service.storage.files.
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def package_files(*parts):
+    return sorted(SERVICE.joinpath(*parts).rglob("*.py"))
+
+
+def within(module, package):
+    return module == package or module.startswith(package + ".")
+
+
+@pytest.mark.parametrize("package, other", [("files", "shared"), ("shared", "files")])
+def test_neither_backend_imports_the_other(package, other):
+    offending = {f"{path.relative_to(SERVICE)}: {module}"
+                 for path in package_files("storage", package)
+                 for module in imported_modules(path) if within(module, BACKENDS[other])}
+    assert offending == set()
+
+
+def test_the_neutral_storage_modules_import_no_backend():
+    neutral = [path for path in package_files("storage") if path.parent == SERVICE / "storage"
+               and path.name not in ("__init__.py", "migration.py")]
+    assert {path.name for path in neutral} >= {"contract.py", "disk.py", "incoming.py"}
+    offending = {f"{path.name}: {module}" for path in neutral for module in imported_modules(path)
+                 if any(within(module, package) for package in BACKENDS.values())}
+    assert offending == set()
+
+
+@pytest.mark.parametrize("layer", ["domain", "storage"])
+def test_domain_and_storage_import_no_web_framework(layer):
+    offending = {f"{path.relative_to(SERVICE)}: {module}" for path in package_files(layer)
+                 for module in imported_modules(path) if module.split(".")[0] in WEB_FRAMEWORKS}
+    assert offending == set()
+
+
+def test_the_walk_sees_imports_inside_functions():
+    """The shared backend is imported lazily inside open_repository: the walk must see imports there too."""
+    assert "service.storage.shared" in imported_modules(SERVICE / "storage" / "__init__.py")
+
+
+# -- the stream record ---------------------------------------------------------------------------------------------
+
+# Metas as earlier versions stored them (meta.json, and the `meta` column of the shared backend): a chunk stream's had
+# no protocol and no uploadMetadata.
+CHUNK_META = {"destinationId": "stepVideo", "fileName": "clip.mp4", "fileSize": 3000, "sha": "ab" * 32,
+              "totalChunks": 3, "format": "mp4", "mediaPrefix": "0123456789abcdef", "state": "open", "path": None}
+TUS_META = {"protocol": "tus", "destinationId": "stepImage", "fileName": "upload", "fileSize": 10, "sha": None,
+            "uploadMetadata": "destinationId c3RlcEltYWdl", "totalChunks": None, "format": None,
+            "mediaPrefix": "fedcba9876543210", "state": "complete", "path": "/api/v1/images/fedcba9876543210-upload.png"}
+
+
+def test_a_stored_meta_of_earlier_versions_reads_as_a_typed_record():
+    chunks, tus = StreamRecord.from_json(CHUNK_META), StreamRecord.from_json(TUS_META)
+    assert (chunks.protocol, chunks.is_tus, chunks.state, chunks.total_chunks) == ("chunks", False, StreamState.OPEN, 3)
+    assert (tus.is_tus, tus.is_complete, tus.upload_metadata, tus.sha) == (True, True, "destinationId c3RlcEltYWdl", None)
+
+
+def test_a_record_is_stored_with_the_field_names_earlier_versions_read():
+    for meta in (CHUNK_META, TUS_META):
+        stored = StreamRecord.from_json(meta).to_json()
+        assert {key: stored[key] for key in meta} == meta
+        assert StreamRecord.from_json(stored) == StreamRecord.from_json(meta)
+
+
+# -- both backends against the Protocols -----------------------------------------------------------------------------
+
+STORES = {"documents": contract.DocumentStore, "media": contract.MediaStore, "streams": contract.StreamStore}
+
+
+@pytest.fixture(params=["files", "shared"])
+def repository(request, tmp_path):
+    """A repository of each backend; the shared one connects to nothing until used, so none is needed here."""
+    if request.param == "files":
+        return FileRepository(tmp_path / "data")
+    return SharedRepository(tmp_path / "node", "postgresql://127.0.0.1:1/unused", "unused-bucket")
+
+
+def protocol_methods(protocol):
+    return {name: member for name, member in vars(protocol).items()
+            if callable(member) and not name.startswith("_")}
+
+
+def test_each_backend_is_a_repository_of_the_contract(repository):
+    assert isinstance(repository, contract.Repository)
+    for name, protocol in STORES.items():
+        assert isinstance(getattr(repository, name), protocol), name
+
+
+@pytest.mark.parametrize("protocol", [contract.Repository, *STORES.values()], ids=lambda protocol: protocol.__name__)
+def test_each_method_of_the_contract_takes_the_same_parameters_on_both_backends(repository, protocol):
+    implementation = repository
+    for name, store_protocol in STORES.items():
+        if protocol is store_protocol:
+            implementation = getattr(repository, name)
+    for name, member in protocol_methods(protocol).items():
+        expected = list(inspect.signature(member).parameters)[1:]  # without self
+        assert list(inspect.signature(getattr(implementation, name)).parameters) == expected, name
+
+
+def calls_on_the_repository(path):
+    """(store or None, name) of every `repo.<name>` and `repo.<store>.<name>` in a module."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "repo":
+            found.add((None, node.attr))
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and \
+                isinstance(node.value.value, ast.Name) and node.value.value.id == "repo":
+            found.add((node.value.attr, node.attr))
+    return found
+
+
+def test_the_layers_above_storage_call_only_what_the_contract_names():
+    """The domain, the views and the resolvers (every module above service.storage but the command line, which
+    opens a backend of its own for `wis migrate` and `wis db upgrade`)."""
+    modules = [path for path in SERVICE.rglob("*.py")
+               if "storage" not in path.relative_to(SERVICE).parts and path.name != "cli.py"]
+    offending = set()
+    for path in modules:
+        for store, name in calls_on_the_repository(path):
+            protocol = contract.Repository if store is None else STORES[store]
+            attributes = contract.Repository.__annotations__ if store is None else {}
+            if name in attributes or name in protocol_methods(protocol):
+                continue
+            offending.add(f"{path.relative_to(SERVICE)}: repo.{store + '.' if store else ''}{name}")
+    assert offending == set()
+    assert ("streams", "add_chunk") in calls_on_the_repository(SERVICE / "domain" / "uploads.py")
