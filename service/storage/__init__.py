@@ -2,7 +2,7 @@
 directory) is the default; the shared backend (service.storage.shared) keeps everything in PostgreSQL and an S3
 bucket. Both offer the same stores with the same methods (`documents`, `media`, `streams`, and test mode's `faults`,
 `journal` and `names_counter`), `new_hex` (the source of the names the server makes up), and `orgs`, `sweep`,
-`sweep_due`, `reset` and `check_ready`; nothing above this package knows which one it talks to."""
+`sweep_due`, `reset`, `check_ready` and `secret_key`; nothing above this package knows which one it talks to."""
 import logging
 import os
 import shutil
@@ -18,6 +18,7 @@ from service.storage.journal import JournalStore
 from service.storage.media import MediaStore
 from service.storage.schedule import SWEEP_INTERVAL_SECONDS, SweepSchedule
 from service.storage.streams import StreamStore
+from service.storage.tokens import ensure_secret_key
 
 __all__ = ["Repository", "SWEEP_INTERVAL_SECONDS", "open_repository", "init_app", "get_repository"]
 
@@ -65,6 +66,10 @@ class Repository:
         """{engine: None or its problem} of each engine to check: none, the data directory is this process's own disk
         (a failing one answers 503 per request)."""
         return {}
+
+    def secret_key(self):
+        """The key that signs session cookies when WIS_SECRET_KEY is unset: made once, kept in the data directory."""
+        return ensure_secret_key(self.data_dir)
 
     def close(self):
         """Nothing held open between requests."""
