@@ -292,7 +292,8 @@ def product_changes(old, new):
     for (down, up), edge in new_edges.items():
         label = f"dependency {_code(down)} needs {_code(up)}"
         if (down, up) not in old_edges:
-            found.append(f"{label} added ({edge.get('quantity', 1)} times)")
+            quantity = edge.get("quantity", 1)
+            found.append(f"{label} added ({quantity} time{'' if quantity == 1 else 's'})")
         else:
             change = _value_change("quantity", old_edges[down, up].get("quantity", 1), edge.get("quantity", 1))
             if change:
