@@ -78,8 +78,9 @@ def login_submit():
     next_page = _page_to_return_to(request.form.get("next"))
     org = org_for_token(token) if 0 < len(token) <= MAX_TOKEN_LENGTH else None
     if org is None:
-        page = render_template("pages/login.html", next=next_page, refused=True, org=None)
-        return page, 401
+        # 200, as a form shown again is: a 401 must name an HTTP authentication scheme (RFC 9110), and a login form
+        # is none.
+        return render_template("pages/login.html", next=next_page, refused=True, org=None)
     response = redirect(next_page, 303)
     start_session(response, org, token)
     return response
