@@ -71,6 +71,20 @@ def test_a_product_is_drawn_in_columns_ending_with_its_final_process():
         ("winding", "motor", 1)}
 
 
+def test_a_dependency_over_several_columns_passes_beside_the_processes_between():
+    # harness feeds both the assembly and the final test, which stands a column further: that edge crosses the
+    # assembly's column, through a slot of its own.
+    product = {"finalProcessId": "test", "dependencies": [
+        edge("assembly", "frame"), edge("assembly", "harness"), edge("test", "assembly"), edge("test", "harness")]}
+    drawing = graph.layout(product, {})
+    by_id = {node.id: node for node in drawing.nodes}
+    [long_edge] = [e for e in drawing.edges if (e.upstream, e.downstream) == ("harness", "test")]
+    [(across_y)] = [int(part.split(",")[1]) for part in long_edge.path.split() if part.startswith("L")]
+    assembly = by_id["assembly"]
+    assert not assembly.y <= across_y <= assembly.y + drawing.node_height
+    assert len(drawing.nodes) == 4  # the slot is no process
+
+
 def test_a_product_of_one_process_is_one_node():
     drawing = graph.layout({"finalProcessId": "only", "dependencies": []}, {"only": "Only"})
     assert [(node.id, node.final) for node in drawing.nodes] == [("only", True)] and drawing.edges == []
