@@ -194,8 +194,8 @@ def _boxes(what, pairs, old, new):
 def _action_changes(old, new):
     found = _styled_text("description", old.get("description"), new.get("description"))
     found += _input_parts(old.get("inputParts"), new.get("inputParts"))
-    found += _part("output part", old.get("outputPart"), new.get("outputPart"))
-    found += _identified("tool", TOOL_FIELDS, old.get("toolUsed"), new.get("toolUsed"))
+    found += _identified("output part", old.get("outputPart"), new.get("outputPart"), _part_fields)
+    found += _identified("tool", old.get("toolUsed"), new.get("toolUsed"), _tool_fields)
     found += _measurement(old.get("measurement"), new.get("measurement"))
     found += _fields((("confirmed", "confirmation"),), old.get("confirmation"), new.get("confirmation"))
     return found
@@ -236,8 +236,8 @@ def _part_fields(old, new):
     return _fields(PART_FIELDS, old, new) + _fields(SERIAL_FIELDS, old.get("serial"), new.get("serial"))
 
 
-def _part(label, old, new):
-    """An output part: set, removed, another part, or the same part changed."""
+def _identified(label, old, new, field_changes):
+    """A part or a tool: set, removed, another one (another id), or the same one with `field_changes(old, new)`."""
     if old == new:
         return []
     if old is None:
@@ -246,20 +246,11 @@ def _part(label, old, new):
         return [f"{label} {_code(old['id'])} removed"]
     if old["id"] != new["id"]:
         return [f"{label} {_code(old['id'])} -> {_code(new['id'])}"]
-    return _within(f"{label} {_code(new['id'])}", _part_fields(old, new))
+    return _within(f"{label} {_code(new['id'])}", field_changes(old, new))
 
 
-def _identified(label, pairs, old, new):
-    """A tool: set, removed, another tool, or the same tool with other fields."""
-    if old == new:
-        return []
-    if old is None:
-        return [f"{label} {_code(new['id'])} added"]
-    if new is None:
-        return [f"{label} {_code(old['id'])} removed"]
-    if old["id"] != new["id"]:
-        return [f"{label} {_code(old['id'])} -> {_code(new['id'])}"]
-    return _within(f"{label} {_code(new['id'])}", _fields(pairs, old, new))
+def _tool_fields(old, new):
+    return _fields(TOOL_FIELDS, old, new)
 
 
 def _measurement(old, new):
