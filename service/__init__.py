@@ -6,11 +6,11 @@ loads in every project that has the package installed, or the client) must not p
 
 
 def create_app(config_overrides=None):
-    """Build the app: config -> storage -> observability -> CORS -> auth -> error handlers -> body limits ->
-    blueprints."""
+    """Build the app: config -> storage -> observability -> CORS -> auth and sessions -> error handlers -> body limits
+    -> blueprints."""
     from flask import Flask
 
-    from service import auth, body_limits, cors, error_handlers, health, storage
+    from service import auth, body_limits, cors, error_handlers, health, sessions, storage
     from service.config import load_config
 
     app = Flask(__name__)
@@ -25,14 +25,16 @@ def create_app(config_overrides=None):
     observability.init_app(app)
     cors.init_app(app)
     auth.init_app(app)
+    sessions.init_app(app)
     error_handlers.init_app(app)
     body_limits.init_app(app)
 
     # These import observability too, hence the same late import.
-    from service import graphql, openapi, uploads
+    from service import graphql, openapi, pages, uploads
 
     graphql.init_app(app)
     uploads.init_app(app)
+    pages.init_app(app)
     openapi.init_app(app)
     health.init_app(app)
     if app.config["TEST_MODE"]:

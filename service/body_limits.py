@@ -7,6 +7,7 @@ Content-Length is measured, and the one 413 answer.
   413 names a file (CONTRACT 5): one over MAX_REQUEST_BODY reaches its view, which reads it to nowhere, counting its
   file, to name the file's own size and the smallest limit it breaks (service.uploads.chunks); past
   FILE_FORM_READ_LIMIT the body's size stands in for the file's.
+- A preview page's form (the login, the logout) is at most FORM_FIELD_LIMIT.
 - A tus body (application/offset+octet-stream on the same routes) is bounded by its upload's Upload-Length, checked as
   it is appended (service.domain.tus), not here; a tus creation without an Upload-Length has the first limit.
 
@@ -27,7 +28,7 @@ from werkzeug.wsgi import get_content_length, get_input_stream
 from service.domain.uploads import too_large_message
 from service.error_handlers import service_error_response
 from service.errors import BodyTooLarge, FileTooLarge, MalformedBody
-from service.interface import MAX_REQUEST_BODY, MB, REQUEST_FILE_LIMIT, TUS_CONTENT_TYPE
+from service.interface import FORM_FIELD_LIMIT, MAX_REQUEST_BODY, MB, REQUEST_FILE_LIMIT, TUS_CONTENT_TYPE
 from service.storage.disk import disk_errors
 
 # An upload form up to this size is let through to its view, which names its file's size in a 413; a larger one is
@@ -56,6 +57,10 @@ class BodyRule(NamedTuple):
 ANY_BODY = BodyRule(MAX_REQUEST_BODY)
 FILE_FORM = BodyRule(FILE_FORM_READ_LIMIT, carries_file=True)
 TUS_BODY = BodyRule(None)
+# The forms of the preview pages (the login's token; the logout's nothing) are a few short fields, and werkzeug's own
+# form limit (500 KB) must never be the one a body meets first: its 413 would name this rule's limit.
+PAGE_FORM = BodyRule(FORM_FIELD_LIMIT)
+PAGE_FORM_ENDPOINTS = ("pages.login_submit", "pages.logout")
 
 
 def body_rule():
@@ -67,6 +72,8 @@ def body_rule():
             return ANY_BODY if creating and "Upload-Length" not in request.headers else TUS_BODY
         if request.mimetype == "multipart/form-data":
             return FILE_FORM
+    if request.endpoint in PAGE_FORM_ENDPOINTS:
+        return PAGE_FORM
     return ANY_BODY
 
 

@@ -32,6 +32,12 @@ DEFAULTS = {
     "DATABASE_URL": None,
     "S3_BUCKET": None,
     "S3_PREFIX": "",
+    # The preview pages' sessions (CONTRACT 11): the key that signs their cookies (None: one is made once and kept by
+    # the storage backend, so every worker and node shares it), how long a session lasts from its login (a shift),
+    # and whether the cookie is marked Secure on every answer rather than only on answers to HTTPS requests.
+    "SECRET_KEY": None,
+    "SESSION_HOURS": 12.0,
+    "SECURE_COOKIES": False,
 }
 
 # What a browser sends in the Origin header: scheme, host (a name, IPv4 or [IPv6]) and a port, nothing more.
@@ -48,6 +54,24 @@ def _positive_int(value):
     if number < 1:
         raise ValueError("must be 1 or more")
     return number
+
+
+def _session_hours(value):
+    hours = float(value)
+    if not (math.isfinite(hours) and hours > 0):
+        raise ValueError("must be a number of hours greater than 0")
+    return hours
+
+
+# A key shorter than this is guessable enough to forge sessions offline.
+MIN_SECRET_KEY_LENGTH = 32
+
+
+def _secret_key(value):
+    if len(value) < MIN_SECRET_KEY_LENGTH:
+        raise ValueError(f"must be at least {MIN_SECRET_KEY_LENGTH} characters (python3 -c 'import secrets; "
+                         "print(secrets.token_urlsafe(32))' makes one)")
+    return value
 
 
 def parse_origins(value):
@@ -85,7 +109,11 @@ ENVIRONMENT = {
     "WIS_DATABASE_URL": ("DATABASE_URL", str),
     "WIS_S3_BUCKET": ("S3_BUCKET", str),
     "WIS_S3_PREFIX": ("S3_PREFIX", str),
+    "WIS_SECRET_KEY": ("SECRET_KEY", _secret_key),
+    "WIS_SESSION_HOURS": ("SESSION_HOURS", _session_hours),
+    "WIS_SECURE_COOKIES": ("SECURE_COOKIES", _flag),
 }
+SECRET_VARIABLES = {"WIS_SECRET_KEY"}
 # Settings whose overrides are parsed as their variable is (an embedding caller may give a string or a list).
 PARSED_OVERRIDES = {"CORS_ORIGINS": "WIS_CORS_ORIGINS"}
 
@@ -139,7 +167,9 @@ def _parse(variable, parse, raw):
     try:
         return parse(raw)
     except ValueError as exc:
-        raise ConfigurationError(f"invalid value for {variable}: {raw!r} ({exc})") from None
+        # A secret is not repeated: the message goes to logs that more people read than the secret is meant for.
+        shown = "(not shown)" if variable in SECRET_VARIABLES else repr(raw)
+        raise ConfigurationError(f"invalid value for {variable}: {shown} ({exc})") from None
 
 
 def load_config(overrides=None, environ=None, serving=True):

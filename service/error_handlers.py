@@ -20,16 +20,18 @@ def service_error_response(error):
     return _json_error(http_status(error), error.message)
 
 
+def http_error_response(error):
+    """The answer to werkzeug's HTTP errors (404 for an unknown path, 405...): its status and its description."""
+    response = _json_error(error.code or 500, error.description or error.name)
+    # Keep Allow on 405 so clients can see what the route does accept.
+    if error.code == 405 and getattr(error, "valid_methods", None):
+        response.headers["Allow"] = ", ".join(error.valid_methods)
+    return response
+
+
 def init_app(app):
     app.register_error_handler(ServiceError, service_error_response)
-
-    @app.errorhandler(HTTPException)
-    def http_error(error):
-        response = _json_error(error.code or 500, error.description or error.name)
-        # Keep Allow on 405 so clients can see what the route does accept.
-        if error.code == 405 and getattr(error, "valid_methods", None):
-            response.headers["Allow"] = ", ".join(error.valid_methods)
-        return response
+    app.register_error_handler(HTTPException, http_error_response)
 
     @app.errorhandler(Exception)
     def unexpected(error):

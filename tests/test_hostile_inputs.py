@@ -315,7 +315,8 @@ def stored_state(data_dir):
 def test_every_route_that_takes_a_body_is_covered_below(test_mode_app):
     assert writing_routes(test_mode_app) == [
         ("PATCH", "/uploads/<stream_id>"), ("POST", "/_test/faults"), ("POST", "/_test/reset"),
-        ("POST", "/graph/v2"), ("POST", "/graphql"), ("POST", "/uploads")]
+        ("POST", "/graph/v2"), ("POST", "/graphql"), ("POST", "/uploads"), ("POST", "/view/login"),
+        ("POST", "/view/logout")]
 
 
 @pytest.mark.parametrize("content_type", ["application/json", "multipart/form-data; boundary=xyz",
@@ -324,6 +325,7 @@ def test_every_route_that_takes_a_body_is_covered_below(test_mode_app):
     ("PATCH", "/uploads/<stream_id>"), ("POST", "/_test/faults"), ("POST", "/_test/reset"), ("POST", "/graph/v2"),
     ("POST", "/graphql"), ("POST", "/uploads")])
 def test_a_body_over_the_limit_is_a_json_413_on_every_route(test_mode_app, auth, method, rule, content_type):
+    """(The preview pages' forms have a limit of their own: test_pages_http.py.)"""
     client = test_mode_app.test_client()
     url = rule.replace("<stream_id>", open_stream(client, auth))
     before = stored_state(test_mode_app.config["DATA_DIR"])

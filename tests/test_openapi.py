@@ -64,9 +64,18 @@ def test_document_covers_the_upload_media_graphql_and_test_endpoints(document):
 
 
 def test_document_names_both_spellings_of_the_token_header(document):
-    [(name, scheme)] = document["components"]["securitySchemes"].items()
-    assert (name, scheme["in"], scheme["name"]) == ("apiToken", "header", "x-service-api-org")
+    scheme = document["components"]["securitySchemes"]["apiToken"]
+    assert (scheme["in"], scheme["name"]) == ("header", "x-service-api-org")
     assert "x-pico-api-org" in scheme["description"] and "x-pico-api-org" in document["info"]["description"]
+
+
+def test_the_pages_session_cookie_opens_reading_media_and_nothing_else(document):
+    scheme = document["components"]["securitySchemes"]["pageSession"]
+    assert (scheme["in"], scheme["name"]) == ("cookie", "wis_session")
+    opened = sorted((path, method) for path, item in document["paths"].items() for method, operation in item.items()
+                    if isinstance(operation, dict) and {"pageSession": []} in operation.get("security", []))
+    assert opened == [(path, method) for path in ("/api/v1/images/{name}", "/api/v1/videos/{name}")
+                      for method in ("get", "head")]
 
 
 class AnsweredRequest(WerkzeugOpenAPIRequest):

@@ -1,4 +1,6 @@
 """Reading stored processes, products and stations back, one org at a time."""
+from typing import NamedTuple, Optional
+
 from service.domain.ids import is_valid_id
 from service.domain.validation import Problems
 
@@ -24,3 +26,34 @@ def list_objects(repo, org, kind, first, after=None):
         problems.add("after", f"must be the id of the last object of the previous page; got {after!r}")
     problems.raise_if_any()
     return repo.documents.page(org, kind, first, after)
+
+
+# The preview pages list this many objects at a time.
+LIST_PAGE_SIZE = 100
+
+
+class ListPage(NamedTuple):
+    """One page of a list: its objects, and the `after` of the page that follows (None on the last page)."""
+    objects: list
+    next_after: Optional[str]
+
+
+def page_of_objects(repo, org, kind, after=None, contains="", size=LIST_PAGE_SIZE):
+    """The org's objects of `kind` in id order after the id `after`, `size` at most, only those whose id contains
+    `contains` (ignoring case) when it is given. Reads the listing of ids and the page's documents, no others."""
+    after = after if is_valid_id(after) else None  # anything else is no id of a page: start at the beginning
+    if contains:
+        needle = contains.casefold()
+        matching = [identifier for identifier in repo.documents.ids(org, kind)
+                    if (after is None or identifier > after) and needle in identifier.casefold()]
+        found = (repo.documents.get(org, kind, identifier) for identifier in matching[:size + 1])
+        objects = [document for document in found if document is not None]  # removed since the listing
+    else:
+        objects = list(repo.documents.page(org, kind, size + 1, after))
+    return ListPage(objects[:size], objects[size - 1]["id"] if len(objects) > size else None)
+
+
+def names_of(repo, org, kind, identifiers):
+    """{id: name} of those of `identifiers` the org has stored of `kind`."""
+    found = (repo.documents.get(org, kind, identifier) for identifier in identifiers if is_valid_id(identifier))
+    return {document["id"]: document["name"] for document in found if document is not None}

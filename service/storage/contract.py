@@ -287,6 +287,9 @@ class Repository(Protocol):
     def check_ready(self) -> dict[str, str | None]:
         """{engine: None, or its problem} of each engine the backend needs."""
 
+    def secret_key(self) -> str:
+        """The key that signs session cookies when WIS_SECRET_KEY is unset: made once for every worker and node."""
+
     def close(self) -> None: ...
 
     def reset(self) -> None:

@@ -1,17 +1,28 @@
 """The uploads blueprint that every upload and media route is on: each needs the token (but tus discovery), and an
 answer of headers only names no body type."""
-from flask import Blueprint, request
+from flask import Blueprint, g, request
 
-from service.auth import require_org
+from service.auth import request_token, require_org
+from service.sessions import session_org
 
 bp = Blueprint("uploads", __name__)
+MEDIA_ENDPOINT = "uploads.media"
 
 
 @bp.before_request
 def authenticate():
     # tus clients discover the server with OPTIONS /uploads before they have anything to authenticate.
-    if request.endpoint != "uploads.tus_options":
-        require_org()
+    if request.endpoint == "uploads.tus_options":
+        return
+    # A page's <img> and <video> cannot send the token header: reading media also accepts a preview session's cookie
+    # (CONTRACT 11). Nothing else does, so no page of another site can make a signed-in browser write.
+    if request.endpoint == MEDIA_ENDPOINT and request.method in ("GET", "HEAD") and not request_token():
+        org = session_org()
+        if org is not None:
+            g.org = org
+            g.by_session = True
+            return
+    require_org()
 
 
 @bp.after_request

@@ -39,6 +39,9 @@ def _media_response(opened, content_type, name):
     response.cache_control.no_cache = True
     response.headers["Content-Disposition"] = f"inline; filename={name}"
     response.headers["X-Content-Type-Options"] = "nosniff"
+    if g.get("by_session"):
+        # Read with a session's cookie: a cache keeps the answer apart from those to other cookies.
+        response.vary.add("Cookie")
     response.make_conditional(request, accept_ranges=True, complete_length=opened.size)
     if request.method == "GET" and response.status_code in (200, 206):
         # Start reading where the body starts, now: a store that fails answers 503 before any header is sent. Once

@@ -1,9 +1,10 @@
 """What the tests share besides fixtures, one module per topic; tests import from the topic module they need:
 
 - tokens: the tokens and headers every app and server of the tests accepts
-- media: media bytes and files (format signatures, blobs, SHA-256)
+- media: media bytes and files (format signatures, blobs, SHA-256, a PNG a browser decodes)
 - client: helpers around service.client (downloads, interrupting an upload, adapters)
 - documents: processes over the Flask test client, and the benchmark's realistic process
+- example: the docs' complete example (docs/api.md) with real media a browser shows
 - uploads: upload requests over the Flask test client
 - http: requests to a real server over HTTP (chunks, tus, processes)
 - datadir: what a server or app holds (files of the data directory, or the shared backend's index)

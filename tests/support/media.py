@@ -59,3 +59,21 @@ def write_mp4(path, size):
 def sha256_of(path):
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def real_png(width, height, rgb):
+    """A PNG a browser decodes: `width` x `height` pixels of one colour (`rgb`, three 0-255 values), with a darker
+    frame so that the image shows where it ends."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    dark = bytes(value // 2 for value in rgb)
+    rows = []
+    for y in range(height):
+        edge = y < 4 or y >= height - 4
+        rows.append(b"\0" + b"".join(dark if edge or x < 4 or x >= width - 4 else bytes(rgb) for x in range(width)))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
+    return PNG + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b"")

@@ -19,6 +19,7 @@ from service.storage.files.streams import FileStreamStore
 from service.storage.fresh_names import name_source
 from service.storage.journal import JournalStore
 from service.storage.schedule import SweepSchedule
+from service.storage.tokens import ensure_secret_key
 
 # Test mode's count of the names made up since the state was emptied (service.storage.fresh_names).
 NAMES_COUNTER = "test-mode/names-counter"
@@ -66,6 +67,10 @@ class FileRepository:
         """{engine: None or its problem} of each engine to check: none, the data directory is this process's own disk
         (a failing one answers 503 per request)."""
         return {}
+
+    def secret_key(self):
+        """The key that signs session cookies when WIS_SECRET_KEY is unset: made once, kept in the data directory."""
+        return ensure_secret_key(self.data_dir)
 
     def close(self):
         """Nothing held open between requests."""

@@ -4,8 +4,8 @@ before it goes to the store (spooled request bodies), and the test-mode faults a
 test that wants one view of them talks to one node; the count of made-up names is in the database, shared).
 
 Modules, each importing only those after it: `streams` (upload streams, a package of its own), `media` (published
-media), `documents`, `counter` (test mode's count of made-up names), `database` (PostgreSQL: pool, transactions,
-schema), `objects` (the bucket).
+media), `documents`, `counter` (test mode's count of made-up names), `secrets` (the session-signing key), `database`
+(PostgreSQL: pool, transactions, schema), `objects` (the bucket).
 """
 import shutil
 import time
@@ -21,6 +21,7 @@ from service.storage.shared.database import Database
 from service.storage.shared.documents import SharedDocumentStore
 from service.storage.shared.media import SharedMediaStore
 from service.storage.shared.objects import ObjectStore
+from service.storage.shared.secrets import shared_secret
 from service.storage.shared.streams import SharedStreamStore
 
 # Where this node spools request bodies on their way to the bucket.
@@ -92,6 +93,11 @@ class SharedRepository:
             raise ObjectStoreUnavailable(
                 f"the object store does not answer for bucket {self.objects.bucket!r}: check AWS_ENDPOINT_URL_S3 "
                 f"({error.__cause__ or error})") from error
+
+    def secret_key(self):
+        """The key that signs session cookies when WIS_SECRET_KEY is unset: made once, kept in the database, so every
+        node shares it."""
+        return shared_secret(self.database, "session-key")
 
     def close(self):
         """Close this process's database connections (an embedding caller or test that is done with the app)."""

@@ -88,6 +88,13 @@ MIGRATIONS = [
         value bigint NOT NULL
     );
     """,
+    # Secrets made once for every node: the key that signs the preview pages' session cookies (CONTRACT 11).
+    """
+    CREATE TABLE secrets (
+        name text COLLATE "C" PRIMARY KEY,
+        value text NOT NULL
+    );
+    """,
 ]
 # Taken by `upgrade` for its transaction, so several nodes running it at once apply each migration once.
 UPGRADE_LOCK = 0x5749_5301
