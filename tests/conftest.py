@@ -9,6 +9,7 @@ import fcntl
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 from flask import Flask
@@ -231,6 +232,17 @@ def node():
             if result.returncode != 0:
                 pytest.fail(f"npm ci in {JS_DIR} failed:\n{result.stdout}\n{result.stderr}")
     return node_binary
+
+
+@pytest.fixture
+def run_project():
+    """`run_project(directory)` runs pytest in a project of its own (its directory, its configuration, none of this
+    repository's test setup or settings) and returns the finished process, output captured as text."""
+    def run(directory):
+        environment = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "WIS_"))}
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=directory,
+                              env=environment, capture_output=True, text=True, timeout=300)
+    return run
 
 
 # -- real engines for the shared backend ----------------------------------------------------------------------------

@@ -449,6 +449,7 @@ def test_process_not_leading_to_final_is_refused(processes):
         ("product.dependencies[1].upstreamProcessId", "process 'bbb' does not lead to the final process 'fin'")]
 
 
+@pytest.mark.exhaustive  # 1,500 stored processes in one chain
 def test_long_chain_is_checked_without_recursion_limits(repo):
     chain = [f"p{i:04d}" for i in range(1500)]
     for identifier in chain:

@@ -247,6 +247,7 @@ def read_back_whole(app, client, process):
     return response.data
 
 
+@pytest.mark.exhaustive  # the largest input the limits allow
 @pytest.mark.file_backend_only("the budget is spent by the GraphQL layer, the same over either backend")
 def test_the_process_with_the_largest_read_is_answered_whole_within_the_budget(app, client):
     answer = read_back_whole(app, client, largest_process())
@@ -255,6 +256,7 @@ def test_the_process_with_the_largest_read_is_answered_whole_within_the_budget(a
     assert 0.75 * RESPONSE_BUDGET < len(answer) < RESPONSE_BUDGET
 
 
+@pytest.mark.exhaustive  # the largest input the limits allow
 @pytest.mark.file_backend_only("the budget is spent by the GraphQL layer, the same over either backend")
 def test_the_process_with_the_most_fields_is_answered_whole_within_the_budget(app, client):
     answer = json.loads(read_back_whole(app, client, most_fields_process()))

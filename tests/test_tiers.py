@@ -115,6 +115,8 @@ def test_commands_are_told_apart_by_the_program_they_run():
     assert tier_of_command(["/venv/bin/weed", "mini"]) == "engines"
     assert tier_of_command(["/usr/bin/chromium", "--headless"]) == "browser"
     assert tier_of_command(["/usr/bin/node", "tus_upload.mjs"]) == "node"
+    assert tier_of_command([sys.executable, "-m", "pytest", "-q"]) == "projects"
+    assert tier_of_command([sys.executable, "-mpytest", "-p", "no:cacheprovider"]) == "projects"  # pytester's way
     # A Python script that merely mentions gunicorn, and the other `wis` commands, are for any tier.
     assert tier_of_command([sys.executable, "-c", "import service.gunicorn_config"]) is None
     assert tier_of_command(["/venv/bin/wis", "gc", "--data-dir", "data"]) is None

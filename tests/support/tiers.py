@@ -5,10 +5,12 @@ a process of another tier fails.
     browser  headless Chromium driven by Playwright (browser)
     node     Node.js and tus-js-client (node)
     engines  PostgreSQL and SeaweedFS (postgres, seaweed; every test run on the shared backend)
+    projects a pytest session of its own in a subprocess (pytester, run_project): a project using the plugin
     fast     none of these: Python only (the Flask test client, servers in a thread, short `wis` or python commands)
 
-One marker is set by hand, on a whole module: `exhaustive`, for tests that start nothing but run hundreds or
-thousands of cases in this process (generated inputs, every crash point, memory over many requests). They are not in
+One marker is set by hand, on a whole module or a test: `exhaustive`, for tests that start nothing but run hundreds
+or thousands of cases, or one input as large as the limits allow, in this process (generated inputs, every crash
+point, memory over many requests, the largest answer). They are not in
 the fast tier, which is meant to answer within a minute.
 
 Fixtures are followed through their dependencies (`item.fixturenames` is the closure), so a test that asks for `api`
@@ -24,13 +26,16 @@ TIER_FIXTURES = {
     "browser": {"browser"},
     "node": {"node"},
     "engines": {"postgres", "seaweed"},
+    "projects": {"pytester", "run_project"},
 }
 MARKERS = {
     "server": "starts real gunicorn or `wis serve` (applied from the fixtures the test uses)",
     "browser": "drives headless Chromium (applied from the fixtures the test uses)",
     "node": "runs Node.js with tus-js-client (applied from the fixtures the test uses)",
     "engines": "needs PostgreSQL and SeaweedFS: the shared backend (applied from the fixtures and the backend)",
-    "exhaustive": "runs hundreds or thousands of cases in this process, starting nothing (set on the module)",
+    "projects": "runs a pytest session of its own in a subprocess (applied from the fixtures the test uses)",
+    "exhaustive": ("runs hundreds or thousands of cases, or the largest input, in this process, starting nothing "
+                   "(set on the module or the test)"),
     "fast": "starts none of the above and is not exhaustive: Python only, seconds (applied to every other test)",
 }
 
@@ -64,6 +69,8 @@ def tier_of_command(argv):
         return None
     if words[1:3] == ["-m", "gunicorn"] or words[:2] == ["wis", "serve"]:
         return "server"
+    if words[1:3] == ["-m", "pytest"] or words[1:2] == ["-mpytest"] or words[:1] == ["pytest"]:
+        return "projects"
     return PROGRAM_TIERS.get(words[0])
 
 
@@ -119,7 +126,7 @@ def pytest_runtest_makereport(item, call):
     if call.when == "teardown" and item is _running_fast and _started and report.passed:
         started = "; ".join(f"{tier}: {command}" for tier, command in _started)
         report.outcome = "failed"
-        report.longrepr = (f"{item.nodeid} is a fast-tier test but started {started}. Start servers, browsers, Node "
-                           "and engines through their fixtures (start_gunicorn, server_process, browser, node, "
-                           "postgres, seaweed), which mark the test's tier.")
+        report.longrepr = (f"{item.nodeid} is a fast-tier test but started {started}. Start servers, browsers, Node, "
+                           "engines and pytest sessions through their fixtures (start_gunicorn, server_process, "
+                           "browser, node, postgres, seaweed, pytester, run_project), which mark the test's tier.")
     return report
