@@ -125,6 +125,10 @@ def test_retention_prunes_the_oldest_revisions_in_the_write(make_app, auth):
     assert history(client, auth, "line_1") == [(4, "UPDATED"), (3, "UPDATED")]
     assert read(client, auth, "line_1", revision=2) is None
     assert read(client, auth, "line_1", revision=3)["name"] == "three"
+    keeping_all = make_app(HISTORY_REVISIONS=0).test_client()
+    for name in ("one", "two", "three", "four"):
+        create(keeping_all, auth, simple(name))
+    assert [revision for revision, _ in history(keeping_all, auth, "line_1")] == [4, 3, 2, 1]
 
 
 def test_delete_keeps_the_history_and_a_new_create_continues_it(client, auth):

@@ -131,7 +131,10 @@ class FileDocumentStore:
                                                                              encoded_document))
 
     def _prune(self, history, newest):
-        """Remove the entries older than those kept, once `newest` is committed."""
+        """Remove the entries older than those kept, once `newest` is committed (with every revision kept, there is
+        nothing to list: a long history costs a write nothing)."""
+        if not self.history_revisions:
+            return
         oldest = oldest_kept(newest, self.history_revisions)
         for number in _entry_numbers(history):
             if number >= oldest:
