@@ -403,7 +403,7 @@ def test_a_list_is_paged_by_100(client, auth):
     assert listed(third) == [f"st_{i:03}" for i in range(200, 250)] and next_link(third) is None
 
 
-def test_the_search_filters_ids_ignoring_case_and_keeps_paging(client, auth):
+def test_the_search_filters_ignoring_case_and_keeps_paging(client, auth):
     create_stations(client, auth, 250)
     log_in(client)
     found = client.get("/view/stations?q=ST_1")
@@ -413,7 +413,7 @@ def test_the_search_filters_ids_ignoring_case_and_keeps_paging(client, auth):
     assert len(expected) == 133 and listed(wider) == expected[:100]
     assert next_link(wider) == f"/view/stations?q=1&after={expected[99]}"
     assert listed(client.get(next_link(wider))) == expected[100:]
-    assert "No stations with an id containing" in text_of(client.get("/view/stations?q=zzz"))
+    assert "No stations with an id or name containing" in text_of(client.get("/view/stations?q=zzz"))
 
 
 @pytest.mark.parametrize("search", ["<script>alert(1)</script>", "\"'><img src=x onerror=alert(1)>", "\x00\x01",
