@@ -11,10 +11,11 @@ from service.interface import MAX_NAME_LENGTH
 # How a document written from its input starts: its id, then its name (the first fields of every input type in
 # schema.graphql, kept in that order by GraphQL's coercion and by the stores). A name is at most MAX_NAME_LENGTH
 # characters of at most 6 bytes each as orjson writes them (a control character is `\u001f`), the id at most 200.
-# The pattern is also a PostgreSQL regular expression (the shared backend matches it in the database).
-NAME_HEAD_PATTERN = r'^\{"id":"([A-Za-z0-9_-]+)","name":("(?:[^"\\]|\\.)*")'
-NAME_HEAD = re.compile(NAME_HEAD_PATTERN.encode())
+NAME_HEAD = re.compile(rb'\{"id":"([A-Za-z0-9_-]+)","name":("(?:[^"\\]|\\.)*")')
 NAME_HEAD_SIZE = 256 + 6 * MAX_NAME_LENGTH
+# Enough for the id and the name of nearly every document: a store that pays for each byte it reads of a document
+# (PostgreSQL decompresses the start of a body) reads this much first, and NAME_HEAD_SIZE only when it is not enough.
+SHORT_NAME_HEAD_SIZE = 512
 
 
 def encode(document):
@@ -50,13 +51,9 @@ def _non_finite(items):
 
 
 def name_in_head(identifier, head):
-    """The name of the document with this id from the first NAME_HEAD_SIZE bytes of its encoded form, or None when
-    they do not start with its id and whole name (a document of an earlier version, whose fields are in another order:
-    the caller reads it whole). A search by name then reads a bounded prefix of each document, whatever its size."""
+    """The name of the document with this id from the start of its encoded form, or None when `head` does not start
+    with its id and whole name (a longer name than `head` holds, or a document of an earlier version, whose fields are
+    in another order: the caller reads more). A search by name then reads a bounded start of each document, whatever
+    its size."""
     match = NAME_HEAD.match(head)
-    return None if match is None else name_of_match(identifier, match[1].decode(), match[2])
-
-
-def name_of_match(identifier, matched_id, matched_name):
-    """The name that NAME_HEAD_PATTERN matched (a JSON string) when it matched the document's own id, else None."""
-    return orjson.loads(matched_name) if matched_id == identifier else None
+    return orjson.loads(match[2]) if match and match[1] == identifier.encode() else None
