@@ -30,7 +30,8 @@ from support.uploads import uploaded_path
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; media-src 'self'; form-action 'self'; "
        "frame-ancestors 'none'; base-uri 'none'")
 PAGES = ["/", "/view/login", "/view/processes", "/view/processes/gearbox_assembly", "/view/processes/gearbox_test",
-         "/view/products", "/view/products/gb_200", "/view/stations"]
+         "/view/products", "/view/products/gb_200", "/view/stations",
+         "/view/processes/gearbox_assembly/history", "/view/products/gb_200/history", "/view/stations/st_1/history"]
 
 
 def log_in(client, token=TOKEN, **form):
