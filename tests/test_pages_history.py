@@ -249,12 +249,17 @@ def test_the_search_pages_and_filters_products_and_processes_by_name(client, aut
 @pytest.mark.file_backend_only(reason="reads the start of the document files")
 def test_the_search_reads_only_the_start_of_each_document(app, client, auth):
     seed_example(client, auth)
+    # Whatever order a client sends the fields in, the stored document starts with the id and the name.
+    gql(client, auth, "mutation($s: StationInput!) { stationCreate(input: {station: $s}) }",
+        s={"name": "Sent name first", "id": "st_2"})
     documents = get_repository(app).documents
-    path = Path(app.config["DATA_DIR"]) / "orgs" / "default" / "processes" / "gearbox_test.json"
-    with open(path, "r+b") as handle:  # past the start that holds the name, the document is not read
-        handle.seek(NAME_HEAD_SIZE)
-        handle.write(b"not JSON" * 1000)
+    data = Path(app.config["DATA_DIR"]) / "orgs" / "default"
+    for path in (data / "processes" / "gearbox_test.json", data / "stations" / "st_2.json"):
+        with open(path, "r+b") as handle:  # past the start that holds the name, the document is not read
+            handle.seek(NAME_HEAD_SIZE)
+            handle.write(b"not JSON" * 1000)
     with pytest.raises(orjson.JSONDecodeError):
         documents.get("default", "processes", "gearbox_test")
     assert documents.names("default", "processes") == [
         ("gearbox_assembly", "Gearbox assembly"), ("gearbox_test", "Gearbox end-of-line test")]
+    assert documents.names("default", "stations") == [("st_1", "Press 1"), ("st_2", "Sent name first")]
