@@ -95,8 +95,9 @@ def stations():
 @login_required
 def history(kind, identifier):
     """The object's revisions, newest first (100 a page, `after` the last revision of the page before), and what
-    changed between two of them (`from`, `to`; the last two by default). Kept after the object is deleted. Reads three
-    history pages of at most 101 entries and the two revisions compared, whatever the history's length."""
+    changed between two of them (`from`, `to`; the last two by default). Kept after the object is deleted. Reads the 3
+    newest entries, a page of at most 101, the current document and the two revisions compared, whatever the
+    history's length."""
     problems = []
     after, chosen_from, chosen_to = (_revision_argument(name, problems) for name in ("after", "from", "to"))
     repo = _repository()
@@ -115,7 +116,7 @@ def history(kind, identifier):
     choices = {entry["revision"] for entry in listed if entry["change"] != DELETED}
     choices.update(number for number in (from_revision, to_revision) if number is not None and not problems)
     return render_template(
-        "pages/history.html", kind=kind, what=WHAT[kind], identifier=identifier, current=current,
+        "pages/history.html", kind=kind, identifier=identifier, current=current,
         deleted=newest[0] if newest[0]["change"] == DELETED else None, revisions=listed, after=after,
         next_after=next_after, choices=sorted(choices, reverse=True), from_revision=from_revision,
         to_revision=to_revision, comparison=comparison, problems=problems,
