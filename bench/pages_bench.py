@@ -9,7 +9,7 @@ connection, after a discarded warm-up of 10 requests each, `--runs` runs of `--r
 turn (the order of the kinds alternates from run to run):
 
     list            GET /view/processes?after=<random id>            (a page of 100)
-    list+search     GET /view/processes?q=<a digit pair>&after=...    (the id filter over the listing of names)
+    list+search     GET /view/processes?q=<a digit pair>&after=...    (the id and name filter over documents.names())
     process page    GET /view/processes/<the big process>
     process GraphQL POST /graph/v2 { process(id) { ...every field } }
 

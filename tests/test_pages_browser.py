@@ -1,5 +1,5 @@
 """The preview pages in a real browser (headless Chromium driven by Playwright) against real gunicorn, both backends:
-sign in, open every page of the docs' complete example, check what a person sees (steps in order, images decoded,
+sign in, open every page of the docs' complete example and the history of a second revision, check what a person sees (steps in order, images decoded,
 the video playing and seeking through the session cookie, the product's drawing), markup in names staying text, and
 sign out. Screenshots of each page, at 1440 and 768 pixels wide, go to `page-screenshots/` in the test run's
 temporary directory (pytest prints it with --basetemp, or see /tmp/pytest-of-<user>/)."""
@@ -143,6 +143,43 @@ def test_every_page_of_the_example_shows_what_the_operator_needs(server, backend
         shoot(page, screenshots, backend, name, width)
 
 
+def raise_the_torque_limit(url):
+    """A second revision of the example's assembly: the torque limit of `fit_bolts` raised to 24 Nm (sent twice, the
+    second is an unchanged push and stores nothing)."""
+    read = graphql(url, {"query": '{ process(id: "gearbox_assembly") { input } }'})
+    process = read["data"]["process"]["input"]
+    process["steps"][0]["actions"][1]["measurement"]["max"] = 24
+    graphql(url, {"query": "mutation($p: ProcessInput!) { processCreate(input: {process: $p}) }",
+                  "variables": {"p": process}})
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_history_of_a_process_says_what_changed_in_words(server, backend, browse, screenshots, width):
+    raise_the_torque_limit(server.url)
+    page = browse(width)
+    sign_in(page, "/view/processes/gearbox_assembly")
+    page.get_by_role("link", name="History").click()
+    expect(page).to_have_url(re.compile(r"/view/processes/gearbox_assembly/history$"), timeout=WAIT_MS)
+    expect(page.get_by_role("heading", level=1)).to_have_text("History of Gearbox assembly")
+    words = "step 1 `step_housing`: action `fit_bolts`: measurement max 22 -> 24 Nm"
+    expect(page.locator(".changes li")).to_have_text([words])
+    expect(page.locator(".revisions tbody tr")).to_have_count(2)
+    expect(page.get_by_label("From revision")).to_have_value("1")
+    shoot(page, screenshots, backend, "history", width)
+    # The other way round, chosen in the form.
+    page.get_by_label("From revision").select_option("2")
+    page.get_by_label("to revision").select_option("1")
+    page.get_by_role("button", name="Compare").click()
+    expect(page).to_have_url(re.compile(r"/history\?from=2&to=1$"), timeout=WAIT_MS)
+    expect(page.locator(".changes li")).to_have_text([words.replace("22 -> 24", "24 -> 22")])
+    # The search of the list finds the process by a word of its name.
+    page.goto("/view/processes")
+    search = page.get_by_label("Search processes by id or name")
+    search.fill("END-OF-LINE")
+    search.press("Enter")
+    expect(page.locator("main table a")).to_have_text(["Gearbox end-of-line test"])
+
+
 def test_the_video_plays_and_seeks_through_the_session_cookie(server, browse):
     page = browse()
     ranged = []
@@ -171,11 +208,16 @@ def test_markup_in_names_and_texts_is_shown_as_text_and_never_runs(server, backe
     expect(page.locator(".step-name")).to_have_text(HOSTILE)
     expect(page.locator(".note")).to_contain_text(HOSTILE)
     page.goto("/view/processes")
-    search = page.get_by_label("Search processes by id")
+    search = page.get_by_label("Search processes by id or name")
     search.fill(HOSTILE)
     search.press("Enter")
-    expect(page.locator("main")).to_contain_text(f"No processes with an id containing \u201c{HOSTILE}\u201d")
-    expect(search).to_have_value(HOSTILE)
+    # Found by its name, shown as text; a search that finds nothing is said, as text too.
+    expect(page.locator("main table a")).to_have_text([HOSTILE])
+    search = page.get_by_label("Search processes by id or name")
+    search.fill(HOSTILE + "!")
+    search.press("Enter")
+    expect(page.locator("main")).to_contain_text(f"No processes with an id or name containing \u201c{HOSTILE}!\u201d")
+    expect(search).to_have_value(HOSTILE + "!")
     assert page.evaluate("() => window.__pwned") is None
     assert page.locator("main script, main img[src='x']").count() == 0
     page.goto("/view/processes/hostile_names")

@@ -60,13 +60,15 @@ class ListPage(NamedTuple):
 
 
 def page_of_objects(repo, org, kind, after=None, contains="", size=LIST_PAGE_SIZE):
-    """The org's objects of `kind` in id order after the id `after`, `size` at most, only those whose id contains
-    `contains` (ignoring case) when it is given. Reads the listing of ids and the page's documents, no others."""
+    """The org's objects of `kind` in id order after the id `after`, `size` at most, only those whose id or name
+    contains `contains` (ignoring case) when it is given. Reads the ids (and names, when searching: a bounded start of
+    each document) and the page's documents, no others."""
     after = after if is_valid_id(after) else None  # anything else is no id of a page: start at the beginning
     if contains:
         needle = contains.casefold()
-        matching = [identifier for identifier in repo.documents.ids(org, kind)
-                    if (after is None or identifier > after) and needle in identifier.casefold()]
+        matching = [identifier for identifier, name in repo.documents.names(org, kind)
+                    if (after is None or identifier > after)
+                    and (needle in identifier.casefold() or needle in name.casefold())]
         found = (get_object(repo, org, kind, identifier) for identifier in matching[:size + 1])
         objects = [document for document in found if document is not None]  # removed since the listing
     else:

@@ -252,6 +252,9 @@ class DocumentStore(DocumentView, Protocol):
     def ids(self, org: str, kind: str) -> list[str]:
         """Every id of a kind, in byte order."""
 
+    def names(self, org: str, kind: str) -> list[tuple[str, str]]:
+        """(id, name) of every object of a kind, in id order, without reading whole documents (a search by name)."""
+
     def page(self, org: str, kind: str, first: int, after: str | None = None) -> Iterator[dict]:
         """Up to `first` documents with ids after `after`, in id order, read as the caller takes them."""
 

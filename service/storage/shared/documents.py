@@ -14,7 +14,7 @@ from service.errors import ObjectNotFound
 from service.storage.contract import (
     CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, RESTORED, UPDATED, Revision, Saved,
     check_revision, oldest_kept, without_meta)
-from service.storage.encoding import encode
+from service.storage.encoding import NAME_HEAD_SIZE, SHORT_NAME_HEAD_SIZE, encode, name_in_head
 
 # The timestamp format of service.storage.contract.utc_timestamp (2024-05-01T12:00:00.123Z), made by the database: one
 # clock for every node, read after the object's lock is taken, so updatedAt never goes back as revision goes up.
@@ -225,6 +225,24 @@ class SharedDocumentStore:
         with self.database.transaction() as connection:
             rows = connection.execute("SELECT id FROM documents WHERE org = %s AND kind = %s ORDER BY id", (org, kind))
             return [identifier for (identifier,) in rows]
+
+    def names(self, org, kind):
+        """(id, name) of every object of a kind, in id order, from the start of each body (service.storage.encoding
+        .name_in_head): SHORT_NAME_HEAD_SIZE characters, then NAME_HEAD_SIZE for the bodies whose name is longer, and
+        the whole body only for those whose start does not hold their name (an earlier version's). PostgreSQL
+        decompresses only the start of a body for this."""
+        heads = "SELECT id, substr(body, 1, %s) FROM documents WHERE org = %s AND kind = %s"
+        with self.database.transaction() as connection:
+            rows = connection.execute(heads + " ORDER BY id", (SHORT_NAME_HEAD_SIZE, org, kind)).fetchall()
+        names = {identifier: name_in_head(identifier, head.encode()) for identifier, head in rows}
+        unread = [identifier for identifier, name in names.items() if name is None]
+        if unread:
+            with self.database.transaction() as connection:
+                longer = connection.execute(heads + " AND id = ANY(%s)", (NAME_HEAD_SIZE, org, kind, unread)).fetchall()
+            for identifier, head in longer:
+                names[identifier] = name_in_head(identifier, head.encode()) \
+                    or (self.get(org, kind, identifier) or {}).get("name")
+        return [(identifier, name) for identifier, name in names.items() if name is not None]
 
     def page(self, org, kind, first, after=None):
         """Up to `first` documents with ids after `after`, in id order: one range scan of the primary key for their ids
