@@ -209,17 +209,19 @@ def test_readyz_on_the_file_backend_is_always_ready(client):
 def test_readyz_on_the_shared_backend_checks_both_engines(shared_app):
     response = shared_app.test_client().get("/readyz")
     assert response.status_code == 200
-    assert response.get_json() == {"status": "ready", "checks": {"database": "ok", "objectStore": "ok"}}
+    assert response.get_json() == {"status": "ready", "checks": {"database": "ok", "objects": "ok"}}
 
 
-def test_readyz_names_a_missing_bucket(upgraded, monkeypatch):
+def test_readyz_names_a_missing_bucket_and_stays_ready_for_documents(upgraded, monkeypatch):
     for name, value in {**upgraded, "WIS_S3_BUCKET": "no-such-bucket"}.items():
         monkeypatch.setenv(name, value)
-    response = create_app({"TESTING": True}).test_client().get("/readyz")
-    assert response.status_code == 503
+    app = create_app({"TESTING": True})
+    response = app.test_client().get("/readyz")
+    get_repository(app).close()
+    assert response.status_code == 200
     answer = response.get_json()
-    assert answer["checks"]["database"] == "ok" and "no-such-bucket" in answer["checks"]["objectStore"]
-    assert answer["error"].startswith("not ready: objectStore (") and "no-such-bucket" in answer["error"]
+    assert answer["checks"]["database"] == "ok"
+    assert answer["checks"]["objects"].startswith("down: ") and "no-such-bucket" in answer["checks"]["objects"]
 
 
 def test_readyz_names_an_unreachable_database(upgraded, monkeypatch):
@@ -231,7 +233,8 @@ def test_readyz_names_an_unreachable_database(upgraded, monkeypatch):
     get_repository(app).database.close()
     assert response.status_code == 503
     answer = response.get_json()
-    assert answer["checks"]["objectStore"] == "ok" and "PostgreSQL" in answer["checks"]["database"]
+    assert answer["checks"]["objects"] == "ok" and answer["checks"]["database"].startswith("down: ")
+    assert "Connection refused" in answer["checks"]["database"]
     assert answer["error"].startswith("not ready: database (")
 
 
@@ -276,7 +279,7 @@ def test_serve_starts_on_a_ready_shared_backend(tmp_path, upgraded, server_proce
             except requests.ConnectionError:
                 assert process.poll() is None and time.monotonic() < deadline, "wis serve did not start"
                 time.sleep(0.1)
-        assert answer.status_code == 200 and answer.json()["checks"] == {"database": "ok", "objectStore": "ok"}
+        assert answer.status_code == 200 and answer.json()["checks"] == {"database": "ok", "objects": "ok"}
     finally:
         process.terminate()
         assert process.wait(timeout=30) == 0

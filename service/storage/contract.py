@@ -285,7 +285,8 @@ class Repository(Protocol):
         """True for exactly one caller once a sweep interval has passed."""
 
     def check_ready(self) -> dict[str, str | None]:
-        """{engine: None, or its problem} of each engine the backend needs."""
+        """{engine: None, or its problem} of each engine the backend needs: `database` (documents; the node is not
+        ready without it) and `objects` (media and uploads bytes; the node still serves documents without it)."""
 
     def secret_key(self) -> str:
         """The key that signs session cookies when WIS_SECRET_KEY is unset: made once for every worker and node."""
