@@ -249,6 +249,9 @@ def _missing_modules(names):
     return missing
 
 
+MAX_DEFAULT_WORKERS = 8
+
+
 def load_server_config(environ=None):
     """Gunicorn's settings (by gunicorn's names) and the deadlines of the service's worker (service.server.worker) from
     the WIS_* variables; command-line flags still win."""
@@ -259,7 +262,10 @@ def load_server_config(environ=None):
         # gthread, with each request received in the event loop until a thread can serve it without waiting: a
         # client that sends its request slowly, or stops, holds a file descriptor and a small buffer, not a thread.
         "worker_class": "service.server.worker.ReadAheadWorker",
-        "workers": _cpu_count() + 1,
+        # CPUs + 1, at most MAX_DEFAULT_WORKERS: each worker holds its own database pool on the shared backend, and
+        # two default nodes on 16-core hosts would otherwise need 2 x 17 x 4 = 136 connections (PostgreSQL's default
+        # max_connections is 100). 8 threaded workers keep a host busy; WIS_WORKERS sets more.
+        "workers": min(_cpu_count() + 1, MAX_DEFAULT_WORKERS),
         # Requests served at once per worker (uploads streaming their bodies, GraphQL queries).
         "threads": 32,
         # Connections a worker holds, arriving, served or kept alive (gunicorn's default): each costs a file

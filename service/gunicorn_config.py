@@ -90,6 +90,7 @@ class JsonLogger(Logger):
             handler.addFilter(observability.RequestIdFilter())
         service_log.setLevel(self.loglevel)
         service_log.propagate = False
+        observability.route_engine_logs(service_log.handlers)
 
     def access(self, resp, req, environ, request_time):
         # Method, path and status only: never headers (the API token) nor query strings.

@@ -2,7 +2,7 @@
 (stopped for 20 s and then for 70 s, and its max_connections filled by other clients), with upserts sent all along.
 
 While the database is known to be down every request is refused within 1 s (503 JSON or SERVICE_UNAVAILABLE), /readyz
-says so and /metrics still answers; within 5 s of its return everything is served again, whatever the outage's
+says so and /metrics still answers, counting the refusals; within 5 s of its return everything is served again, whatever the outage's
 length. A database whose max_connections other clients hold is not an outage: the node keeps serving and stays ready.
 
 The outages are long because the issue measured them so (the pool's backoff made the 70 s one cost 37-47 s more):
@@ -16,6 +16,7 @@ import requests
 
 from support.backends import SharedBackend
 from support.engines import PostgresServer
+from support.metrics import metric_value
 from support.servers import SHIPPED_WORKER_CLASS
 from support.tokens import HEADERS
 
@@ -112,7 +113,13 @@ def outage(url, postgres, traffic, seconds):
     status, answer = readiness(url)
     assert status == 503 and answer["checks"]["database"].startswith("down: "), answer
     assert answer["error"].startswith("not ready: database (") and answer["checks"]["objects"] == "ok", answer
-    # Both workers know: a request to either is refused at once.
+    # Monitoring sees it: /metrics answers without the database, with the refusals counted.
+    time.sleep(2)
+    scraped = requests.get(url + "/metrics", timeout=30)
+    assert scraped.status_code == 200, scraped.text[:300]
+    assert metric_value(scraped.text, "wis_database_up") == 0
+    assert metric_value(scraped.text, "wis_engine_errors_total", engine="database", kind="down") > 0
+    assert metric_value(scraped.text, "wis_graphql_errors_total", code="SERVICE_UNAVAILABLE") > 0
     time.sleep(max(0.0, stopped + seconds - time.monotonic()))
     postgres.start()
     back = time.monotonic()
@@ -127,6 +134,9 @@ def outage(url, postgres, traffic, seconds):
     recovered = (failed[-1][0] + failed[-1][1] - back) if failed else 0.0
     assert recovered < RECOVERED_WITHIN_SECONDS, failed[-5:]
     assert readiness(url)[0] == 200
+    scraped = requests.get(url + "/metrics", timeout=30).text
+    assert metric_value(scraped, "wis_database_up") == 1
+    assert metric_value(scraped, "wis_database_pool_connections", state="open") >= 1
     return round(known - stopped, 2), round(slowest_refusal, 3), round(recovered, 2)
 
 

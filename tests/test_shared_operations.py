@@ -1,9 +1,11 @@
 """Operating the shared backend against real PostgreSQL and SeaweedFS: `wis db upgrade`, `wis migrate`, `wis gc`,
 `GET /readyz`, and the start-up refusals of `wis serve`."""
 import os
+import shlex
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -19,6 +21,7 @@ from support.servers import WIS, run_wis
 from support.tokens import HEADERS, TOKENS
 from support.uploads import create_stream, send_chunk, stream_status, upload
 
+REPOSITORY = Path(__file__).resolve().parents[1]
 # Settings of the outer environment that would leak into a `wis` run: each test gives its own.
 OUTER = ("WIS_", "DATABASE_URL", "AWS_")
 
@@ -264,6 +267,48 @@ def test_serve_refuses_a_wrong_shared_configuration_with_one_line(tmp_path, upgr
 def test_serve_refuses_a_database_not_upgraded(tmp_path, shared_settings, server_process):
     line = one_line(serve(server_process, shared_settings, tmp_path))
     assert line.startswith("work-instruction service: ") and "wis db upgrade" in line
+    assert "WIS_DATABASE_URL has schema version 0" in line
+
+
+def procfile(kind, port):
+    """The Procfile's command of `kind` (release, web) as argv, listening on loopback (0.0.0.0 is for hosting)."""
+    line = next(line for line in (REPOSITORY / "Procfile").read_text().splitlines() if line.startswith(f"{kind}:"))
+    return [arg.replace("0.0.0.0:", "127.0.0.1:") for arg in shlex.split(line.removeprefix(f"{kind}:").replace(
+        "$PORT", str(port)))]
+
+
+def test_the_procfile_deploys_on_a_fresh_database_set_as_platforms_do(tmp_path, shared_settings, server_process):
+    """A platform sets DATABASE_URL, runs `release:` on each deploy, then starts `web:` (CONTRACT 13)."""
+    settings = {name: value for name, value in shared_settings.items() if name != "WIS_DATABASE_URL"}
+    settings.update(DATABASE_URL=shared_settings["WIS_DATABASE_URL"], PATH=f"{WIS.parent}{os.pathsep}{os.environ['PATH']}")
+    port = free_port()
+    refused = server_process.run(procfile("web", port), cwd=tmp_path, env=clean_environment(**settings),
+                                 capture_output=True, text=True, timeout=90)
+    line = one_line(refused)
+    # The message names the variable that was set, and the Procfile line that fixes it.
+    assert "the database at DATABASE_URL has schema version 0" in line and "WIS_DATABASE_URL" not in line, line
+    release = subprocess.run(procfile("release", port), cwd=tmp_path, env=clean_environment(**settings),
+                             capture_output=True, text=True, timeout=120)
+    assert release.returncode == 0 and f"database schema at version {len(MIGRATIONS)}" in release.stdout, release
+    process = server_process(procfile("web", port), cwd=tmp_path, env=clean_environment(**settings),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for_readyz(process, port).json()["checks"] == {"database": "ok", "objects": "ok"}
+    finally:
+        process.terminate()
+        assert process.wait(timeout=30) == 0
+
+
+def wait_for_readyz(process, port):
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            answer = requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+            assert answer.status_code == 200, answer.text
+            return answer
+        except requests.ConnectionError:
+            assert process.poll() is None and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.1)
 
 
 def test_serve_starts_on_a_ready_shared_backend(tmp_path, upgraded, server_process):
@@ -271,15 +316,7 @@ def test_serve_starts_on_a_ready_shared_backend(tmp_path, upgraded, server_proce
     process = server_process([str(WIS), "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1"], cwd=tmp_path,
                              env=clean_environment(**upgraded), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                answer = requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
-                break
-            except requests.ConnectionError:
-                assert process.poll() is None and time.monotonic() < deadline, "wis serve did not start"
-                time.sleep(0.1)
-        assert answer.status_code == 200 and answer.json()["checks"] == {"database": "ok", "objects": "ok"}
+        assert wait_for_readyz(process, port).json()["checks"] == {"database": "ok", "objects": "ok"}
     finally:
         process.terminate()
         assert process.wait(timeout=30) == 0

@@ -72,6 +72,9 @@ class SharedRepository:
     def sweep_due(self):
         return self._sweep_schedule.due()
 
+    def engine_stats(self):
+        return self.database.stats()
+
     def check_ready(self):
         """{engine: None when it answers, else why not} for the database (this process's pool and circuit: no new
         connection) and the object store."""

@@ -7,6 +7,7 @@ requests that find out, at once for those that come while the database is known 
 process serves again within a second or so of the database's return, whatever the length of the outage.
 """
 import contextlib
+import logging
 import os
 import socket
 import threading
@@ -18,6 +19,8 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from service.errors import ConfigurationError, DatabaseUnavailable
 from service.storage.shared.circuit import Circuit
+
+log = logging.getLogger(__name__)
 
 # Connections per worker process (WIS_DB_POOL_SIZE). gunicorn's threads wait for one here rather than opening more:
 # nodes x workers x this must stay under the server's max_connections (100 by default).
@@ -222,8 +225,11 @@ class Database:
     def _came_back(self):
         self._connection_pool()  # connecting starts now, before the first request asks
 
-    def _unavailable(self, cause):
-        return DatabaseUnavailable(f"{DatabaseUnavailable.message} ({cause})")
+    @staticmethod
+    def _unavailable(kind):
+        error = DatabaseUnavailable()
+        error.kind = kind
+        return error
 
     def _take_connection(self):
         """A pooled connection, waiting at most pool_wait_seconds for one; DatabaseUnavailable at once while the
@@ -232,15 +238,14 @@ class Database:
         while True:
             pool, circuit = self._connection_pool()
             if circuit.cause is not None:
-                raise self._unavailable(circuit.cause)
+                raise self._unavailable("down")
             try:
                 return pool, pool.getconn(timeout=max(0.01, min(WAIT_SLICE_SECONDS, deadline - time.monotonic())))
             except PoolClosed:
                 continue  # dropped by the circuit meanwhile: the next turn refuses, naming the cause
             except PoolTimeout:
                 if time.monotonic() >= deadline:
-                    raise self._unavailable(f"no connection of this process's pool of {self.pool_size} was free "
-                                            f"within {self.pool_wait_seconds:g} s") from None
+                    raise self._unavailable("busy") from None
 
     @contextlib.contextmanager
     def transaction(self):
@@ -252,8 +257,10 @@ class Database:
                 yield connection
         except Exception as error:
             if _is_unavailable(error):
+                # Logged once here; an outage is logged once by the circuit, whatever the requests it refuses.
+                log.warning("a database call failed: %s", " ".join(str(error).split()))
                 self._circuit.suspect()
-                raise self._unavailable(" ".join(str(error).split())) from error
+                raise self._unavailable("lost") from error
             raise
         finally:
             pool.putconn(connection)

@@ -136,16 +136,10 @@ def count_open_of(connection, org, since):
 
 
 def save_open_count(connection, since):
-    """Count the streams of every org that are open and were touched at or after `since`, and keep the count."""
-    connection.execute(
+    """Count the streams of every org that are open and were touched at or after `since`, keep the count, return it."""
+    return connection.execute(
         "INSERT INTO open_streams_count (streams) SELECT count(*) FROM streams WHERE state = %s AND touched_at >= %s "
-        "ON CONFLICT (one) DO UPDATE SET streams = EXCLUDED.streams", (OPEN, since))
-
-
-def open_count(connection):
-    """The count the last sweep kept, or 0 before any sweep."""
-    row = connection.execute("SELECT streams FROM open_streams_count").fetchone()
-    return 0 if row is None else row[0]
+        "ON CONFLICT (one) DO UPDATE SET streams = EXCLUDED.streams RETURNING streams", (OPEN, since)).fetchone()[0]
 
 
 def touched_before(connection, cutoff):

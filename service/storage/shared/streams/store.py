@@ -28,6 +28,7 @@ class SharedStreamStore:
         self.max_open = max_open
         # Makes stream ids (service.storage.fresh_names): random, or seeded in test mode.
         self.new_hex = new_hex
+        self._open_count = None  # as this process's last sweep counted them (open_count)
 
     def _stream_key(self, org, stream_id, name):
         return self.objects.key(f"streams/{org}/{stream_id}/{name}")
@@ -97,9 +98,9 @@ class SharedStreamStore:
             return rows.open_ids(connection, org, self.clock() - self.ttl_seconds)
 
     def open_count(self):
-        """The open streams of every org as the last sweep counted them: one row, however many."""
-        with self.database.transaction() as connection:
-            return rows.open_count(connection)
+        """The open streams of every org as this process's last sweep counted them (None before one): from memory,
+        so /metrics needs no database."""
+        return self._open_count
 
     # -- receiving ---------------------------------------------------------------------------------------------------
 
@@ -221,7 +222,7 @@ class SharedStreamStore:
         removed = 0
         with self.database.transaction() as connection:
             # The open streams counted are those active since the cutoff, which this sweep does not remove.
-            rows.save_open_count(connection, cutoff)
+            self._open_count = rows.save_open_count(connection, cutoff)
             expired = rows.touched_before(connection, cutoff)
         for org, stream_id in expired:
             with self.database.transaction() as connection:
