@@ -44,7 +44,7 @@ class SharedRepository:
         self.new_hex = name_source(test_seed, self.names_counter)
         self.documents = SharedDocumentStore(self.database)
         self.media = SharedMediaStore(self.database, self.objects, self.spool, clock)
-        self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds, clock,
+        self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds,
                                          max_open_streams, self.new_hex)
         self.faults = FaultStore(self.data_dir, test_seed)
         self.journal = JournalStore(self.data_dir)

@@ -111,6 +111,14 @@ MIGRATIONS = [
         value text NOT NULL
     );
     """,
+    # One clock for stream expiry (CONTRACT 13): touched_at is the database's clock from now on, and each stream keeps
+    # the time-to-live of the node that made it (streams made before this get the default, 24 h).
+    """
+    ALTER TABLE streams ADD COLUMN ttl double precision NOT NULL DEFAULT 86400;
+    UPDATE streams SET touched_at = extract(epoch from clock_timestamp()) WHERE touched_at > extract(epoch from clock_timestamp());
+    CREATE INDEX streams_expiry ON streams ((touched_at + ttl));
+    DROP INDEX streams_touched;
+    """,
 ]
 # Taken by `upgrade` for its transaction, so several nodes running it at once apply each migration once.
 UPGRADE_LOCK = 0x5749_5301
