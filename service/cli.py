@@ -278,3 +278,9 @@ def migrate_command(args):
         print(f"{what}: {outcomes['copied']} copied, {outcomes['unchanged']} unchanged")
     copied = sum(outcomes["copied"] for outcomes in counts.values())
     print(f"{copied} item(s) copied" if copied else "nothing changed: the shared backend already holds everything")
+    token_file = Path(args.from_data_dir).absolute() / DEFAULT_TOKEN_FILE
+    if token_file.is_file():
+        # The token is a secret: say where it is and the form of the entry, never the token itself.
+        print(f"the org `default` used the default token kept in {token_file}: the shared backend accepts only "
+              f"WIS_API_TOKENS, so add `default:<the token in that file>` to it, or its clients are refused (401); "
+              "see docs/shared-backend.md, \"Moving in\"", file=sys.stderr)

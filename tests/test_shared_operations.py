@@ -142,9 +142,15 @@ def fill_data_directory(data_dir):
 def test_migrate_copies_a_data_directory_and_a_second_run_changes_nothing(tmp_path, upgraded, shared_app):
     source_app, stream_id = fill_data_directory(tmp_path / "old-data")
     source = get_repository(source_app)
+    # The data directory's org `default` was reached with the embedded default token (no WIS_API_TOKENS).
+    token_file = tmp_path / "old-data" / "default-token"
+    token_file.write_text("the-secret-default-token\n")
 
     done = wis("migrate", "--from-data-dir", str(tmp_path / "old-data"), settings=upgraded)
     assert done.returncode == 0, done.stderr
+    # What to add to WIS_API_TOKENS, and where the token is: never the token itself.
+    assert f"the default token kept in {token_file}" in done.stderr and "`default:<the token in that file>`" in \
+        done.stderr and "the-secret-default-token" not in done.stderr + done.stdout
     assert done.stdout.splitlines() == ["media: 1 copied, 0 unchanged", "processes: 2 copied, 0 unchanged",
                                         "stations: 1 copied, 0 unchanged", "streams: 1 copied, 0 unchanged",
                                         "5 item(s) copied"]
