@@ -148,6 +148,11 @@ class TusBody(Protocol):
     def upload_head(self, size) -> bytes:
         """The first `size` bytes of the upload: committed ones, then this body's."""
 
+    def commit(self) -> None:
+        """Make what this body received so far part of the upload now, its `offset` moving on and `size` starting from
+        0 (CONTRACT 13: a long PATCH committed in parts, so a crash keeps them); a no-op on a store that commits a
+        body only when it ends. The caller has checked what arrived."""
+
 
 class CompletionRules(Protocol):
     """What the domain decides when a stream's file is whole; the store asks under the stream's lock."""

@@ -23,6 +23,7 @@ from service.storage.shared.media import SharedMediaStore
 from service.storage.shared.objects import ObjectStore
 from service.storage.shared.secrets import shared_secret
 from service.storage.shared.streams import SharedStreamStore
+from service.storage.shared.streams.spool import remove_orphans
 
 # Where this node spools request bodies on their way to the bucket.
 SPOOL = "spool"
@@ -37,6 +38,8 @@ class SharedRepository:
         self.data_dir = Path(data_dir)
         self.spool = self.data_dir / SPOOL
         self.spool.mkdir(parents=True, exist_ok=True)
+        # What killed processes left in the spool goes as soon as the node's next process opens the repository.
+        remove_orphans(self.spool)
         self.clock = clock
         self.database = Database(database_url, **(database_options or {}))
         self.objects = ObjectStore(bucket, prefix)

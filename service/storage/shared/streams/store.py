@@ -174,8 +174,9 @@ class SharedStreamStore:
     def append_tus(self, org, stream_id, receive, rules, lock_timeout=None):
         """Receive a tus PATCH body to the spool with `receive(SharedTusAppend)` (no lock is held meanwhile: the offset
         is checked again when it commits), then commit it and complete the upload when it is whole, asking `rules`
-        (contract.CompletionRules), in one transaction under the row lock; return a StreamWrite. Whatever raises,
-        nothing of the body is kept."""
+        (contract.CompletionRules), in one transaction under the row lock; return a StreamWrite. A long body is
+        committed in parts on the way when `receive` asks (SharedTusAppend.commit); whatever raises, nothing of the
+        body past its last committed part is kept."""
         appending = self.tus_append(org, stream_id)
         try:
             receive(appending)
@@ -189,7 +190,11 @@ class SharedStreamStore:
         row = self.peek(org, stream_id)
         if row is None:
             raise StreamNotFound()
-        return SharedTusAppend(self.spool, row)
+        return SharedTusAppend(self.spool, row, lambda appending: self._commit_part(org, stream_id, appending))
+
+    def _commit_part(self, org, stream_id, appending):
+        with self.open(org, stream_id) as stream:
+            stream.append_body(appending)
 
     # -- ending ------------------------------------------------------------------------------------------------------
 
