@@ -286,7 +286,8 @@ def procfile(kind, port):
 def test_the_procfile_deploys_on_a_fresh_database_set_as_platforms_do(tmp_path, shared_settings, server_process):
     """A platform sets DATABASE_URL, runs `release:` on each deploy, then starts `web:` (CONTRACT 13)."""
     settings = {name: value for name, value in shared_settings.items() if name != "WIS_DATABASE_URL"}
-    settings.update(DATABASE_URL=shared_settings["WIS_DATABASE_URL"], PATH=f"{WIS.parent}{os.pathsep}{os.environ['PATH']}")
+    settings.update(DATABASE_URL=shared_settings["WIS_DATABASE_URL"], PATH=f"{WIS.parent}{os.pathsep}{os.environ['PATH']}",
+                    WIS_WORKERS="1")
     port = free_port()
     refused = server_process.run(procfile("web", port), cwd=tmp_path, env=clean_environment(**settings),
                                  capture_output=True, text=True, timeout=90)
