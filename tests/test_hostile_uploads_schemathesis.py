@@ -33,17 +33,33 @@ TARGETS = [(method, path, target) for method, path in OPERATIONS
            for target in (("unknown", "existing") if "{" in path else ("unknown",))]
 
 
-def _has_inputs(method, path):
-    """Whether an operation takes anything an invalid request could get wrong (tus OPTIONS takes nothing)."""
+def _can_be_invalid(parameter, target):
+    """Whether an invalid request can get this parameter wrong: a path parameter unless the test fixes it (the existing
+    target), and any other but an optional header taking any string (such as Range: no value of it is invalid)."""
+    if "$ref" in parameter:
+        parameter = DOCUMENT["components"]["parameters"][parameter["$ref"].rsplit("/", 1)[1]]
+    if parameter["in"] == "path":
+        return target != "existing"
+    return not (parameter["in"] == "header" and not parameter.get("required", False)
+                and parameter.get("schema", {}) == {"type": "string"})
+
+
+def _has_inputs(method, path, target):
+    """Whether an operation takes anything an invalid request could get wrong (tus OPTIONS takes nothing; a media
+    GET on an existing name only its token, and two ways to authenticate leave schemathesis none to break)."""
     item = PATH_ITEMS[path]
-    return bool(item.get("parameters") or item[method.lower()].get("parameters") or
-                item[method.lower()].get("requestBody"))
+    parameters = [*item.get("parameters", ()), *item[method.lower()].get("parameters", ())]
+    # With one way to authenticate, a request without it is invalid; with two (media: the token or the session
+    # cookie), leaving out either is valid.
+    one_way_in = len(item[method.lower()].get("security", DOCUMENT.get("security", ()))) == 1
+    return (any(_can_be_invalid(parameter, target) for parameter in parameters)
+            or bool(item[method.lower()].get("requestBody")) or one_way_in)
 
 
 # Valid requests for every operation; invalid ones for every operation that takes an input.
 CASES = [(method, path, target, mode) for method, path, target in TARGETS
          for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
-         if mode == GenerationMode.POSITIVE or _has_inputs(method, path)]
+         if mode == GenerationMode.POSITIVE or _has_inputs(method, path, target)]
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
 MP4 = b"\0\0\0\x18ftypmp42" + bytes(range(256))
 # Schema-valid requests may still be refused for what JSON Schema cannot say (400: the file's sniffed

@@ -1,11 +1,11 @@
-"""The pytest example of docs/incoming/test-double.md passes as written, in a project of its own that has only the
+"""The pytest example of docs/test-double.md passes as written, in a project of its own that has only the
 installed package (its pytest11 plugin)."""
 import re
 from pathlib import Path
 
 pytest_plugins = ["pytester"]
 
-DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "incoming" / "test-double.md"
+DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "test-double.md"
 
 
 def test_the_documented_pytest_example_passes_as_written(pytester):
