@@ -7,6 +7,7 @@ length. A database whose max_connections other clients hold is not an outage: th
 
 The outages are long because the issue measured them so (the pool's backoff made the 70 s one cost 37-47 s more):
 they share one test, one server and one node, so the suite pays for them once."""
+import json
 import threading
 import time
 
@@ -151,6 +152,13 @@ def test_database_outages_of_20_and_70_seconds_fail_fast_and_recover_within_5_se
         traffic.stop()
         own_postgres.start()
     print("\n(known down after s, slowest refusal s, recovered after s) by outage length:", figures)
+    # The log stayed JSON, one object a line (the pool's warnings included), and said each outage once per worker,
+    # not once per refused request. (Lines starting with "[" are gunicorn's own: this test server does not load
+    # service.gunicorn_config, whose logger writes JSON too.)
+    lines = [json.loads(line) for line in node.stderr_text.splitlines() if line.strip() and not line.startswith("[")]
+    down = [line for line in lines if line["message"].startswith("the database (PostgreSQL) is unreachable")]
+    assert 2 <= len(down) <= 2 * 2, [line["message"] for line in down]
+    assert all(line["levelname"] == "ERROR" and line["name"] == "service.storage.shared.circuit" for line in down)
 
 
 def test_max_connections_held_by_others_is_no_outage(node, own_postgres):
