@@ -15,7 +15,7 @@ from service.config import load_config, uses_shared_backend
 from service.domain.media_gc import delete_media, unreferenced_media
 from service.errors import ConfigurationError, StorageFailed
 from service.interface import DESTINATIONS, MB
-from service.storage import open_repository
+from service.storage import database_options, open_repository
 from service.storage.files import FileRepository
 from service.storage.migration import copy_data_directory, is_data_directory
 from service.storage.tokens import DEFAULT_TOKEN_FILE
@@ -256,11 +256,11 @@ def gc_command(args):
 def db_upgrade_command(args):
     config = load_config(serving=False)
     if not uses_shared_backend(config):
-        raise UsageError("no database configured: set WIS_DATABASE_URL (or DATABASE_URL) to the PostgreSQL database "
-                         "of the shared backend")
+        raise UsageError("no database configured: set WIS_DATABASE_URL (or DATABASE_URL, as Procfile platforms do) to "
+                         "the PostgreSQL database of the shared backend")
     from service.storage.shared.database import Database  # psycopg loads only for the shared backend
 
-    before, after = Database(config["DATABASE_URL"]).upgrade()
+    before, after = Database(config["DATABASE_URL"], **database_options(config)).upgrade()
     print(f"database schema at version {after} " + (f"(was {before})" if before != after else "(already up to date)"))
 
 
@@ -278,3 +278,9 @@ def migrate_command(args):
         print(f"{what}: {outcomes['copied']} copied, {outcomes['unchanged']} unchanged")
     copied = sum(outcomes["copied"] for outcomes in counts.values())
     print(f"{copied} item(s) copied" if copied else "nothing changed: the shared backend already holds everything")
+    token_file = Path(args.from_data_dir).absolute() / DEFAULT_TOKEN_FILE
+    if token_file.is_file():
+        # The token is a secret: say where it is and the form of the entry, never the token itself.
+        print(f"the org `default` used the default token kept in {token_file}: the shared backend accepts only "
+              f"WIS_API_TOKENS, so add `default:<the token in that file>` to it, or its clients are refused (401); "
+              "see docs/shared-backend.md, \"Moving in\"", file=sys.stderr)

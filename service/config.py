@@ -32,6 +32,14 @@ DEFAULTS = {
     # The shared backend (CONTRACT 8): PostgreSQL for documents, stream state and the media index, an S3 bucket for
     # the bytes. Both or neither; with neither, everything stays under DATA_DIR.
     "DATABASE_URL": None,
+    # The variable DATABASE_URL came from (messages name the one the operator set), None when set otherwise.
+    "DATABASE_URL_VARIABLE": None,
+    # Database connections per worker process, and how long a request waits for a free one (CONTRACT 13): a node
+    # holds up to workers x DB_POOL_SIZE connections.
+    "DB_POOL_SIZE": 4,
+    "DB_POOL_WAIT_SECONDS": 5.0,
+    # How this node names itself to the database (application_name) and in logs; None: the host name.
+    "NODE_NAME": None,
     "S3_BUCKET": None,
     "S3_PREFIX": "",
     # The preview pages' sessions (CONTRACT 11): the key that signs their cookies (None: one is made once and kept by
@@ -70,6 +78,13 @@ def _session_hours(value):
     if not (math.isfinite(hours) and hours > 0):
         raise ValueError("must be a number of hours greater than 0")
     return hours
+
+
+def _seconds(value):
+    seconds = float(value)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError("must be a number of seconds greater than 0")
+    return seconds
 
 
 # A key shorter than this is guessable enough to forge sessions offline.
@@ -119,6 +134,9 @@ ENVIRONMENT = {
     "WIS_DATABASE_URL": ("DATABASE_URL", str),
     "WIS_S3_BUCKET": ("S3_BUCKET", str),
     "WIS_S3_PREFIX": ("S3_PREFIX", str),
+    "WIS_DB_POOL_SIZE": ("DB_POOL_SIZE", _positive_int),
+    "WIS_DB_POOL_WAIT_SECONDS": ("DB_POOL_WAIT_SECONDS", _seconds),
+    "WIS_NODE_NAME": ("NODE_NAME", str),
     "WIS_SECRET_KEY": ("SECRET_KEY", _secret_key),
     "WIS_SESSION_HOURS": ("SESSION_HOURS", _session_hours),
     "WIS_SECURE_COOKIES": ("SECURE_COOKIES", _flag),
@@ -126,13 +144,6 @@ ENVIRONMENT = {
 SECRET_VARIABLES = {"WIS_SECRET_KEY"}
 # Settings whose overrides are parsed as their variable is (an embedding caller may give a string or a list).
 PARSED_OVERRIDES = {"CORS_ORIGINS": "WIS_CORS_ORIGINS"}
-
-
-def _seconds(value):
-    seconds = float(value)
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError("must be a number of seconds greater than 0")
-    return seconds
 
 
 def _bytes_per_second(value):
@@ -169,6 +180,8 @@ def read_environment(table, defaults, environ):
         raw = environ.get(variable, "").strip()
         if raw:
             config[key] = _parse(variable, parse, raw)
+            if key == "DATABASE_URL":
+                config["DATABASE_URL_VARIABLE"] = variable
     return config
 
 
@@ -188,6 +201,8 @@ def load_config(overrides=None, environ=None, serving=True):
     overrides = overrides or {}
     config = read_environment(ENVIRONMENT, DEFAULTS, os.environ if environ is None else environ)
     config.update(overrides)
+    if "DATABASE_URL" in overrides and "DATABASE_URL_VARIABLE" not in overrides:
+        config["DATABASE_URL_VARIABLE"] = None
     for key, variable in PARSED_OVERRIDES.items():
         if key in overrides:
             config[key] = _parse(variable, ENVIRONMENT[variable][1], overrides[key])
@@ -202,6 +217,12 @@ def uses_shared_backend(config):
     return bool(config["DATABASE_URL"])
 
 
+def database_url_variable(config):
+    """The name to put in a message about the database URL: the variable the operator set, or both when it came from
+    elsewhere (an embedding caller) or nowhere yet."""
+    return config.get("DATABASE_URL_VARIABLE") or "WIS_DATABASE_URL (or DATABASE_URL)"
+
+
 # What the shared backend imports, installed by the `shared` extra.
 SHARED_BACKEND_MODULES = ("psycopg", "psycopg_pool", "boto3")
 SHARED_BACKEND_INSTALL = "pip install 'work-instruction-service[shared]' (from a checkout: pip install '.[shared]')"
@@ -212,20 +233,20 @@ def check_backend(config, serving=True):
     without tokens for a service that serves requests (an ephemeral disk keeps no default token, and every node must
     accept the same ones), or a test seed outside test mode."""
     if config["DATABASE_URL"] and not config["S3_BUCKET"]:
-        raise ConfigurationError("WIS_S3_BUCKET is required with a database URL (WIS_DATABASE_URL or DATABASE_URL): "
-                                 "media and upload bytes go to that S3 bucket")
+        raise ConfigurationError(f"WIS_S3_BUCKET is required with a database URL ({database_url_variable(config)} is "
+                                 "set): media and upload bytes go to that S3 bucket")
     if config["S3_BUCKET"] and not config["DATABASE_URL"]:
         raise ConfigurationError("WIS_DATABASE_URL (or DATABASE_URL) is required with WIS_S3_BUCKET: documents, "
                                  "stream state and the media index go to that PostgreSQL database")
     if config["DATABASE_URL"] and (missing := _missing_modules(SHARED_BACKEND_MODULES)):
-        raise ConfigurationError(f"the shared backend (WIS_DATABASE_URL or DATABASE_URL) needs {', '.join(missing)}, "
+        raise ConfigurationError(f"the shared backend ({database_url_variable(config)} is set) needs {', '.join(missing)}, "
                                  f"not installed: {SHARED_BACKEND_INSTALL}")
     if serving and config["TEST_SEED"] is not None and not config["TEST_MODE"]:
         raise ConfigurationError("WIS_TEST_SEED is for test mode only (WIS_TEST_MODE=1): a service in production must "
                                  "not make up names anyone can predict")
     if serving and config["DATABASE_URL"] and not str(config["API_TOKENS"]).strip():
-        raise ConfigurationError("WIS_API_TOKENS is required with the shared backend (WIS_DATABASE_URL and "
-                                 "WIS_S3_BUCKET): there is no default token on a shared or ephemeral disk")
+        raise ConfigurationError(f"WIS_API_TOKENS is required with the shared backend ({database_url_variable(config)} "
+                                 "and WIS_S3_BUCKET are set): there is no default token on a shared or ephemeral disk")
 
 
 def _missing_modules(names):
@@ -238,6 +259,9 @@ def _missing_modules(names):
     return missing
 
 
+MAX_DEFAULT_WORKERS = 8
+
+
 def load_server_config(environ=None):
     """Gunicorn's settings (by gunicorn's names) and the deadlines of the service's worker (service.server.worker) from
     the WIS_* variables; command-line flags still win."""
@@ -248,7 +272,10 @@ def load_server_config(environ=None):
         # gthread, with each request received in the event loop until a thread can serve it without waiting: a
         # client that sends its request slowly, or stops, holds a file descriptor and a small buffer, not a thread.
         "worker_class": "service.server.worker.ReadAheadWorker",
-        "workers": _cpu_count() + 1,
+        # CPUs + 1, at most MAX_DEFAULT_WORKERS: each worker holds its own database pool on the shared backend, and
+        # two default nodes on 16-core hosts would otherwise need 2 x 17 x 4 = 136 connections (PostgreSQL's default
+        # max_connections is 100). 8 threaded workers keep a host busy; WIS_WORKERS sets more.
+        "workers": min(_cpu_count() + 1, MAX_DEFAULT_WORKERS),
         # Requests served at once per worker (uploads streaming their bodies, GraphQL queries).
         "threads": 32,
         # Connections a worker holds, arriving, served or kept alive (gunicorn's default): each costs a file

@@ -5,6 +5,7 @@ from flask import jsonify
 from werkzeug.exceptions import HTTPException
 
 from service.errors import ServiceError, http_status
+from service.observability import count_engine_error
 
 log = logging.getLogger(__name__)
 
@@ -17,6 +18,7 @@ def _json_error(status, message):
 
 def service_error_response(error):
     """The answer to a ServiceError: its status and its message."""
+    count_engine_error(error)
     return _json_error(http_status(error), error.message)
 
 

@@ -155,6 +155,9 @@ class StorageFull(ServiceError):
 
 class StorageFailed(ServiceError):
     code = "storage_failed"
+    # Which engine failed and how, for the metrics (wis_engine_errors_total): set where the failure is seen.
+    engine = "disk"
+    kind = "failed"
     message = ("the server's storage failed (I/O error) while handling this request; "
                "it did not take effect, try again later")
 
@@ -169,6 +172,10 @@ class StorageBusy(StorageFailed):
 class DatabaseUnavailable(StorageFailed):
     """The shared backend's PostgreSQL database does not answer (stopped, unreachable, out of connections)."""
     code = "database_unavailable"
+    engine = "database"
+    # "down": refused at once, the database being known down; "lost": a connection failed during the call;
+    # "busy": no pooled connection was free within WIS_DB_POOL_WAIT_SECONDS.
+    kind = "lost"
     message = ("the database (PostgreSQL) is unavailable; this request did not take effect, "
                "try again when it is back")
 
@@ -176,6 +183,9 @@ class DatabaseUnavailable(StorageFailed):
 class ObjectStoreUnavailable(StorageFailed):
     """The shared backend's S3-compatible object store does not answer, or fails."""
     code = "object_store_unavailable"
+    engine = "objects"
+    # "unreachable": no answer (connection refused, timed out); "failed": the store answered with an error.
+    kind = "unreachable"
     message = ("the object store (S3) is unavailable; this request did not take effect, "
                "try again when it is back")
 

@@ -18,8 +18,20 @@ from pathlib import Path
 if "prometheus_client" in sys.modules:
     raise RuntimeError("service.gunicorn_config must be loaded before prometheus_client is imported")
 _METRICS_DIR_OWNED = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+# Our metrics directories are named after the master's pid, so a start can remove those of masters that were killed.
+_METRICS_DIR_PREFIX = "wis-metrics-"
+
+
+def _remove_dead_masters_metrics():
+    for directory in Path(tempfile.gettempdir()).glob(f"{_METRICS_DIR_PREFIX}*-*"):
+        pid = directory.name[len(_METRICS_DIR_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and directory.stat().st_uid == os.getuid():
+            shutil.rmtree(directory, ignore_errors=True)
+
+
 if _METRICS_DIR_OWNED:
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="wis-metrics-")
+    _remove_dead_masters_metrics()
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix=f"{_METRICS_DIR_PREFIX}{os.getpid()}-")
 # Absolute from here on: gunicorn applies --chdir after loading this file, and the workers would then read a
 # relative directory against another base than the master that wipes it.
 _METRICS_DIR = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).absolute()
@@ -90,6 +102,7 @@ class JsonLogger(Logger):
             handler.addFilter(observability.RequestIdFilter())
         service_log.setLevel(self.loglevel)
         service_log.propagate = False
+        observability.route_engine_logs(service_log.handlers)
 
     def access(self, resp, req, environ, request_time):
         # Method, path and status only: never headers (the API token) nor query strings.

@@ -54,6 +54,8 @@ FORMATS = {
 }
 # Enough leading bytes to tell every accepted format apart.
 SNIFF_BYTES = 12
+# A tus PATCH body is committed in parts of this many bytes as it arrives (CONTRACT 13), so a node's crash keeps them.
+TUS_COMMIT_PART_BYTES = 16 * 1024 * 1024
 
 Destination = namedtuple("Destination", "limit formats kind")
 DESTINATIONS = {

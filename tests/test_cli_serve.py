@@ -88,6 +88,6 @@ def test_serve_with_a_database_but_without_the_shared_extra_names_the_install_co
                               env=environment, capture_output=True, text=True)
     assert done.returncode == 1
     [line] = done.stderr.strip().splitlines()
-    assert line == ("work-instruction service: the shared backend (WIS_DATABASE_URL or DATABASE_URL) needs psycopg, "
+    assert line == ("work-instruction service: the shared backend (WIS_DATABASE_URL is set) needs psycopg, "
                     "psycopg_pool, boto3, not installed: pip install 'work-instruction-service[shared]' (from a "
                     "checkout: pip install '.[shared]')")

@@ -242,7 +242,7 @@ def test_no_credentials_are_ever_allowed(client, auth):
 def test_every_rule_of_the_app_answers_a_preflight(app, client):
     # Sample values for the variable parts of the rules, so that routes added later are covered too.
     samples = {"stream_id": STREAM.rsplit("/", 1)[1], "segment": "images", "name": "0123456789abcdef-a.png",
-               "filename": "graphiql/graphiql.min.css", "identifier": "gearbox_assembly"}
+               "filename": "graphiql/graphiql.min.css", "identifier": "gearbox_assembly", "kind": "processes"}
     adapter = app.url_map.bind("localhost")
     rules = list(app.url_map.iter_rules())
     assert {"/graph/v2", "/uploads", "/uploads/<stream_id>", "/healthz"} <= {rule.rule for rule in rules}

@@ -169,3 +169,16 @@ def test_completed_and_expired_streams_are_counted(tmp_path, auth):
     text = restarted.get("/metrics").get_data(as_text=True)
     assert metric_value(text, "wis_upload_streams_expired_total") == 1
     assert metric_value(text, "wis_upload_streams_open") == 0
+
+
+def test_graphql_errors_are_counted_by_code_and_the_build_is_described(client, auth):
+    assert client.post("/graph/v2", json={"query": "{ stations { id "}, headers=auth).status_code in (200, 400)
+    client.post("/graph/v2", json={"query": "{ noSuchField }"}, headers=auth).close()
+    client.post("/graph/v2", json={"query": "mutation { stationCreate(input: {station: {id: \"x\", name: \"n\"}}) }"},
+                headers=auth).close()
+    text = client.get("/metrics").get_data(as_text=True)
+    assert metric_value(text, "wis_graphql_errors_total", code="GRAPHQL_PARSE_FAILED") == 1
+    assert metric_value(text, "wis_graphql_errors_total", code="GRAPHQL_VALIDATION_FAILED") == 1
+    assert metric_value(text, "wis_graphql_errors_total", code="BAD_USER_INPUT") == 1
+    backend = "shared" if client.application.config["DATABASE_URL"] else "file"
+    assert metric_value(text, "wis_build_info", backend=backend) == 1

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 import requests
 
-from service.interface import MB
+from service.interface import MB, TUS_COMMIT_PART_BYTES
 from support.media import mp4, png, sha256
 from support.servers import SHIPPED_WORKER_CLASS
 from support.over_http import (
@@ -374,3 +374,37 @@ def test_nodes_restarted_on_new_empty_data_directories_find_everything(tmp_path,
     assert status == 201, body
     for node in new_nodes:
         assert sha256(download(node.url, body["path"]).content) == sha256(video)
+
+
+# -- 6. a whole file in one tus PATCH, its node killed mid-way ----------------------------------------------------
+
+def test_a_node_killed_mid_whole_file_tus_patch_keeps_the_parts_it_committed(tmp_path, shared_backend, fresh_nodes,
+                                                                            start_gunicorn):
+    """CONTRACT 13: tus-js-client and Uppy send a whole file in one PATCH; its node commits it in parts of 16 MiB as it
+    arrives, so after a kill -9 the other node's HEAD gives the last committed part, the upload resumes from there
+    and completes with the right SHA-256; the dead node's spooled remainder goes when it starts again."""
+    settings, (doomed, survivor) = fresh_nodes
+    clip = mp4(48 * MB, seed=8)
+    tus_id = tus_create(doomed.url, clip, "whole.mp4")
+    # 20 MiB of the 48 go out, then the client waits: the first 16 MiB are a committed part, 4 MiB are in the spool.
+    cut = start_partial_request(doomed.url, "PATCH", f"/uploads/{tus_id}", dict(TUS_HEADERS, **{
+        "Upload-Offset": "0", "Content-Type": TUS_BODY_TYPE}), clip, 20 * MB)
+    try:
+        deadline = time.monotonic() + 60
+        while tus_offset(survivor.url, tus_id) == 0:
+            assert time.monotonic() < deadline, "no part of the PATCH was committed"
+            time.sleep(0.2)
+        doomed.kill()
+    finally:
+        cut.close()
+    spool = doomed.data_dir / "spool"
+    assert [leftover.name[:4] for leftover in spool.iterdir()] == ["tus-"]
+
+    offset = tus_offset(survivor.url, tus_id)
+    assert offset == TUS_COMMIT_PART_BYTES
+    finished = tus_patch(survivor.url, tus_id, offset, clip[offset:])
+    assert finished.status_code == 204, finished.text
+    assert sha256(download(survivor.url, finished.headers["Media-Path"]).content) == sha256(clip)
+
+    start_gunicorn(doomed.data_dir, workers=1, backend=shared_backend, settings=settings)
+    assert list(spool.iterdir()) == []

@@ -2,6 +2,7 @@
 from chunks of any size, a chunk joined into a part that cannot be replaced, and the expiry sweep that aborts the
 multipart upload and removes staged objects. The behaviour shared with the file backend is tested on both backends
 by the rest of the suite."""
+import datetime
 import random
 import time
 
@@ -9,10 +10,11 @@ import pytest
 
 from service import create_app
 from service.storage import get_repository
+from service.storage.shared import SharedRepository
 from service.interface import MB
 from support.media import MP4, sha256
 from support.tokens import TOKENS
-from support.uploads import create_stream, send_chunk
+from support.uploads import create_stream, expire_every_stream, send_chunk, stream_status
 
 
 @pytest.fixture
@@ -86,8 +88,7 @@ def test_the_sweep_aborts_the_multipart_upload_and_removes_staged_objects(app, a
     assert send_chunk(client, auth, stream_id, 2, 3, chunks[2]).status_code == 200  # out of order: staged
     assert len(object_keys(app, stream_id)) == 1 and len(multipart_uploads(app)) == 1
     repo = get_repository(app)
-    later = time.time() + app.config["STREAM_TTL_HOURS"] * 3600 + 1
-    repo.clock = repo.streams.clock = lambda: later
+    expire_every_stream(repo)
     assert repo.sweep() == 1
     assert object_keys(app, stream_id) == [] and multipart_uploads(app) == []
     assert client.get(f"/uploads/{stream_id}", headers=auth).status_code == 404
@@ -122,3 +123,34 @@ def test_a_chunk_refused_after_it_was_staged_leaves_no_object(app, auth):
     assert completed.status_code == 201
     assert client.get(completed.get_json()["path"], headers=auth).data == data
     assert object_keys(app, stream_id) == []
+
+
+def test_a_sweeping_host_with_a_skewed_clock_and_a_shorter_ttl_removes_nothing_live(tmp_path, shared_backend, auth):
+    """CONTRACT 13, one clock: expiry is by the database's clock and each stream's own time-to-live, so a host two hours
+    ahead with WIS_STREAM_TTL_HOURS=1 (sweeping as its requests or `wis gc` would) removes only what has expired."""
+    settings = shared_backend.settings()
+    node = create_app({"DATA_DIR": str(tmp_path / "node"), "API_TOKENS": TOKENS, "TESTING": True, **settings})
+    client = node.test_client()
+    data = movie(6 * MB, seed=9)
+    chunks = chunks_of(data, [3 * MB, 3 * MB])
+    live = create_stream(client, auth, data)
+    assert send_chunk(client, auth, live, 0, 2, chunks[0]).status_code == 200
+    stale = create_stream(client, auth, data)
+    with get_repository(node).database.transaction() as connection:
+        connection.execute("UPDATE streams SET touched_at = touched_at - ttl - 1 WHERE id = %s", (stale,))
+    sweeper = SharedRepository(tmp_path / "skewed-host", settings["DATABASE_URL"], settings["S3_BUCKET"],
+                               settings["S3_PREFIX"], stream_ttl_seconds=3600, clock=lambda: time.time() + 2 * 3600)
+    try:
+        assert sweeper.sweep() == 1
+    finally:
+        sweeper.close()
+    assert client.get(f"/uploads/{stale}", headers=auth).status_code == 404
+    status = stream_status(client, auth, live)
+    assert status["receivedChunks"] == [0]
+    # Its expiry is the node's 24 h from the database's now, not the sweeper's hour.
+    expires = datetime.datetime.fromisoformat(status["expiresAt"].replace("Z", "+00:00")).timestamp()
+    assert expires > time.time() + 23 * 3600
+    done = send_chunk(client, auth, live, 1, 2, chunks[1])
+    assert done.status_code == 201, done.get_json()
+    assert sha256(client.get(done.get_json()["path"], headers=auth).get_data()) == sha256(data)
+    get_repository(node).close()

@@ -18,6 +18,7 @@ from service.storage.contract import StreamRecord
 from service.storage.files.streams.store import FileStreamStore
 from service.storage.shared.streams.rows import StreamRows
 from support.metrics import metric_value
+from support.uploads import expire_every_stream
 from support.tokens import HEADERS, OTHER_HEADERS
 
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -76,9 +77,7 @@ def test_an_expired_stream_no_longer_counts(make_app):
     client = app.test_client()
     assert create(client, HEADERS).status_code == 201
     assert_too_many(create(client, HEADERS), 1, 1)
-    streams = get_repository(app).streams
-    later = streams.clock() + streams.ttl_seconds + 1
-    streams.clock = lambda: later
+    expire_every_stream(get_repository(app))
     assert create(client, HEADERS).status_code == 201
 
 

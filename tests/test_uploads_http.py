@@ -16,7 +16,7 @@ from service.interface import MB, TOKEN_HEADER
 from support.datadir import stored_names
 from support.media import GIF, JPEG, MP4, PNG, blob, sha256
 from support.tokens import TOKENS
-from support.uploads import create_stream, send_chunk, upload
+from support.uploads import create_stream, expire_every_stream, send_chunk, upload
 
 def split(data, size):
     return [data[i:i + size] for i in range(0, len(data), size)]
@@ -437,8 +437,7 @@ def test_expired_streams_are_swept_and_then_not_found(app, client, auth):
     send_chunk(client, auth, stream_id, 0, 2, data[:1000])
     repo = get_repository(app)
     assert repo.sweep() == 0
-    later = time.time() + app.config["STREAM_TTL_HOURS"] * 3600 + 1
-    repo.clock = repo.streams.clock = lambda: later
+    expire_every_stream(repo)
     assert repo.sweep() == 1
     assert client.get(f"/uploads/{stream_id}", headers=auth).get_json() == {"error": "stream not found"}
     assert stored_names(app, "default", "streams") == []

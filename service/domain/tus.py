@@ -9,7 +9,7 @@ from service.errors import (
     BeyondUploadLength, BodyChecksumMismatch, ChecksumMismatch, InvalidRequest, OffsetMismatch, StreamNotFound,
     WrongProtocol,
 )
-from service.interface import SNIFF_BYTES, TUS_PROTOCOL
+from service.interface import SNIFF_BYTES, TUS_COMMIT_PART_BYTES, TUS_PROTOCOL
 from service.storage.contract import Outcome, StreamRecord, StreamWrite
 
 SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
@@ -89,7 +89,7 @@ def append_tus(repo, org, stream_id, offset, body, body_length=None, checksum=No
         if body_length is not None and body_length > room:
             raise BeyondUploadLength(f"the body of {body_length} bytes at offset {offset} goes past the Upload-Length "
                                      f"of {record.file_size}; nothing was appended")
-        _receive(appending, body, room, record, offset, checksum)
+        _receive(appending, body, room, record, offset, checksum, body_length)
         if body.cut_off and checksum is not None:
             # What arrived cannot be checked against a checksum of the whole body: none of it is kept.
             raise InvalidRequest("the body ended before its Content-Length; with an Upload-Checksum nothing is kept")
@@ -102,15 +102,30 @@ def append_tus(repo, org, stream_id, offset, body, body_length=None, checksum=No
     return written
 
 
-def _receive(appending, body, room, record, offset, checksum):
+def _receive(appending, body, room, record, offset, checksum, body_length):
     digest = hashlib.new(checksum[0]) if checksum else None
+    # A long body is committed in parts as it arrives (CONTRACT 13), so that a crash of this node keeps them: only
+    # when nothing can refuse it at its end (a checksum of the whole body, a length not known at the start).
+    in_parts = checksum is None and body_length is not None
+    received = pending = 0  # bytes of the body, and of them those not committed yet
     for block in body:
-        if appending.size + len(block) > room:
+        if received + len(block) > room:
             raise BeyondUploadLength(f"the body goes past the Upload-Length of {record.file_size} from offset "
                                      f"{offset}; nothing was appended")
-        appending.write(block)
+        received += len(block)
         if digest is not None:
             digest.update(block)
+        while in_parts and pending + len(block) >= TUS_COMMIT_PART_BYTES and received < body_length:
+            # Exactly TUS_COMMIT_PART_BYTES per part: the block is split where a part ends.
+            cut = TUS_COMMIT_PART_BYTES - pending
+            appending.write(block[:cut])
+            block = block[cut:]
+            _check_body_format(appending, record)
+            appending.commit()
+            pending = 0
+        if block:
+            appending.write(block)
+            pending += len(block)
     if digest is not None and not body.cut_off and digest.digest() != checksum[1]:
         raise BodyChecksumMismatch(f"Upload-Checksum: the {checksum[0]} of the body is not the one sent; "
                                    "nothing was appended")

@@ -14,6 +14,7 @@ from service.graphql.endpoint import BadGraphQLRequest, GraphQLEndpoint, read_pa
 from service.graphql.errors import request_error
 from service.graphql.resolvers import BINDABLES
 from service.interface import GRAPHQL_PATHS, TOKEN_HEADER, TOKEN_HEADER_ALIAS
+from service.observability import count_graphql_errors
 from service.storage import get_repository
 
 SCHEMA_FILE = "schema.graphql"
@@ -127,6 +128,7 @@ def _answer(read_parameters, source, mutations):
         g.graphql_parameters = parameters
         context = {"repo": get_repository(current_app), "org": g.org}
         status, body = endpoint.respond(*parameters, context, mutations=mutations)
+    count_graphql_errors(body.get("errors"))
     response = Response(json.dumps(body, ensure_ascii=False, separators=(",", ":")), status=status,
                         content_type=_answer_type())
     if status == 405:

@@ -22,6 +22,7 @@ from graphql.pyutils import inspect
 
 from service.domain.validation import InvalidInput
 from service.errors import ServiceError, graphql_code
+from service.observability import count_engine_error
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ def format_execution_errors(errors):
         if isinstance(original, InvalidInput):
             formatted.extend(field_error(field, message, error) for field, message in original.errors)
         elif isinstance(original, ServiceError):
+            count_engine_error(original)
             formatted.append({**error.formatted, "message": original.message,
                               "extensions": {"code": graphql_code(original), **original.extensions}})
         elif original is not None and not isinstance(original, GraphQLError):

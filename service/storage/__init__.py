@@ -5,6 +5,7 @@ streams after responses."""
 import logging
 import time
 
+from service.config import database_url_variable
 from service.storage.files import FileRepository
 from service.storage.schedule import SWEEP_INTERVAL_SECONDS
 
@@ -21,8 +22,15 @@ def open_repository(config, clock=time.time):
         from service.storage.shared import SharedRepository  # psycopg and boto3 load only when used
 
         return SharedRepository(config["DATA_DIR"], config["DATABASE_URL"], config["S3_BUCKET"],
-                                config["S3_PREFIX"], ttl_seconds, clock, max_open, config.get("TEST_SEED"), kept)
+                                config["S3_PREFIX"], ttl_seconds, clock, max_open, config.get("TEST_SEED"), kept,
+                                database_options(config))
     return FileRepository(config["DATA_DIR"], ttl_seconds, clock, max_open, config.get("TEST_SEED"), kept)
+
+
+def database_options(config):
+    """The shared backend's database settings from the configuration (keyword arguments of shared.database.Database)."""
+    return {"pool_size": config["DB_POOL_SIZE"], "pool_wait_seconds": config["DB_POOL_WAIT_SECONDS"],
+            "node_name": config["NODE_NAME"], "variable": database_url_variable(config)}
 
 
 def init_app(app):

@@ -185,6 +185,11 @@ class TusBody(Protocol):
     def upload_head(self, size) -> bytes:
         """The first `size` bytes of the upload: committed ones, then this body's."""
 
+    def commit(self) -> None:
+        """Make what this body received so far part of the upload now, its `offset` moving on and `size` starting from
+        0 (CONTRACT 13: a long PATCH committed in parts, so a crash keeps them); a no-op on a store that commits a
+        body only when it ends. The caller has checked what arrived."""
+
 
 class CompletionRules(Protocol):
     """What the domain decides when a stream's file is whole; the store asks under the stream's lock."""
@@ -317,9 +322,10 @@ class StreamStore(Protocol):
     def open_ids(self, org: str) -> list[str]:
         """Ids of an org's open streams."""
 
-    def open_count(self) -> int:
-        """How many streams of every org were open when the last sweep counted them (0 before any sweep): the same cost
-        however many there are."""
+    def open_count(self) -> int | None:
+        """How many streams of every org were open when the last sweep counted them, without an engine call (it is
+        read at every scrape of /metrics): the file backend's last sweep by any worker (0 before any), the shared
+        backend's last sweep in this process (None before one)."""
 
     def sweep(self) -> int:
         """Remove the streams idle past their expiry, and count the open ones (open_count); how many were removed."""
@@ -354,8 +360,13 @@ class Repository(Protocol):
     def sweep_due(self) -> bool:
         """True for exactly one caller once a sweep interval has passed."""
 
+    def engine_stats(self) -> dict[str, int]:
+        """This process's connection pool and circuit (shared backend: pool_size, pool_available, requests_waiting,
+        down, outages), from memory; {} where there is none."""
+
     def check_ready(self) -> dict[str, str | None]:
-        """{engine: None, or its problem} of each engine the backend needs."""
+        """{engine: None, or its problem} of each engine the backend needs: `database` (documents; the node is not
+        ready without it) and `objects` (media and uploads bytes; the node still serves documents without it)."""
 
     def secret_key(self) -> str:
         """The key that signs session cookies when WIS_SECRET_KEY is unset: made once for every worker and node."""

@@ -65,6 +65,10 @@ class FileRepository:
         (the 32 threads of a worker share this repository)."""
         return self._sweep_schedule.due()
 
+    def engine_stats(self):
+        """No engine: the data directory is this process's own disk."""
+        return {}
+
     def check_ready(self):
         """{engine: None or its problem} of each engine to check: none, the data directory is this process's own disk
         (a failing one answers 503 per request)."""

@@ -24,6 +24,7 @@ from service.storage.shared.media import SharedMediaStore
 from service.storage.shared.objects import ObjectStore
 from service.storage.shared.secrets import shared_secret
 from service.storage.shared.streams import SharedStreamStore
+from service.storage.shared.streams.spool import remove_orphans
 
 # Where this node spools request bodies on their way to the bucket.
 SPOOL = "spool"
@@ -33,18 +34,22 @@ class SharedRepository:
     """The stores of the shared backend (service.storage.contract.Repository)."""
 
     def __init__(self, data_dir, database_url, bucket, prefix="", stream_ttl_seconds=24 * 3600, clock=time.time,
-                 max_open_streams=1000, test_seed=None, history_revisions=DEFAULT_HISTORY_REVISIONS):
+                 max_open_streams=1000, test_seed=None, history_revisions=DEFAULT_HISTORY_REVISIONS,
+                 database_options=None):
+        """`database_options`: Database's keyword arguments (pool size and wait, node name, the URL's variable)."""
         self.data_dir = Path(data_dir)
         self.spool = self.data_dir / SPOOL
         self.spool.mkdir(parents=True, exist_ok=True)
+        # What killed processes left in the spool goes as soon as the node's next process opens the repository.
+        remove_orphans(self.spool)
         self.clock = clock
-        self.database = Database(database_url)
+        self.database = Database(database_url, **(database_options or {}))
         self.objects = ObjectStore(bucket, prefix)
         self.names_counter = DatabaseCounter(self.database, "names")
         self.new_hex = name_source(test_seed, self.names_counter)
         self.documents = SharedDocumentStore(self.database, history_revisions)
         self.media = SharedMediaStore(self.database, self.objects, self.spool, clock)
-        self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds, clock,
+        self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds,
                                          max_open_streams, self.new_hex)
         self.faults = FaultStore(self.data_dir, test_seed)
         self.journal = JournalStore(self.data_dir)
@@ -72,16 +77,20 @@ class SharedRepository:
     def sweep_due(self):
         return self._sweep_schedule.due()
 
+    def engine_stats(self):
+        return self.database.stats()
+
     def check_ready(self):
-        """{engine: None when it answers, else the problem} for the database and the object store."""
-        states = {}
-        for name, check in (("database", self.database.ping), ("objectStore", self.objects.check)):
-            try:
-                check()
-                states[name] = None
-            except Exception as error:  # any failure means not ready; the message says which engine
-                states[name] = str(error)
-        return states
+        """{engine: None when it answers, else why not} for the database (this process's pool and circuit: no new
+        connection) and the object store."""
+        try:
+            self.objects.check()
+            objects = None
+        except ObjectStoreUnavailable as error:  # the store's own words say why
+            objects = " ".join(str(error.__cause__ or error).split())
+        except Exception as error:  # a refusal (no such bucket, access denied) says what to fix
+            objects = str(error)
+        return {"database": self.database.problem(), "objects": objects}
 
     def check_start(self):
         """At start-up: ConfigurationError naming the database URL or the bucket when either is wrong (the schema not

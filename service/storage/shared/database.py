@@ -2,27 +2,43 @@
 
 Connections are taken only for short transactions, never while a request body arrives. The pool is opened lazily in
 the process that uses it: gunicorn forks workers after the app is built, and a connection must not cross a fork.
-When the database cannot be reached, every operation raises DatabaseUnavailable (503); the pool reconnects by itself
-once it is back.
+When the database cannot be reached, every operation raises DatabaseUnavailable (503): within a pool wait for the
+requests that find out, at once for those that come while the database is known to be down (circuit.py), and the
+process serves again within a second or so of the database's return, whatever the length of the outage.
 """
 import contextlib
+import logging
 import os
+import socket
 import threading
+import time
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from service.errors import ConfigurationError, DatabaseUnavailable
+from service.storage.shared.circuit import Circuit
 
-# Connections per worker process. gunicorn's threads wait for one here rather than opening more: nodes x workers x
-# this must stay under the server's max_connections (100 by default).
+log = logging.getLogger(__name__)
+
+# Connections per worker process (WIS_DB_POOL_SIZE). gunicorn's threads wait for one here rather than opening more:
+# nodes x workers x this must stay under the server's max_connections (100 by default).
 POOL_SIZE = 4
-# How long a request waits for a pooled connection before it is a 503.
-POOL_WAIT_SECONDS = 5
+# How long a request waits for a free pooled connection before it is a 503 (WIS_DB_POOL_WAIT_SECONDS). While the
+# database is known to be down, nobody waits: see circuit.py.
+POOL_WAIT_SECONDS = 5.0
 CONNECT_TIMEOUT_SECONDS = 5
+# A request waiting for a connection looks at the circuit this often, so an outage found meanwhile refuses it at once.
+WAIT_SLICE_SECONDS = 0.2
+# /readyz takes an idle pooled connection for a round trip if one comes within this long; none means every connection
+# is serving requests, which is busy, not down.
+READY_WAIT_SECONDS = 0.1
 # Any one statement longer than this is a database in trouble; the request answers 503 instead of hanging.
 STATEMENT_TIMEOUT_MS = 30_000
+# What PostgreSQL says when max_connections is reached (SQLSTATE 53300, which libpq does not pass on at connect time):
+# the server is up and the pool's connections still serve, so this is not an outage.
+_SERVER_FULL = ("too many clients", "remaining connection slots are reserved")
 
 # Changes of the schema, in order; `upgrade` applies those not yet applied. Never edit one that has shipped.
 # Ids sort in byte order (COLLATE "C"), as file names do on the file backend.
@@ -114,6 +130,14 @@ MIGRATIONS = [
            body
     FROM documents;
     """,
+    # One clock for stream expiry (CONTRACT 13): touched_at is the database's clock from now on, and each stream keeps
+    # the time-to-live of the node that made it (streams made before this get the default, 24 h).
+    """
+    ALTER TABLE streams ADD COLUMN ttl double precision NOT NULL DEFAULT 86400;
+    UPDATE streams SET touched_at = extract(epoch from clock_timestamp()) WHERE touched_at > extract(epoch from clock_timestamp());
+    CREATE INDEX streams_expiry ON streams ((touched_at + ttl));
+    DROP INDEX streams_touched;
+    """,
 ]
 # Taken by `upgrade` for its transaction, so several nodes running it at once apply each migration once.
 UPGRADE_LOCK = 0x5749_5301
@@ -125,59 +149,192 @@ def _is_unavailable(error):
         error, psycopg.errors.QueryCanceled)
 
 
+def _is_down(error):
+    """True for a connection error that means the server is gone, not merely full."""
+    return isinstance(error, psycopg.OperationalError) and not any(words in str(error) for words in _SERVER_FULL)
+
+
 def _with_statement_timeout(url):
     """`url` with a statement timeout added to the libpq `options` it may already carry (a search_path, say)."""
     options = conninfo_to_dict(url).get("options") or ""
     return make_conninfo(url, options=f"{options} -c statement_timeout={STATEMENT_TIMEOUT_MS}".strip())
 
 
-class Database:
-    """The service's PostgreSQL database at `url` (a libpq URL or conninfo string)."""
+def application_name(node_name=None):
+    """How this process appears in pg_stat_activity: `wis <node> <pid>`, the node being WIS_NODE_NAME or the host
+    name (PostgreSQL keeps 63 bytes of it)."""
+    return f"wis {node_name or socket.gethostname()} {os.getpid()}"[:63]
 
-    def __init__(self, url, pool_size=POOL_SIZE):
+
+def _reporting_connection_class(on_connect_failure):
+    """psycopg's Connection, but a failed connect (the pool's, in its own thread) is reported to the process's circuit
+    before it is raised: the pool retries quietly, and the circuit must hear of it at once."""
+    class ReportingConnection(psycopg.Connection):
+        @classmethod
+        def connect(cls, *args, **kwargs):
+            try:
+                return super().connect(*args, **kwargs)
+            except psycopg.OperationalError as error:
+                on_connect_failure(error)
+                raise
+    return ReportingConnection
+
+
+class Database:
+    """The service's PostgreSQL database at `url` (a libpq URL or conninfo string), with a connection pool of
+    `pool_size` per process and a circuit that knows when the database is down (circuit.py)."""
+
+    def __init__(self, url, pool_size=POOL_SIZE, pool_wait_seconds=POOL_WAIT_SECONDS, node_name=None,
+                 variable="WIS_DATABASE_URL"):
         self.url = url
-        self._pool_size = pool_size
+        self.pool_size = pool_size
+        self.pool_wait_seconds = pool_wait_seconds
+        self.node_name = node_name
+        # The environment variable the URL came from, for messages (DATABASE_URL on Procfile platforms).
+        self.variable = variable
         self._pool = None
-        self._pool_pid = None
+        self._pid = None
+        self._circuit = None
         self._opening = threading.Lock()
 
-    def _connection_pool(self):
-        # A pool made before a fork belongs to the parent: each worker opens its own on first use.
-        if self._pool is None or self._pool_pid != os.getpid():
+    def _for_this_process(self):
+        """The pool and circuit of this process. gunicorn forks workers after the app is built, and neither a connection
+        nor a thread crosses a fork: each worker makes its own on first use."""
+        if self._pid != os.getpid():
             with self._opening:
-                if self._pool is None or self._pool_pid != os.getpid():
+                if self._pid != os.getpid():
+                    self._pool = None
+                    self._circuit = Circuit(self._probe, self._went_down, self._came_back)
+                    self._pid = os.getpid()
+        return self._circuit
+
+    def _connection_pool(self):
+        circuit = self._for_this_process()
+        pool = self._pool
+        if pool is None:
+            with self._opening:
+                if self._pool is None:
                     self._pool = ConnectionPool(
-                        _with_statement_timeout(self.url), min_size=1, max_size=self._pool_size, timeout=POOL_WAIT_SECONDS, open=False,
+                        _with_statement_timeout(self.url), min_size=1, max_size=self.pool_size,
+                        timeout=self.pool_wait_seconds, open=False, name=f"wis-{os.getpid()}",
+                        connection_class=_reporting_connection_class(self._connect_failed),
                         # A connection that died with the server is noticed when it is taken, not by a request.
-                        check=ConnectionPool.check_connection,
-                        kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS, "autocommit": False})
+                        check=self._check_connection,
+                        kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS, "autocommit": False,
+                                "application_name": application_name(self.node_name)})
                     self._pool.open(wait=False)
-                    self._pool_pid = os.getpid()
-        return self._pool
+                pool = self._pool
+        return pool, circuit
+
+    def _check_connection(self, connection):
+        try:
+            ConnectionPool.check_connection(connection)
+        except psycopg.OperationalError:
+            self._circuit.suspect()
+            raise
+
+    def _connect_failed(self, error):
+        if _is_down(error):
+            self._circuit.suspect()
+
+    def _probe(self):
+        psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_SECONDS, application_name=application_name(
+            self.node_name)).close()
+
+    def _went_down(self, _cause):
+        # The pool would go on retrying with a backoff that grows to minutes, and logging each attempt: drop it, and
+        # let the circuit find out when the database is back.
+        with self._opening:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close(timeout=1)
+
+    def _came_back(self):
+        self._connection_pool()  # connecting starts now, before the first request asks
+
+    @staticmethod
+    def _unavailable(kind):
+        error = DatabaseUnavailable()
+        error.kind = kind
+        return error
+
+    def _take_connection(self):
+        """A pooled connection, waiting at most pool_wait_seconds for one; DatabaseUnavailable at once while the
+        database is known to be down."""
+        deadline = time.monotonic() + self.pool_wait_seconds
+        while True:
+            pool, circuit = self._connection_pool()
+            if circuit.cause is not None:
+                raise self._unavailable("down")
+            try:
+                return pool, pool.getconn(timeout=max(0.01, min(WAIT_SLICE_SECONDS, deadline - time.monotonic())))
+            except PoolClosed:
+                continue  # dropped by the circuit meanwhile: the next turn refuses, naming the cause
+            except PoolTimeout:
+                if time.monotonic() >= deadline:
+                    raise self._unavailable("busy") from None
 
     @contextlib.contextmanager
     def transaction(self):
         """A connection inside one transaction: committed when the block ends, rolled back if it raises. An
         unreachable database is DatabaseUnavailable."""
+        pool, connection = self._take_connection()
         try:
-            with self._connection_pool().connection() as connection:
-                with connection.transaction():
-                    yield connection
+            with connection.transaction():
+                yield connection
         except Exception as error:
             if _is_unavailable(error):
-                raise DatabaseUnavailable() from error
+                # Logged once here; an outage is logged once by the circuit, whatever the requests it refuses.
+                log.warning("a database call failed: %s", " ".join(str(error).split()))
+                self._circuit.suspect()
+                raise self._unavailable("lost") from error
             raise
+        finally:
+            pool.putconn(connection)
 
-    def ping(self):
-        """Raise DatabaseUnavailable unless the database answers now: on a connection of its own, so a readiness probe
-        gets its answer within CONNECT_TIMEOUT_SECONDS, not after the pool's POOL_WAIT_SECONDS."""
-        with self._one_off_transaction() as connection:
+    def problem(self):
+        """None while this process can serve from the database, else why not. Asks the process's own pool (a round
+        trip on an idle pooled connection), never opens a connection: a full max_connections or a busy pool is not
+        an outage."""
+        pool, circuit = self._connection_pool()
+        if circuit.cause is not None:
+            return circuit.cause
+        try:
+            connection = pool.getconn(timeout=READY_WAIT_SECONDS)
+        except PoolTimeout:
+            # Every connection is serving requests (busy, not down), or none could be made: then the circuit is
+            # checking, and its verdict comes within a connection attempt.
+            circuit.settle(CONNECT_TIMEOUT_SECONDS)
+            return circuit.cause
+        except PoolClosed:
+            return circuit.cause
+        try:
             connection.execute("SELECT 1")
+            connection.rollback()
+            return None
+        except psycopg.OperationalError as error:
+            circuit.suspect()
+            return " ".join(str(error).split())
+        finally:
+            pool.putconn(connection)
+
+    def stats(self):
+        """This process's pool and circuit: pool_size, pool_available, requests_waiting (psycopg_pool's names),
+        down (0 or 1) and outages (how many this process has seen)."""
+        circuit = self._for_this_process()
+        pool = self._pool
+        stats = pool.get_stats() if pool is not None else {}
+        return {"pool_size": stats.get("pool_size", 0), "pool_available": stats.get("pool_available", 0),
+                "requests_waiting": stats.get("requests_waiting", 0), "down": int(circuit.cause is not None),
+                "outages": circuit.outages}
 
     def close(self):
-        if self._pool is not None and self._pool_pid == os.getpid():
-            self._pool.close()
+        if self._pid == os.getpid():
+            self._circuit.close()
+            if self._pool is not None:
+                self._pool.close()
         self._pool = None
+        self._pid = None
 
     # -- schema ------------------------------------------------------------------------------------------------
 
@@ -185,16 +342,16 @@ class Database:
     def _one_off_transaction(self):
         """A connection of its own, outside the pool, inside one transaction: for the schema check at start-up and
         `wis db upgrade`. They run once, in gunicorn's master among others, which must not keep a pool (and its
-        threads) across the fork; and a database out of reach must be said at once, with libpq's reason, not after
-        the pool's POOL_WAIT_SECONDS of retries."""
+        threads) across the fork; and a database out of reach must be said at once, with libpq's reason."""
         try:
-            connection = psycopg.connect(_with_statement_timeout(self.url), connect_timeout=CONNECT_TIMEOUT_SECONDS)
+            connection = psycopg.connect(_with_statement_timeout(self.url), connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                                         application_name=application_name(self.node_name))
         except psycopg.ProgrammingError as error:  # not a URL or conninfo string libpq can read
-            raise ConfigurationError(f"WIS_DATABASE_URL (or DATABASE_URL) is not a PostgreSQL URL: {error}") from None
+            raise ConfigurationError(f"{self.variable} is not a PostgreSQL URL: {error}") from None
         except psycopg.OperationalError as error:
             reason = " ".join(str(error).split())
             raise DatabaseUnavailable(
-                f"cannot connect to the database (PostgreSQL) at WIS_DATABASE_URL (or DATABASE_URL): {reason}") from error
+                f"cannot connect to the database (PostgreSQL) at {self.variable}: {reason}") from error
         with connection, connection.transaction():
             yield connection
 
@@ -227,7 +384,7 @@ class Database:
         version = self.schema_version()
         if version < len(MIGRATIONS):
             raise ConfigurationError(
-                f"the database at WIS_DATABASE_URL has schema version {version}, this service needs "
+                f"the database at {self.variable} has schema version {version}, this service needs "
                 f"{len(MIGRATIONS)}: run `wis db upgrade` first (a Procfile `release: wis db upgrade` line does it on "
                 "every deploy)")
         if version > len(MIGRATIONS):

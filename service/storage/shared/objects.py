@@ -8,6 +8,7 @@ ConfigurationError at start-up.
 """
 import contextlib
 import io
+import logging
 import os
 import threading
 
@@ -16,6 +17,8 @@ import botocore.exceptions
 from botocore.config import Config
 
 from service.errors import ConfigurationError, ObjectStoreUnavailable
+
+log = logging.getLogger(__name__)
 
 # Smallest part of a multipart upload but the last (S3's rule, 5 MiB).
 MIN_PART_SIZE = 5 * 1024 * 1024
@@ -51,11 +54,19 @@ def store_errors():
         if code in _CONFIGURATION_CODES:
             raise ConfigurationError(f"the object store refused access to the bucket: {code} "
                                      f"({error.response.get('Error', {}).get('Message', '')})") from error
-        raise ObjectStoreUnavailable() from error
+        raise _unavailable(error, "failed") from error
     except (botocore.exceptions.BotoCoreError, OSError) as error:
         if isinstance(error, (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError)):
             raise ConfigurationError(f"no credentials for the object store: {error}") from error
-        raise ObjectStoreUnavailable() from error
+        raise _unavailable(error, "unreachable") from error
+
+
+def _unavailable(error, kind):
+    """ObjectStoreUnavailable for what botocore raised, its cause logged once (botocore's own retries are inside)."""
+    log.warning("an object store call failed: %s", " ".join(str(error).split()))
+    unavailable = ObjectStoreUnavailable()
+    unavailable.kind = kind
+    return unavailable
 
 
 class ObjectStore:

@@ -12,14 +12,21 @@ EMPTY_STATE = Sha256State().serialize()
 CREATION_LOCK = 0x5749_5302
 # The `state` column of an open stream.
 OPEN = StreamState.OPEN.value
-_COLUMNS = "meta, touched_at, merged, length, hash_state, head, upload_id, parts, tail"
+# The one clock of stream expiry (CONTRACT 13): the database's, never a node's, so a node or a `wis gc` host with a
+# skewed clock cannot expire another node's live streams. Each stream keeps the time-to-live of the node that made it
+# (`ttl`), so a node with a shorter WIS_STREAM_TTL_HOURS cannot expire them either.
+DB_NOW = "extract(epoch from clock_timestamp())"
+EXPIRED = f"touched_at + ttl < {DB_NOW}"
+LIVE = f"touched_at + ttl >= {DB_NOW}"
+_COLUMNS = f"meta, touched_at + ttl, {EXPIRED}, merged, length, hash_state, head, upload_id, parts, tail"
 
 
 @dataclasses.dataclass
 class StreamRow:
     """A stream's row: its record, and the bookkeeping of its prefix, changed in place while the row is locked."""
     record: StreamRecord
-    touched_at: float
+    expires_at: float  # POSIX seconds by the database's clock, when it expires if left idle
+    expired: bool
     merged: int  # chunks in the prefix
     length: int  # bytes in the prefix
     hash_state: bytes  # the running SHA-256 at the end of the prefix
@@ -31,8 +38,8 @@ class StreamRow:
 
 def _row_of(columns):
     """The StreamRow of a row of _COLUMNS."""
-    meta, touched_at, merged, length, hash_state, head, upload_id, parts, tail = columns
-    return StreamRow(StreamRecord.from_json(orjson.loads(meta)), touched_at, merged, length, bytes(hash_state),
+    meta, expires_at, expired, merged, length, hash_state, head, upload_id, parts, tail = columns
+    return StreamRow(StreamRecord.from_json(orjson.loads(meta)), expires_at, expired, merged, length, bytes(hash_state),
                      bytes(head), upload_id, orjson.loads(parts), orjson.loads(tail))
 
 
@@ -47,11 +54,12 @@ class StreamRows:
         self._connection = connection
         self._key = (org, stream_id)
 
-    def insert(self, record, now):
+    def insert(self, record, ttl_seconds):
+        """Insert the stream, touched now, to expire when idle for `ttl_seconds`."""
         self._connection.execute(
-            "INSERT INTO streams (org, id, meta, protocol, state, touched_at, hash_state) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            (*self._key, _json(record.to_json()), record.protocol, record.state.value, now, EMPTY_STATE))
+            "INSERT INTO streams (org, id, meta, protocol, state, touched_at, ttl, hash_state) "
+            f"VALUES (%s, %s, %s, %s, %s, {DB_NOW}, %s, %s)",
+            (*self._key, _json(record.to_json()), record.protocol, record.state.value, ttl_seconds, EMPTY_STATE))
 
     def get(self, lock=False):
         """The stream's StreamRow (with `lock`, locked until the transaction ends), or None."""
@@ -60,27 +68,27 @@ class StreamRows:
             self._key).fetchone()
         return None if row is None else _row_of(row)
 
-    def get_expired(self, cutoff):
-        """The row, locked, when it was last touched before `cutoff` and no other transaction holds it; else None."""
+    def get_expired(self):
+        """The row, locked, when it has expired and no other transaction holds it; else None."""
         row = self._connection.execute(
-            f"SELECT {_COLUMNS} FROM streams WHERE org = %s AND id = %s AND touched_at < %s FOR UPDATE SKIP LOCKED",
-            (*self._key, cutoff)).fetchone()
+            f"SELECT {_COLUMNS} FROM streams WHERE org = %s AND id = %s AND {EXPIRED} FOR UPDATE SKIP LOCKED",
+            self._key).fetchone()
         return None if row is None else _row_of(row)
 
     def save_record(self, record):
         self._connection.execute("UPDATE streams SET meta = %s, state = %s WHERE org = %s AND id = %s",
                                  (_json(record.to_json()), record.state.value, *self._key))
 
-    def save(self, row, now):
+    def save(self, row):
         """Write back the bookkeeping of the prefix (everything but the record) and touch the stream."""
         self._connection.execute(
             "UPDATE streams SET merged = %s, length = %s, hash_state = %s, head = %s, upload_id = %s, parts = %s, "
-            "tail = %s, touched_at = %s WHERE org = %s AND id = %s",
-            (row.merged, row.length, row.hash_state, row.head, row.upload_id, _json(row.parts), _json(row.tail), now,
+            f"tail = %s, touched_at = {DB_NOW} WHERE org = %s AND id = %s",
+            (row.merged, row.length, row.hash_state, row.head, row.upload_id, _json(row.parts), _json(row.tail),
              *self._key))
 
-    def touch(self, now):
-        self._connection.execute("UPDATE streams SET touched_at = %s WHERE org = %s AND id = %s", (now, *self._key))
+    def touch(self):
+        self._connection.execute(f"UPDATE streams SET touched_at = {DB_NOW} WHERE org = %s AND id = %s", self._key)
 
     def chunk_sizes(self):
         """{chunk index: size} of the received chunks."""
@@ -119,38 +127,32 @@ class StreamRows:
         self._connection.execute("DELETE FROM streams WHERE org = %s AND id = %s", self._key)
 
 
-def open_ids(connection, org, since):
-    """Ids of an org's open streams touched at or after `since`."""
-    rows = connection.execute("SELECT id FROM streams WHERE org = %s AND state = %s AND touched_at >= %s",
-                              (org, OPEN, since)).fetchall()
+def open_ids(connection, org):
+    """Ids of an org's open streams that have not expired."""
+    rows = connection.execute(f"SELECT id FROM streams WHERE org = %s AND state = %s AND {LIVE}",
+                              (org, OPEN)).fetchall()
     return [stream_id for (stream_id,) in rows]
 
 
-def count_open_of(connection, org, since):
-    """How many streams of an org are open and were touched at or after `since`, with the org's streams locked for
-    creation until the transaction ends (a transaction-scoped advisory lock: another one counting the same org waits
-    until this one has inserted its stream, or given up)."""
+def count_open_of(connection, org):
+    """How many streams of an org are open and have not expired, with the org's streams locked for creation until the
+    transaction ends (a transaction-scoped advisory lock: another one counting the same org waits until this one has
+    inserted its stream, or given up)."""
     connection.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (CREATION_LOCK, org))
-    return connection.execute("SELECT count(*) FROM streams WHERE org = %s AND state = %s AND touched_at >= %s",
-                              (org, OPEN, since)).fetchone()[0]
+    return connection.execute(f"SELECT count(*) FROM streams WHERE org = %s AND state = %s AND {LIVE}",
+                              (org, OPEN)).fetchone()[0]
 
 
-def save_open_count(connection, since):
-    """Count the streams of every org that are open and were touched at or after `since`, and keep the count."""
-    connection.execute(
-        "INSERT INTO open_streams_count (streams) SELECT count(*) FROM streams WHERE state = %s AND touched_at >= %s "
-        "ON CONFLICT (one) DO UPDATE SET streams = EXCLUDED.streams", (OPEN, since))
+def save_open_count(connection):
+    """Count the streams of every org that are open and have not expired, keep the count, return it."""
+    return connection.execute(
+        f"INSERT INTO open_streams_count (streams) SELECT count(*) FROM streams WHERE state = %s AND {LIVE} "
+        "ON CONFLICT (one) DO UPDATE SET streams = EXCLUDED.streams RETURNING streams", (OPEN,)).fetchone()[0]
 
 
-def open_count(connection):
-    """The count the last sweep kept, or 0 before any sweep."""
-    row = connection.execute("SELECT streams FROM open_streams_count").fetchone()
-    return 0 if row is None else row[0]
-
-
-def touched_before(connection, cutoff):
-    """(org, id) of every stream last touched before `cutoff`."""
-    return connection.execute("SELECT org, id FROM streams WHERE touched_at < %s", (cutoff,)).fetchall()
+def expired_ids(connection):
+    """(org, id) of every stream that has expired."""
+    return connection.execute(f"SELECT org, id FROM streams WHERE {EXPIRED}").fetchall()
 
 
 def lock_all(connection):

@@ -3,15 +3,35 @@
 database hold it, and one a killed node leaves in the spool is removed by the sweep."""
 import contextlib
 import hashlib
+import os
+import re
+from pathlib import Path
 
 from service.interface import SNIFF_BYTES
 from service.storage.incoming import BUFFER_SIZE, IncomingFile
 from service.storage.sha256_state import Sha256State
 
 
+# A spool file's name: its kind, then the pid of the process receiving it.
+_SPOOLED = re.compile(r"(chunk|tus)-(\d+)-")
+
+
+def remove_orphans(spool):
+    """Remove the spool files of processes that are gone (a node or worker killed mid-request): what they carried that
+    counts is in the bucket and the database, and their clients send the rest again."""
+    for leftover in spool.iterdir():
+        match = _SPOOLED.match(leftover.name)
+        if match and not Path(f"/proc/{match.group(2)}").exists():
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+
+
 class SpoolFile(IncomingFile):
-    """A body received to the spool (never fsynced, so no early writeback)."""
+    """A body received to the spool (never fsynced, so no early writeback), named after its kind and this process."""
     early_writeback = False
+
+    def __init__(self, spool, head_size, hasher, kind):
+        super().__init__(spool, head_size, hasher, prefix=f"{kind}-{os.getpid()}-")
 
 
 class _NoHash:
@@ -25,7 +45,7 @@ class SpooledChunk(SpoolFile):
 
     def __init__(self, spool, head_size, objects, start_state=None):
         hasher = Sha256State.deserialize(start_state) if start_state is not None else _NoHash()
-        super().__init__(spool, head_size, hasher, prefix="chunk-")
+        super().__init__(spool, head_size, hasher, kind="chunk")
         self.start_state = start_state
         self._objects = objects
         # An object of this chunk in the bucket (staged before or under the stream's lock), and whether a committed row
@@ -67,11 +87,25 @@ class SharedTusAppend:
     `SharedLockedStream.append_body` under the stream's row lock. No lock is held while the body arrives: the offset is
     checked again when it commits, and a PATCH that lost a race is a 409."""
 
-    def __init__(self, spool, row):
+    def __init__(self, spool, row, commit_part):
+        """`commit_part(self)` makes what was received so far part of the upload under the row lock."""
         self.offset = row.length
+        self._spool = spool
+        self._commit_part = commit_part
         self._committed_head = row.head
         self._hasher = Sha256State.deserialize(row.hash_state)
-        self._body = SpoolFile(spool, SNIFF_BYTES, self._hasher, prefix="tus-")
+        self._body = SpoolFile(spool, SNIFF_BYTES, self._hasher, kind="tus")
+
+    def commit(self):
+        """Commit what was received so far (the bucket gets it as multipart parts, the row its offset and SHA-256
+        state), then go on receiving into a fresh spool file from the new offset."""
+        if not self.size:
+            return
+        self._commit_part(self)
+        self._committed_head = self.upload_head(SNIFF_BYTES)
+        self.offset += self.size
+        self._body.discard()
+        self._body = SpoolFile(self._spool, SNIFF_BYTES, self._hasher, kind="tus")
 
     @property
     def size(self):

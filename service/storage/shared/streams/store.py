@@ -1,7 +1,6 @@
 """The streams of every org: creating, finding, locking, deleting and sweeping them."""
 import contextlib
 import secrets
-import time
 
 from service.errors import StreamNotFound, TooManyStreams
 from service.storage.contract import STREAM_ID, StreamStatus
@@ -15,19 +14,19 @@ from service.storage.shared.streams.stream import SharedLockedStream
 
 class SharedStreamStore:
     """Every org's streams as rows and objects (service.storage.contract.StreamStore); a stream idle for longer than
-    `ttl_seconds` (by `clock`) is gone."""
+    `ttl_seconds` (as the node that made it set it, by the database's clock: rows.DB_NOW) is gone."""
 
-    def __init__(self, database, objects, media, spool, ttl_seconds, clock=time.time, max_open=1000,
+    def __init__(self, database, objects, media, spool, ttl_seconds, max_open=1000,
                  new_hex=random_hex):
         self.database = database
         self.objects = objects
         self.media = media
         self.spool = spool
         self.ttl_seconds = ttl_seconds
-        self.clock = clock
         self.max_open = max_open
         # Makes stream ids (service.storage.fresh_names): random, or seeded in test mode.
         self.new_hex = new_hex
+        self._open_count = None  # as this process's last sweep counted them (open_count)
 
     def _stream_key(self, org, stream_id, name):
         return self.objects.key(f"streams/{org}/{stream_id}/{name}")
@@ -49,16 +48,16 @@ class SharedStreamStore:
         under an advisory lock of the org, so two nodes cannot both take the last one."""
         stream_id = self.new_hex(16)
         with self.database.transaction() as connection:
-            open_now = rows.count_open_of(connection, org, self.clock() - self.ttl_seconds)
+            open_now = rows.count_open_of(connection, org)
             if open_now >= self.max_open:
                 raise TooManyStreams(open_now, self.max_open, self.ttl_seconds / 3600)
-            StreamRows(connection, org, stream_id).insert(record, self.clock())
+            StreamRows(connection, org, stream_id).insert(record, self.ttl_seconds)
         return stream_id
 
     def insert(self, org, stream_id, record):
         """A stream under a given id (imports keep the file backend's ids), whatever the org holds."""
         with self.database.transaction() as connection:
-            StreamRows(connection, org, stream_id).insert(record, self.clock())
+            StreamRows(connection, org, stream_id).insert(record, self.ttl_seconds)
 
     def _row(self, connection, org, stream_id, lock=False):
         """The stream's StreamRow, or None when it does not exist or has expired."""
@@ -67,7 +66,7 @@ class SharedStreamStore:
         row = StreamRows(connection, org, stream_id).get(lock)
         if row is None:
             return None
-        return None if row.touched_at + self.ttl_seconds < self.clock() else row
+        return None if row.expired else row
 
     def peek(self, org, stream_id):
         """The row of a live stream without locking it, or None."""
@@ -80,7 +79,9 @@ class SharedStreamStore:
         return row.record if row else None
 
     def expiry_from_now(self):
-        return self.clock() + self.ttl_seconds
+        """When a stream touched now expires, by the database's clock (the one clock of expiry)."""
+        with self.database.transaction() as connection:
+            return connection.execute(f"SELECT {rows.DB_NOW} + %s", (self.ttl_seconds,)).fetchone()[0]
 
     def status(self, org, stream_id):
         """The StreamStatus of a live stream, else 404."""
@@ -90,16 +91,16 @@ class SharedStreamStore:
                 raise StreamNotFound()
             record = row.record
             chunks = {} if record.is_complete or record.is_tus else StreamRows(connection, org, stream_id).chunk_sizes()
-        return StreamStatus(record, chunks, row.length if record.is_tus else None, row.touched_at + self.ttl_seconds)
+        return StreamStatus(record, chunks, row.length if record.is_tus else None, row.expires_at)
 
     def open_ids(self, org):
         with self.database.transaction() as connection:
-            return rows.open_ids(connection, org, self.clock() - self.ttl_seconds)
+            return rows.open_ids(connection, org)
 
     def open_count(self):
-        """The open streams of every org as the last sweep counted them: one row, however many."""
-        with self.database.transaction() as connection:
-            return rows.open_count(connection)
+        """The open streams of every org as this process's last sweep counted them (None before one): from memory,
+        so /metrics needs no database."""
+        return self._open_count
 
     # -- receiving ---------------------------------------------------------------------------------------------------
 
@@ -173,8 +174,9 @@ class SharedStreamStore:
     def append_tus(self, org, stream_id, receive, rules, lock_timeout=None):
         """Receive a tus PATCH body to the spool with `receive(SharedTusAppend)` (no lock is held meanwhile: the offset
         is checked again when it commits), then commit it and complete the upload when it is whole, asking `rules`
-        (contract.CompletionRules), in one transaction under the row lock; return a StreamWrite. Whatever raises,
-        nothing of the body is kept."""
+        (contract.CompletionRules), in one transaction under the row lock; return a StreamWrite. A long body is
+        committed in parts on the way when `receive` asks (SharedTusAppend.commit); whatever raises, nothing of the
+        body past its last committed part is kept."""
         appending = self.tus_append(org, stream_id)
         try:
             receive(appending)
@@ -188,7 +190,11 @@ class SharedStreamStore:
         row = self.peek(org, stream_id)
         if row is None:
             raise StreamNotFound()
-        return SharedTusAppend(self.spool, row)
+        return SharedTusAppend(self.spool, row, lambda appending: self._commit_part(org, stream_id, appending))
+
+    def _commit_part(self, org, stream_id, appending):
+        with self.open(org, stream_id) as stream:
+            stream.append_body(appending)
 
     # -- ending ------------------------------------------------------------------------------------------------------
 
@@ -214,18 +220,16 @@ class SharedStreamStore:
         return keys
 
     def sweep(self):
-        """Count the open streams for open_count, and remove streams idle for longer than the time-to-live, aborting
-        their multipart uploads and removing their staged objects (streams busy in a request are left to the next
-        sweep). Return how many were removed."""
-        cutoff = self.clock() - self.ttl_seconds
+        """Count the open streams for open_count, and remove the expired ones (by the database's clock and each
+        stream's own time-to-live), aborting their multipart uploads and removing their staged objects (streams busy
+        in a request are left to the next sweep). Return how many were removed."""
         removed = 0
         with self.database.transaction() as connection:
-            # The open streams counted are those active since the cutoff, which this sweep does not remove.
-            rows.save_open_count(connection, cutoff)
-            expired = rows.touched_before(connection, cutoff)
+            self._open_count = rows.save_open_count(connection)
+            expired = rows.expired_ids(connection)
         for org, stream_id in expired:
             with self.database.transaction() as connection:
-                row = StreamRows(connection, org, stream_id).get_expired(cutoff)
+                row = StreamRows(connection, org, stream_id).get_expired()
                 if row is None:
                     continue
                 keys = self.forget(connection, org, stream_id, row)

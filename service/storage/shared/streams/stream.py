@@ -38,10 +38,10 @@ class SharedLockedStream:
         self._rows.save_record(record)
 
     def _save_row(self):
-        self._rows.save(self._row, self._store.clock())
+        self._rows.save(self._row)
 
     def _touch(self):
-        self._rows.touch(self._store.clock())
+        self._rows.touch()
 
     def part_sizes(self):
         return self._rows.chunk_sizes()

@@ -1,0 +1,37 @@
+"""The settings an operator sizes a node with (CONTRACT 13): the database pool's, the default number of workers, and
+messages that name the variable actually set."""
+import pytest
+
+from service.config import MAX_DEFAULT_WORKERS, load_config, load_server_config
+from service.errors import ConfigurationError
+from service.storage import database_options
+
+
+def test_pool_size_wait_and_node_name_come_from_the_environment():
+    config = load_config(environ={"WIS_DB_POOL_SIZE": "7", "WIS_DB_POOL_WAIT_SECONDS": "2.5",
+                                  "WIS_NODE_NAME": "line-3"}, serving=False)
+    assert database_options(config) == {"pool_size": 7, "pool_wait_seconds": 2.5, "node_name": "line-3",
+                                        "variable": "WIS_DATABASE_URL (or DATABASE_URL)"}
+
+
+@pytest.mark.parametrize("variable, value", [("WIS_DB_POOL_SIZE", "0"), ("WIS_DB_POOL_SIZE", "four"),
+                                             ("WIS_DB_POOL_WAIT_SECONDS", "-1"), ("WIS_DB_POOL_WAIT_SECONDS", "nan")])
+def test_a_wrong_pool_setting_is_refused_naming_its_variable(variable, value):
+    with pytest.raises(ConfigurationError, match=f"invalid value for {variable}: '{value}'"):
+        load_config(environ={variable: value}, serving=False)
+
+
+@pytest.mark.parametrize("variable", ["DATABASE_URL", "WIS_DATABASE_URL"])
+def test_messages_name_the_database_variable_that_was_set(variable):
+    with pytest.raises(ConfigurationError) as refused:
+        load_config(environ={variable: "postgresql://wis@127.0.0.1/wis"}, serving=False)
+    message = str(refused.value)
+    assert f"({variable} is set)" in message and "WIS_S3_BUCKET is required" in message
+    config = load_config(environ={variable: "postgresql://wis@127.0.0.1/wis", "WIS_S3_BUCKET": "b"}, serving=False)
+    assert database_options(config)["variable"] == variable
+
+
+def test_the_default_workers_are_capped_so_default_nodes_fit_in_max_connections():
+    workers = load_server_config(environ={})["workers"]
+    assert 2 <= workers <= MAX_DEFAULT_WORKERS == 8
+    assert load_server_config(environ={"WIS_WORKERS": "12"})["workers"] == 12
