@@ -1,4 +1,4 @@
-"""The backup and restore the operators' docs describe (docs/incoming/ops.md, "Backup and restore"), done as written:
+"""The backup and restore the operators' docs describe (docs/shared-backend.md, "Backup"), done as written:
 `pg_dump` of the database, then a copy of the bucket's objects; restored into a new database and a new bucket, a node
 on them reads back every document, media file and open upload stream."""
 import subprocess
