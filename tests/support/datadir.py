@@ -38,7 +38,7 @@ def store_media(repo, org, path, data=None):
     with tempfile.TemporaryDirectory() as directory:
         source = Path(directory) / "media"
         source.write_bytes(data)
-        assert repo.media.publish(org, path, source), f"{path} is taken"
+        assert repo.media.publish(org, path, source, hashlib.sha256(data).hexdigest()) == path, f"{path} is taken"
 
 
 def stored_names(app, org, area, *under):
