@@ -106,33 +106,77 @@ class Client:
             extensions = first.get("extensions") or {}
             message = "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors)
             raise ClientError(response.status_code, message, field=extensions.get("field"),
-                              code=extensions.get("code"))
+                              code=extensions.get("code"), extensions=extensions, errors=errors)
         if response.status_code >= 400 or "data" not in body:
             raise ClientError(response.status_code, error_message(response))
         return body["data"]
 
-    def _upsert(self, kind, obj):
+    def _upsert(self, kind, obj, if_revision=None, dry_run=False):
         mutation = f"{kind}Create"
         input_type = mutation[0].upper() + mutation[1:] + "Input"
-        query = f"mutation($input: {input_type}!) {{ {mutation}(input: $input) }}"
-        return self.graphql(query, {"input": {kind: obj}})[mutation]
+        # ifRevision and dryRun are sent only when asked for: servers before CONTRACT 10 know neither.
+        declared, passed, variables = _lifecycle_arguments(if_revision, dry_run)
+        query = f"mutation($input: {input_type}!{declared}) {{ {mutation}(input: $input{passed}) }}"
+        return self.graphql(query, {"input": {kind: obj}, **variables})[mutation]
 
-    def create_process(self, process):
-        """Create or update a process; return "CREATED" or "UPDATED"."""
-        return self._upsert("process", process)
+    def create_process(self, process, if_revision=None, dry_run=False):
+        """Create or update a process; return "CREATED" or "UPDATED". `if_revision`: only if the stored revision is
+        that one (0: only if there is none), else ClientError with code CONFLICT and the current revision in
+        `extensions["revision"]`. `dry_run`: check everything, store nothing, answer as the write would."""
+        return self._upsert("process", process, if_revision, dry_run)
 
-    def create_product(self, product):
-        """Create or update a product; return "CREATED" or "UPDATED"."""
-        return self._upsert("product", product)
+    def create_product(self, product, if_revision=None, dry_run=False):
+        """Create or update a product; return "CREATED" or "UPDATED" (options as create_process)."""
+        return self._upsert("product", product, if_revision, dry_run)
 
-    def create_station(self, station):
-        """Create or update a station; return "CREATED" or "UPDATED"."""
-        return self._upsert("station", station)
+    def create_station(self, station, if_revision=None, dry_run=False):
+        """Create or update a station; return "CREATED" or "UPDATED" (options as create_process)."""
+        return self._upsert("station", station, if_revision, dry_run)
 
-    def _get(self, kind, object_id):
+    def create(self, kind, obj, if_revision=None, dry_run=False):
+        """create_process, create_product or create_station by `kind` ("process", "product", "station")."""
+        return self._upsert(_kind(kind), obj, if_revision, dry_run)
+
+    def delete(self, kind, object_id, if_revision=None, dry_run=False):
+        """Delete a process, product or station; return "DELETED". ClientError with code NOT_FOUND for an unknown
+        or already deleted id, CONFLICT for a process products refer to (`extensions["products"]`) or another
+        revision than `if_revision`."""
+        mutation = f"{_kind(kind)}Delete"
+        declared, passed, variables = _lifecycle_arguments(if_revision, dry_run)
+        query = f"mutation($id: String!{declared}) {{ {mutation}(id: $id{passed}) }}"
+        return self.graphql(query, {"id": object_id, **variables})[mutation]
+
+    def restore(self, kind, object_id, revision, if_revision=None, dry_run=False):
+        """Store that past revision of an object's input as its newest (a deleted object too); return "CREATED"
+        (it did not exist) or "UPDATED". ClientError NOT_FOUND for an unknown revision."""
+        mutation = f"{_kind(kind)}Restore"
+        declared, passed, variables = _lifecycle_arguments(if_revision, dry_run)
+        query = f"mutation($id: String!, $revision: Int!{declared}) {{ {mutation}(id: $id, revision: $revision{passed}) }}"
+        return self.graphql(query, {"id": object_id, "revision": revision, **variables})[mutation]
+
+    def history(self, kind, object_id, first=100, after=None):
+        """One page of an object's revisions, newest first: [{"revision", "savedAt", "change"}], `after` the last
+        revision number of the previous page. Empty for an unknown id."""
+        field = f"{_kind(kind)}History"
+        query = (f"query($id: String!, $first: Int, $after: Int) {{ {field}(id: $id, first: $first, after: $after) "
+                 "{ revision savedAt change } }")
+        return self.graphql(query, {"id": object_id, "first": first, "after": after})[field]
+
+    def list_inputs(self, kind, first=100, after=None):
+        """One page of objects of `kind` ordered by id, each as {"id", "revision", "input"}: `input` is the stored
+        input exactly as the create mutation takes it."""
+        page = READS[_kind(kind)][1]
+        query = (f"query($first: Int, $after: String) {{ {page}(first: $first, after: $after) "
+                 "{ id revision input } }")
+        return self.graphql(query, {"first": first, "after": after})[page]
+
+    def _get(self, kind, object_id, revision=None):
         one, _, fields, fragments = READS[kind]
-        query = f"query($id: String!) {{ {one}(id: $id) {{ {fields} }} }} {fragments}"
-        return self.graphql(query, {"id": object_id})[one]
+        if revision is None:
+            query = f"query($id: String!) {{ {one}(id: $id) {{ {fields} }} }} {fragments}"
+            return self.graphql(query, {"id": object_id})[one]
+        query = f"query($id: String!, $revision: Int) {{ {one}(id: $id, revision: $revision) {{ {fields} }} }} {fragments}"
+        return self.graphql(query, {"id": object_id, "revision": revision})[one]
 
     def _list(self, kind, first, after):
         _, page, fields, fragments = READS[kind]
@@ -140,17 +184,18 @@ class Client:
                  f"{fragments}")
         return self.graphql(query, {"first": first, "after": after})[page]
 
-    def get_process(self, process_id):
-        """The stored process with its derived data, or None when the org has no such process."""
-        return self._get("process", process_id)
+    def get_process(self, process_id, revision=None):
+        """The stored process with its derived data, or None when the org has no such process; with `revision`, as
+        it was then (None when that revision does not exist or was pruned)."""
+        return self._get("process", process_id, revision)
 
-    def get_product(self, product_id):
-        """The stored product, or None when the org has no such product."""
-        return self._get("product", product_id)
+    def get_product(self, product_id, revision=None):
+        """The stored product, or None when the org has no such product (`revision` as get_process)."""
+        return self._get("product", product_id, revision)
 
-    def get_station(self, station_id):
-        """The stored station, or None when the org has no such station."""
-        return self._get("station", station_id)
+    def get_station(self, station_id, revision=None):
+        """The stored station, or None when the org has no such station (`revision` as get_process)."""
+        return self._get("station", station_id, revision)
 
     def list_processes(self, first=100, after=None):
         """One page of processes ordered by id: `first` (0 to 1000) after the id `after`."""
@@ -198,15 +243,34 @@ class Client:
         return self.uploader.upload(path, destination, chunk_size=chunk_size, parallel=parallel,
                                     progress=progress, resumed=resumed, state_dir=state_dir)
 
-    def push(self, paths, on_result=None, progress_for=None, **upload_options):
+    def push(self, paths, on_result=None, progress_for=None, dry_run=False, **upload_options):
         """Create or update the stations, processes and products in JSON/YAML files; see service.client.push.
 
         Returns a PushResult per entry, also passed to `on_result` as each is known. `upload_options`
         (chunk_size, parallel, state_dir) go to the upload of each local media file; `progress_for(file)`
-        may return a context manager giving that upload's `progress`/`resumed` callbacks.
+        may return a context manager giving that upload's `progress`/`resumed` callbacks. `dry_run`: write
+        nothing (local media checked, not uploaded; objects sent with dryRun).
         """
         return push_module.push(self, paths, on_result=on_result, upload_options=upload_options,
-                                progress_for=progress_for)
+                                progress_for=progress_for, dry=dry_run)
+
+
+def _kind(kind):
+    if kind not in READS:
+        raise ValueError(f"not a kind of object: {kind!r} (process, product or station)")
+    return kind
+
+
+def _lifecycle_arguments(if_revision, dry_run):
+    """(variable declarations, arguments, variables) for the optional ifRevision and dryRun of a mutation."""
+    declared, passed, variables = "", "", {}
+    if if_revision is not None:
+        declared, passed, variables["ifRevision"] = ", $ifRevision: Int", ", ifRevision: $ifRevision", if_revision
+    if dry_run:
+        declared += ", $dryRun: Boolean"
+        passed += ", dryRun: $dryRun"
+        variables["dryRun"] = True
+    return declared, passed, variables
 
 
 def _copy(response, handle):
