@@ -244,12 +244,16 @@ class ArchiveReader:
                 path = MEDIA_PATH_ROOT + entry.name[len(MEDIA) + 1:]
                 if not entry.name.startswith(MEDIA + "/") or path not in accepted:
                     continue
-                local = os.path.join(directory, "media")
+                # Named as its media name without the unique prefix: uploaded again, it keeps its cleaned name (and so
+                # finds the same media on a server that has them).
+                name = entry.name.rsplit("/", 1)[1]
+                local = os.path.join(directory, name.partition("-")[2] or name)
                 with open(local, "wb") as copy:
                     size, sha256 = _digest(read(), copy)
                 if (size, sha256) != (accepted[path]["size"], accepted[path]["sha256"]):
                     raise ArchiveError(f"{entry.name}: changed since the archive was checked")
                 yield MediaEntry(path, local, size, sha256)
+                os.unlink(local)  # one media file on disk at a time
 
     def _checked(self):
         return self.contents or self.check()
