@@ -2,9 +2,12 @@
 bytes and cleaned file name match media the org has at that destination answer the existing path, on both backends,
 also when two arrive at once."""
 import base64
+import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
+import psycopg
 import pytest
 import requests
 
@@ -179,3 +182,48 @@ def test_identical_tus_uploads_completing_at_once_end_with_one_path(two_workers)
     path = paths.pop()
     assert media_names_of(two_workers) == [path.rsplit("/", 1)[1]]
     assert sha256(requests.get(two_workers.url + path, headers=HEADERS, timeout=30).content) == sha256(data)
+
+
+def test_answering_existing_media_starts_its_age_again(app, client, auth):
+    # So that `wis gc --min-age-hours` spares media that a push is about to reference again.
+    data = png(5000, seed=12)
+    path = uploaded_path(client, auth, data)
+    repo = get_repository(app)
+    long_ago = time.time() - 30 * 24 * 3600
+    if hasattr(repo, "database"):
+        with repo.database.transaction() as connection:
+            connection.execute("UPDATE media SET created_at = %s", (long_ago,))
+    else:
+        os.utime(repo.media.file_for(ORG, path), (long_ago, long_ago))
+    assert dict(repo.media.list_media(ORG))[path] < long_ago + 1
+    assert uploaded_path(client, auth, data) == path
+    assert dict(repo.media.list_media(ORG))[path] > time.time() - 3600
+
+
+def test_the_migration_gives_the_oldest_of_earlier_copies_the_identity(postgres):
+    """Rows of a database written before deduplication: re-uploads left copies; the oldest is the one answered."""
+    from service.storage.shared.database import MIGRATIONS, Database
+
+    url = postgres.new_database()
+    with psycopg.connect(url, autocommit=True) as connection:
+        for migration in MIGRATIONS[:4]:
+            connection.execute(migration)
+        connection.execute("CREATE TABLE wis_schema (version integer NOT NULL); INSERT INTO wis_schema VALUES (4)")
+        rows = [("acme", "/api/v1/images/00000000000000bb-photo.png", "a" * 64, 200.0),
+                ("acme", "/api/v1/images/00000000000000aa-photo.png", "a" * 64, 100.0),
+                ("acme", "/api/v1/images/00000000000000cc-photo.png", "b" * 64, 300.0),
+                ("other", "/api/v1/images/00000000000000dd-photo.png", "a" * 64, 400.0),
+                ("acme", "/api/v1/videos/noprefix.mp4", "c" * 64, 100.0)]
+        for org, path, sha, created in rows:
+            connection.execute("INSERT INTO media (org, path, object_key, size, sha256, created_at) "
+                               "VALUES (%s, %s, 'key', 1, %s, %s)", (org, path, sha, created))
+    assert Database(url).upgrade() == (4, len(MIGRATIONS))
+    with psycopg.connect(url) as connection:
+        identities = dict(connection.execute("SELECT org || path, identity FROM media").fetchall())
+    assert identities == {
+        "acme/api/v1/images/00000000000000aa-photo.png": "images/photo.png",
+        "acme/api/v1/images/00000000000000bb-photo.png": None,
+        "acme/api/v1/images/00000000000000cc-photo.png": "images/photo.png",
+        "other/api/v1/images/00000000000000dd-photo.png": "images/photo.png",
+        "acme/api/v1/videos/noprefix.mp4": None,
+    }
