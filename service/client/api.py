@@ -74,6 +74,13 @@ class Client:
         """The requests.Session of the calling thread (upload threads have their own)."""
         return self.transport.session
 
+    def copy(self):
+        """A new Client of the same service with the same settings, for another thread."""
+        transport = self.transport
+        return Client(transport.base_url, transport.token, timeout=transport.timeout, retries=transport.retries,
+                      backoff=transport.backoff, session_factory=transport.session_factory,
+                      state_dir=self.uploader.state_dir)
+
     def close(self):
         """Close the connections of the calling thread's session (upload threads close theirs when done)."""
         self.transport.close()

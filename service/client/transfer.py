@@ -8,8 +8,11 @@ new), rewrites the media paths of each process to the paths the target answered,
 products through the create mutations (an unchanged push changes nothing). An entry that fails is reported with its
 reason, and what depends on it (a process whose media failed) is reported too, never sent half-rewritten.
 """
+import collections
 import copy
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -65,10 +68,11 @@ def export_org(client, target, org, on_result=None, progress=None):
     return ExportResult(counts, problems)
 
 
-def import_archive(client, path, dry=False, on_result=None, progress=None, upload_options=None):
+def import_archive(client, path, dry=False, on_result=None, progress=None, upload_options=None, parallel=4):
     """Send the archive at `path` (or an ArchiveReader of it) to the server; a PushResult per entry (also to `on_result` as each is known).
     ArchiveError, before anything is sent, for an archive that cannot be used at all. With `dry`, nothing is
-    written: media are checked locally and objects sent with dryRun (see service.client.dry_run)."""
+    written: media are checked locally and objects sent with dryRun (see service.client.dry_run). Objects of one kind
+    are sent `parallel` at a time."""
     report, advance = on_result or (lambda result: None), progress or (lambda what, n: None)
     results = []
 
@@ -101,30 +105,66 @@ def import_archive(client, path, dry=False, on_result=None, progress=None, uploa
         advance("media", entry.size)
     pending_media = set(contents.media) - set(failed) if dry else set()
     sent_processes = set()
-    for folder in KINDS:
-        kind = KIND_OF_FOLDER[folder]
-        for identifier, obj in reader.objects(folder):
-            label = f"{kind} {identifier}"
-            try:
-                obj = _with_paths(obj, moved, failed)
-                if dry:
-                    pending = dry_run.media_fields(kind, obj, pending_media) | dry_run.process_fields(
-                        kind, obj, sent_processes)
-                    checked = dry_run.check(client, kind, obj, pending)
-                    outcome = f"{checked.outcome} (dry run" + (
-                        f"; {checked.pending} field(s) wait for what the import creates first)" if checked.pending else ")")
-                else:
-                    outcome = client.create(kind, obj)
-            except ServerUnreachable:
-                raise
-            except (ClientError, ValueError) as error:
-                record(PushResult(label, error=_reason(error)))
-            else:
-                record(PushResult(label, outcome=outcome))
-                if kind == "process":
+    clients = _ThreadClients(client)
+
+    def send(kind, identifier, obj):
+        """(outcome, error) of one object, in a thread of the pool with a Client of its own."""
+        try:
+            obj = _with_paths(obj, moved, failed)
+            if not dry:
+                return clients.get().create(kind, obj), None
+            pending = dry_run.media_fields(kind, obj, pending_media) | dry_run.process_fields(kind, obj, sent_processes)
+            checked = dry_run.check(clients.get(), kind, obj, pending)
+            waiting = f"; {checked.pending} field(s) wait for what the import creates first" if checked.pending else ""
+            return f"{checked.outcome} (dry run{waiting})", None
+        except ServerUnreachable:
+            raise
+        except (ClientError, ValueError) as error:
+            return None, _reason(error)
+
+    with clients, ThreadPoolExecutor(max_workers=parallel) as pool:
+        for folder in KINDS:
+            kind = KIND_OF_FOLDER[folder]
+            # Objects of one kind do not refer to each other: they go `parallel` at a time, reported in archive order.
+            sent = _in_order(pool, lambda item: (item[0], *send(kind, *item)), reader.objects(folder), 4 * parallel)
+            for identifier, outcome, error in sent:
+                record(PushResult(f"{kind} {identifier}", outcome=outcome, error=error))
+                if error is None and kind == "process":
                     sent_processes.add(identifier)
-            advance("objects", 1)
+                advance("objects", 1)
     return results
+
+
+def _in_order(pool, function, items, window):
+    """function(item) for each item, run on `pool` with at most `window` submitted ahead, yielded in order."""
+    waiting = collections.deque()
+    for item in items:
+        waiting.append(pool.submit(function, item))
+        if len(waiting) >= window:
+            yield waiting.popleft().result()
+    while waiting:
+        yield waiting.popleft().result()
+
+
+class _ThreadClients(threading.local):
+    """A Client per thread of the pool, with the settings of `client` (a Client serves one thread); closed at the
+    end of the `with` block."""
+
+    def __init__(self, client):
+        self.template, self.made = client, []
+
+    def get(self):
+        if not hasattr(self, "client"):
+            self.client = self.template.copy()
+            self.made.append(self.client)
+        return self.client
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        for client in self.made:
+            client.close()
 
 
 def _with_paths(obj, moved, failed):
