@@ -78,8 +78,8 @@ def main():
         temp = Path(temp)
         seed = temp / "seed.tar.gz"
         media_bytes = make_archive(seed, options.processes, options.media_mb, options.file_mb)
-        print(f"{options.processes} processes, {media_bytes / MB:.0f} MB of media; archive {seed.stat().st_size / MB:.0f} MB",
-              flush=True)
+        print(f"{options.processes} processes, {media_bytes / MB:.0f} MB of media; "
+              f"archive {seed.stat().st_size / MB:.0f} MB", flush=True)
         for round_number in range(options.rounds):
             data_dir = temp / f"data-{round_number}"
             process, url = start_ours(data_dir)

@@ -182,7 +182,8 @@ def main(argv=None):
         return args.run(args) or 0
     except ClientError as error:
         print(f"error: {describe(error)}", file=sys.stderr)
-    except (UsageError, ConfigurationError, ValueError, ArchiveError) as error:  # ValueError: a request the client refused
+    # ValueError: a request the client refused; ArchiveError: an archive that cannot be used at all.
+    except (UsageError, ConfigurationError, ValueError, ArchiveError) as error:
         print(f"error: {error}", file=sys.stderr)
     except StorageFailed as error:  # the database, the bucket or the disk of a storage command failed
         print(f"error: {error}", file=sys.stderr)
@@ -304,7 +305,8 @@ def export_command(args):
 def import_command(args):
     reader = ArchiveReader(args.file)
     contents = reader.check()
-    print(f"{args.file}: org {contents.org}, exported {contents.exported_at}: {contents.counts['stations']} station(s), "
+    print(f"{args.file}: org {contents.org}, exported {contents.exported_at}: "
+          f"{contents.counts['stations']} station(s), "
           f"{contents.counts['processes']} process(es), {contents.counts['products']} product(s), "
           f"{contents.counts['media']} media file(s)" + (" (dry run: nothing is written)" if args.dry_run else ""),
           file=sys.stderr)

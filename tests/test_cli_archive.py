@@ -93,8 +93,8 @@ def test_a_refused_entry_is_reported_with_what_depends_on_it_and_the_rest_is_imp
     code, out, err = wis(capsys, "import", tmp_path / "b.tar.gz", server=server)
     assert code == 1
     assert out[0].startswith("media/videos/00000000000000bb-clip.mp4: error: its SHA-256 is ")
-    assert "process frame_weld: error: process.steps[0].video.path: its media /api/v1/videos/00000000000000bb-clip.mp4 " \
-           "was not imported (refused in the archive)" in out
+    assert ("process frame_weld: error: process.steps[0].video.path: its media "
+            "/api/v1/videos/00000000000000bb-clip.mp4 was not imported (refused in the archive)") in out
     # The product names a process that was not imported: the server says so.
     assert any(line.startswith("product bike: error: ") and "frame_weld" in line for line in out)
     assert "process assembly: CREATED" in out and "station line_1: CREATED" in out

@@ -158,7 +158,8 @@ class Client:
         (it did not exist) or "UPDATED". ClientError NOT_FOUND for an unknown revision."""
         mutation = f"{_kind(kind)}Restore"
         declared, passed, variables = _lifecycle_arguments(if_revision, dry_run)
-        query = f"mutation($id: String!, $revision: Int!{declared}) {{ {mutation}(id: $id, revision: $revision{passed}) }}"
+        query = (f"mutation($id: String!, $revision: Int!{declared}) "
+                 f"{{ {mutation}(id: $id, revision: $revision{passed}) }}")
         return self.graphql(query, {"id": object_id, "revision": revision, **variables})[mutation]
 
     def history(self, kind, object_id, first=100, after=None):
@@ -182,7 +183,8 @@ class Client:
         if revision is None:
             query = f"query($id: String!) {{ {one}(id: $id) {{ {fields} }} }} {fragments}"
             return self.graphql(query, {"id": object_id})[one]
-        query = f"query($id: String!, $revision: Int) {{ {one}(id: $id, revision: $revision) {{ {fields} }} }} {fragments}"
+        query = (f"query($id: String!, $revision: Int) {{ {one}(id: $id, revision: $revision) {{ {fields} }} }} "
+                 f"{fragments}")
         return self.graphql(query, {"id": object_id, "revision": revision})[one]
 
     def _list(self, kind, first, after):

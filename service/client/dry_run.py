@@ -57,7 +57,8 @@ def check_media_file(file, kind=None):
     fmt = file_format(file)
     destination = FORMAT_DESTINATIONS.get(fmt)
     if destination is None or (kind is not None and DESTINATIONS[destination].kind != kind):
-        raise ValueError(f"{file}: not a media file the service accepts{f' as {kind}' if kind else ''} ({fmt or 'unknown format'})")
+        as_kind = f" as {kind}" if kind else ""
+        raise ValueError(f"{file}: not a media file the service accepts{as_kind} ({fmt or 'unknown format'})")
     size = file.stat().st_size
     if size > DESTINATIONS[destination].limit:
         raise ValueError(f"{file}: {size} bytes, more than the {DESTINATIONS[destination].limit} {destination} accepts")

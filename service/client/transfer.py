@@ -69,7 +69,8 @@ def export_org(client, target, org, on_result=None, progress=None):
 
 
 def import_archive(client, path, dry=False, on_result=None, progress=None, upload_options=None, parallel=4):
-    """Send the archive at `path` (or an ArchiveReader of it) to the server; a PushResult per entry (also to `on_result` as each is known).
+    """Send the archive at `path` (or an ArchiveReader of it) to the server; a PushResult per entry (also to
+    `on_result` as each is known).
     ArchiveError, before anything is sent, for an archive that cannot be used at all. With `dry`, nothing is
     written: media are checked locally and objects sent with dryRun (see service.client.dry_run). Objects of one kind
     are sent `parallel` at a time."""
