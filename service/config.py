@@ -15,6 +15,8 @@ DEFAULTS = {
     # Upload streams an org may have open at once (created, neither complete nor expired): each holds disk or rows
     # for up to STREAM_TTL_HOURS, and a client that creates streams and never sends them must not fill the disk.
     "MAX_OPEN_STREAMS": 1000,
+    # Revisions kept in each object's history (CONTRACT 10); the oldest are pruned by the write past it; 0 keeps all.
+    "HISTORY_REVISIONS": 100,
     # Test mode turns on the state and fault-injection endpoints for integrators' test suites.
     "TEST_MODE": False,
     # Test mode only: an integer that makes the names the server makes up (stream ids, media name prefixes) and the
@@ -53,6 +55,13 @@ def _positive_int(value):
     number = int(value)
     if number < 1:
         raise ValueError("must be 1 or more")
+    return number
+
+
+def _count(value):
+    number = int(value)
+    if number < 0:
+        raise ValueError("must be 0 or more")
     return number
 
 
@@ -99,6 +108,7 @@ ENVIRONMENT = {
     "WIS_API_TOKENS": ("API_TOKENS", str),
     "WIS_STREAM_TTL_HOURS": ("STREAM_TTL_HOURS", float),
     "WIS_MAX_OPEN_STREAMS": ("MAX_OPEN_STREAMS", _positive_int),
+    "WIS_HISTORY_REVISIONS": ("HISTORY_REVISIONS", _count),
     "WIS_TEST_MODE": ("TEST_MODE", _flag),
     "WIS_TEST_SEED": ("TEST_SEED", int),
     "WIS_METRICS_REQUIRE_TOKEN": ("METRICS_REQUIRE_TOKEN", _flag),

@@ -20,6 +20,10 @@ RESPONSES = {
     "unsupported_checksum": (400, "BAD_REQUEST"),
     "stream_not_found": (404, "NOT_FOUND"),
     "media_not_found": (404, "NOT_FOUND"),
+    "object_not_found": (404, "NOT_FOUND"),
+    "revision_not_found": (404, "NOT_FOUND"),
+    "revision_conflict": (409, "CONFLICT"),
+    "process_in_use": (409, "CONFLICT"),
     "offset_mismatch": (409, "CONFLICT"),
     "wrong_protocol": (409, "CONFLICT"),
     "tus_version_unsupported": (412, "PRECONDITION_FAILED"),
@@ -59,6 +63,8 @@ class ConfigurationError(Exception):
 class ServiceError(Exception):
     code = "internal_error"
     message = "internal server error"
+    # What a GraphQL error carries in `extensions` besides its code (the current revision of a conflict, say).
+    extensions = {}
 
     def __init__(self, message=None):
         super().__init__(message or self.message)
@@ -239,3 +245,50 @@ class ResponseTooLarge(ServiceError):
     """The answer being built went over the budget of one answer: the operation stops, nothing of it is answered."""
     code = "response_too_large"
     message = "the answer is larger than one answer may be"
+
+
+def _one(kind):
+    """How a message names one object of a stored kind: 'processes' -> 'process'."""
+    return {"processes": "process", "products": "product", "stations": "station"}.get(kind, kind)
+
+
+class ObjectNotFound(ServiceError):
+    """A delete or restore names a process, product or station the org does not have (unknown, or deleted)."""
+    code = "object_not_found"
+
+    def __init__(self, kind, identifier):
+        super().__init__(f"no {_one(kind)} {identifier!r} exists in your org (unknown id, or deleted already)")
+
+
+class RevisionNotFound(ServiceError):
+    """A restore names a revision the object's history does not hold (never made, pruned, or a deletion)."""
+    code = "revision_not_found"
+
+    def __init__(self, kind, identifier, revision):
+        super().__init__(f"{_one(kind)} {identifier!r} has no revision {revision} to restore (its history lists the "
+                         "revisions it keeps; a deletion holds no content)")
+
+
+class RevisionConflict(ServiceError):
+    """`ifRevision` named another revision than the stored one: nothing was changed. `revision` is the stored one
+    (0: the object does not exist)."""
+    code = "revision_conflict"
+
+    def __init__(self, kind, identifier, expected, current):
+        self.extensions = {"revision": current}
+        stored = f"is at revision {current}" if current else "does not exist"
+        super().__init__(f"ifRevision: expected {_one(kind)} {identifier!r} at revision {expected}, but it {stored}; "
+                         "nothing was changed (read it again, then decide)")
+
+
+class ProcessInUse(ServiceError):
+    """A process that products name (as final process or in a dependency) cannot be deleted."""
+    code = "process_in_use"
+
+    def __init__(self, identifier, products, named_in_message):
+        self.extensions = {"products": list(products)}
+        listed = ", ".join(map(repr, products[:named_in_message]))
+        if len(products) > named_in_message:
+            listed += f" and {len(products) - named_in_message} more (extensions.products lists them all)"
+        super().__init__(f"process {identifier!r} is used by the products {listed}: change or delete them first; "
+                         "nothing was deleted")

@@ -88,6 +88,22 @@ def every_crash(tmp_path, baseline, request, check):
     raise AssertionError(f"the request was still running after {MAX_STEPS} file operations")
 
 
+def graphql(client, query, **variables):
+    response = client.post("/graph/v2", headers=HEADERS, json={"query": query, "variables": variables})
+    assert response.status_code == 200
+    return response.get_json()
+
+
+def history(client, identifier="line_1"):
+    answer = graphql(client, "query($id: String!) { processHistory(id: $id) { revision change } }", id=identifier)
+    return [(entry["revision"], entry["change"]) for entry in answer["data"]["processHistory"]]
+
+
+def name_at(client, revision):
+    answer = graphql(client, 'query($r: Int) { process(id: "line_1", revision: $r) { name } }', r=revision)
+    return (answer["data"]["process"] or {}).get("name")
+
+
 def test_a_crash_at_any_step_of_an_upsert_leaves_the_old_or_the_new_process(tmp_path):
     baseline = tmp_path / "baseline"
     client = service(baseline).test_client()
@@ -97,11 +113,55 @@ def test_a_crash_at_any_step_of_an_upsert_leaves_the_old_or_the_new_process(tmp_
         stored = read_process(client, HEADERS)
         assert (stored["name"], stored["revision"]) in {("before", 1), ("after", 2)}
         assert [step["name"] for step in stored["steps"]] == [f"{stored['name']} {i}" for i in range(3)]
+        # The history agrees with the current document: no entry of the interrupted write unless it committed.
+        assert history(client) == [(2, "UPDATED"), (1, "CREATED")][2 - stored["revision"]:]
+        assert name_at(client, stored["revision"]) == stored["name"] and name_at(client, 1) == "before"
         assert upsert_process(client, HEADERS, line_process("again"))["data"] == {"processCreate": "UPDATED"}
+        assert history(client)[0] == (stored["revision"] + 1, "UPDATED")
+        assert name_at(client, stored["revision"] + 1) == "again"
 
     steps = every_crash(tmp_path, baseline, lambda client: upsert_process(client, HEADERS, line_process("after")),
                         check)
-    assert steps >= 4  # lock, temporary file, write, fsync, rename, directory fsync
+    assert steps >= 8  # lock, then per file (entry, document): temporary, write, fsync, rename, directory fsync
+
+
+def test_a_crash_at_any_step_of_a_delete_leaves_the_process_or_its_deletion(tmp_path):
+    baseline = tmp_path / "baseline"
+    client = service(baseline).test_client()
+    upsert_process(client, HEADERS, line_process("before"))
+
+    def check(client, data_dir):
+        stored = read_process(client, HEADERS)
+        if stored is None:
+            assert history(client) == [(2, "DELETED"), (1, "CREATED")]
+        else:
+            assert (stored["name"], history(client)) == ("before", [(1, "CREATED")])
+        assert upsert_process(client, HEADERS, line_process("again"))["data"] == {
+            "processCreate": "CREATED" if stored is None else "UPDATED"}
+        assert history(client)[0] == (3 if stored is None else 2, "CREATED" if stored is None else "UPDATED")
+
+    delete = 'mutation { processDelete(id: "line_1") }'
+    steps = every_crash(tmp_path, baseline, lambda client: graphql(client, delete), check)
+    assert steps >= 6  # lock, the entry's temporary, write, fsync, rename, directory fsync, unlink
+
+
+def test_a_crash_at_any_step_of_a_restore_after_a_delete_leaves_a_consistent_history(tmp_path):
+    baseline = tmp_path / "baseline"
+    client = service(baseline).test_client()
+    upsert_process(client, HEADERS, line_process("before"))
+    graphql(client, 'mutation { processDelete(id: "line_1") }')
+
+    def check(client, data_dir):
+        stored = read_process(client, HEADERS)
+        restored = [] if stored is None else [(3, "RESTORED")]
+        assert history(client) == restored + [(2, "DELETED"), (1, "CREATED")]
+        assert upsert_process(client, HEADERS, line_process("again"))["data"] == {
+            "processCreate": "CREATED" if stored is None else "UPDATED"}
+        assert history(client)[0][0] == 3 + len(restored)
+
+    restore = 'mutation { processRestore(id: "line_1", revision: 1) }'
+    steps = every_crash(tmp_path, baseline, lambda client: graphql(client, restore), check)
+    assert steps >= 8
 
 
 def test_a_crash_at_any_step_of_a_single_upload_leaves_no_partial_media(tmp_path):

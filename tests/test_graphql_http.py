@@ -199,7 +199,7 @@ def test_lists_are_paged_by_id(client, auth):
 def test_first_defaults_to_100_and_is_at_most_1000(app, client, auth):
     documents = get_repository(app).documents
     for number in range(105):
-        documents.upsert("default", STATIONS, f"st_{number:03d}", {"id": f"st_{number:03d}", "name": "x"})
+        documents.save("default", STATIONS, f"st_{number:03d}", {"id": f"st_{number:03d}", "name": "x"})
     _, body = gql(client, auth, "{ stations { id } }")
     assert len(body["data"]["stations"]) == 100
     _, body = gql(client, auth, "{ stations(first: 1000) { id } }")
@@ -215,7 +215,7 @@ def test_first_defaults_to_100_and_is_at_most_1000(app, client, auth):
 def test_a_page_opens_only_its_own_documents(app, client, auth, monkeypatch):
     documents = get_repository(app).documents
     for number in range(20):
-        documents.upsert("default", PROCESSES, f"proc_{number:02d}", {"id": f"proc_{number:02d}", "name": "x",
+        documents.save("default", PROCESSES, f"proc_{number:02d}", {"id": f"proc_{number:02d}", "name": "x",
                                                                      "startBehavior": "CONFIRM", "endBehavior": "SUMMARY",
                                                                      "billOfMaterials": []})
     opened = []

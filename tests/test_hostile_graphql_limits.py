@@ -127,7 +127,7 @@ def reads(app, monkeypatch):
 
 def store_legacy_process(app, identifier, description):
     """A process stored before texts had a limit: its description may be megabytes long."""
-    get_repository(app).documents.upsert("default", PROCESSES, identifier, {
+    get_repository(app).documents.save("default", PROCESSES, identifier, {
         "id": identifier, "name": "Legacy", "description": description, "startBehavior": "CONFIRM",
         "endBehavior": "SUMMARY", "steps": None, "billOfMaterials": []})
 

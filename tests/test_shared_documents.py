@@ -1,6 +1,7 @@
 """The shared backend's documents (PostgreSQL): the same answers as the file backend's FileDocumentStore, one revision per
 acknowledged write under concurrent processes, pages as index range scans, and the import that `wis migrate` uses."""
 import multiprocessing
+import os
 import re
 import time
 
@@ -50,8 +51,8 @@ def test_upsert_and_get_answer_as_the_file_backend_does(shared, local):
             "revision": 99, "createdAt": "forged"}
     answers = {}
     for name, store in (("shared", shared), ("local", local)):
-        first, created = store.upsert(ORG, "processes", "line_1", body)
-        second, created_again = store.upsert(ORG, "processes", "line_1", {**body, "zeta": 2})
+        first, created, _ = store.save(ORG, "processes", "line_1", body)
+        second, created_again, _ = store.save(ORG, "processes", "line_1", {**body, "zeta": 2})
         stored = store.get(ORG, "processes", "line_1")
         assert created and not created_again
         assert stored == second and list(stored) == list(second)
@@ -69,9 +70,9 @@ def test_lists_are_in_byte_order_like_file_names(shared, local):
     ids = ["abc", "ABC", "Abd", "a_b", "z-1", "z", "0", "_", "-"]
     for store in (shared, local):
         for identifier in ids:
-            store.upsert(ORG, "stations", identifier, {"id": identifier})
-        store.upsert(ORG, "processes", "p", {"id": "p"})
-        store.upsert("other", "products", "q", {"id": "q"})
+            store.save(ORG, "stations", identifier, {"id": identifier})
+        store.save(ORG, "processes", "p", {"id": "p"})
+        store.save("other", "products", "q", {"id": "q"})
     assert shared.ids(ORG, "stations") == local.ids(ORG, "stations") == sorted(ids) == [
         "-", "0", "ABC", "Abd", "_", "a_b", "abc", "z", "z-1"]
     assert shared.kinds(ORG) == local.kinds(ORG) == ["processes", "stations"]
@@ -86,8 +87,9 @@ def test_lists_are_in_byte_order_like_file_names(shared, local):
 
 def _upsert_many(url, times, acknowledged):
     store = SharedDocumentStore(Database(url))
-    for _ in range(times):
-        document, _created = store.upsert(ORG, "processes", "hot", {"id": "hot"})
+    for number in range(times):
+        # A body of its own per write: an unchanged one would store nothing.
+        document, _created, _ = store.save(ORG, "processes", "hot", {"id": "hot", "write": f"{os.getpid()}-{number}"})
         acknowledged.put(document["revision"])
     store.database.close()
 
@@ -134,38 +136,38 @@ def test_a_page_of_a_large_kind_is_an_index_range_scan(database, shared):
 
 
 def test_import_keeps_the_metadata_and_a_second_run_changes_nothing(shared, local):
-    local.upsert(ORG, "processes", "line_1", {"id": "line_1", "n": 1})
-    original, _created = local.upsert(ORG, "processes", "line_1", {"id": "line_1", "n": 2})
+    local.save(ORG, "processes", "line_1", {"id": "line_1", "n": 1})
+    original, _created, _ = local.save(ORG, "processes", "line_1", {"id": "line_1", "n": 2})
 
     assert shared.import_document(ORG, "processes", "line_1", original) == "copied"
     assert shared.get(ORG, "processes", "line_1") == original
     assert shared.import_document(ORG, "processes", "line_1", original) == "unchanged"
 
     # Updated on the file side since the first run (a migration repeated before the switch): the later revision goes.
-    later, _created = local.upsert(ORG, "processes", "line_1", {"id": "line_1", "n": 3})
+    later, _created, _ = local.save(ORG, "processes", "line_1", {"id": "line_1", "n": 3})
     assert shared.import_document(ORG, "processes", "line_1", later) == "copied"
     assert shared.get(ORG, "processes", "line_1") == later
 
     # Updated on the shared side since: an older copy from the data directory does not roll it back.
-    newest, created = shared.upsert(ORG, "processes", "line_1", {"id": "line_1", "n": 4})
+    newest, created, _ = shared.save(ORG, "processes", "line_1", {"id": "line_1", "n": 4})
     assert not created and newest["revision"] == 4 and newest["createdAt"] == original["createdAt"]
     assert shared.import_document(ORG, "processes", "line_1", later) == "unchanged"
     assert shared.get(ORG, "processes", "line_1") == newest
 
 
 def test_remove_all_empties_every_org(shared):
-    shared.upsert(ORG, "processes", "a", {"id": "a"})
-    shared.upsert("other", "stations", "b", {"id": "b"})
+    shared.save(ORG, "processes", "a", {"id": "a"})
+    shared.save("other", "stations", "b", {"id": "b"})
     shared.remove_all()
     assert shared.kinds(ORG) == shared.kinds("other") == []
-    assert shared.upsert(ORG, "processes", "a", {"id": "a"})[0]["revision"] == 1
+    assert shared.save(ORG, "processes", "a", {"id": "a"})[0]["revision"] == 1
 
 
 @pytest.mark.parametrize("number", [float("inf"), float("nan")])
 def test_import_refuses_a_number_json_cannot_hold_instead_of_storing_null(shared, local, number):
     """`wis migrate` copies documents without the create path's checks: the encoding both backends share refuses what
     orjson would write as null, naming the field, and nothing is copied."""
-    document, _created = local.upsert(ORG, "processes", "line_1", {"id": "line_1", "n": 1})
+    document, _created, _ = local.save(ORG, "processes", "line_1", {"id": "line_1", "n": 1})
     with pytest.raises(UnstorableDocument, match=r"steps\[0\]\.quantity holds a number JSON cannot represent"):
         shared.import_document(ORG, "processes", "line_1", {**document, "steps": [{"quantity": number}]})
     assert shared.get(ORG, "processes", "line_1") is None

@@ -34,7 +34,7 @@ def opened(monkeypatch):
 def stored(app):
     store = get_repository(app).documents
     for number in range(STORED):
-        store.upsert("default", PROCESSES, f"proc_{number:03d}", {"id": f"proc_{number:03d}", "name": "p"})
+        store.save("default", PROCESSES, f"proc_{number:03d}", {"id": f"proc_{number:03d}", "name": "p"})
     return store
 
 
@@ -72,7 +72,7 @@ def test_an_update_keeps_created_at_and_counts_revisions_of_a_document_written_b
     path = stored._path("default", PROCESSES, "proc_007")
     path.write_text(json.dumps({"revision": 41, "createdAt": "2020-01-02T03:04:05.000Z", "id": "proc_007",
                                 "updatedAt": "2020-01-02T03:04:05.000Z", "name": "edited"}, indent=2))
-    document, created = stored.upsert("default", PROCESSES, "proc_007", {"id": "proc_007", "name": "again"})
+    document, created, _ = stored.save("default", PROCESSES, "proc_007", {"id": "proc_007", "name": "again"})
     assert not created
     assert (document["createdAt"], document["revision"]) == ("2020-01-02T03:04:05.000Z", 42)
     assert stored.get("default", PROCESSES, "proc_007") == document
@@ -80,7 +80,7 @@ def test_an_update_keeps_created_at_and_counts_revisions_of_a_document_written_b
 
 def test_metadata_inside_a_value_does_not_fool_an_update(stored):
     sneaky = ',"createdAt":"1999-01-01T00:00:00.000Z","updatedAt":"1999-01-01T00:00:00.000Z","revision":99}'
-    first, _ = stored.upsert("default", PROCESSES, "proc_sneaky", {"id": "proc_sneaky", "name": sneaky})
-    document, created = stored.upsert("default", PROCESSES, "proc_sneaky", {"id": "proc_sneaky", "name": sneaky})
+    first, _, _ = stored.save("default", PROCESSES, "proc_sneaky", {"id": "proc_sneaky", "name": sneaky})
+    document, created, _ = stored.save("default", PROCESSES, "proc_sneaky", {"id": "proc_sneaky", "name": sneaky + "!"})
     assert not created
     assert (document["createdAt"], document["revision"]) == (first["createdAt"], 2)

@@ -7,7 +7,7 @@ from service.storage.files import FileRepository
 def test_sweep_removes_stale_document_temporaries_and_keeps_fresh_ones(tmp_path):
     """A worker killed mid-write leaves a `.tmp-*.part` beside the documents; the sweep removes it once stale."""
     repo = FileRepository(tmp_path / "data", stream_ttl_seconds=24 * 3600)
-    repo.documents.upsert("default", "processes", "proc_1", {"id": "proc_1", "name": "Kept"})
+    repo.documents.save("default", "processes", "proc_1", {"id": "proc_1", "name": "Kept"})
     directory = repo.orgs_root / "default" / "processes"
     stale, fresh = directory / ".tmp-dead.part", directory / ".tmp-busy.part"
     stale.write_bytes(b'{"id": "proc_1", "na')

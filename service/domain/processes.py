@@ -2,7 +2,8 @@
 import math
 import re
 
-from service.domain.derivations import derive, quantity_of
+from service.domain.derivations import quantity_of
+from service.domain.inputs import normalised
 from service.domain.reads import PROCESSES
 from service.domain.validation import Problems, quoted
 from service.interface import media_path, parse_media_path
@@ -15,10 +16,12 @@ UNITS_PATTERN = re.compile(r"[^\s-]+-\S+")
 COLOR_PATTERN = re.compile(r"#[0-9A-Fa-f]{6}")
 
 
-def upsert_process(repo, org, data):
-    """Check a ProcessInput dict, derive its content and store it whole; return (document, created)."""
+def upsert_process(repo, org, data, *, if_revision=None, dry_run=False, restored=False):
+    """Check a ProcessInput dict and store it whole, its defaults applied (derived data is derived when read); return
+    what the store did (service.storage.contract.Saved)."""
     check_process(repo, org, data)
-    return repo.documents.upsert(org, PROCESSES, data["id"], derive(with_defaults(data)))
+    return repo.documents.save(org, PROCESSES, data["id"], normalised(with_defaults(data)), restored=restored,
+                               if_revision=if_revision, dry_run=dry_run)
 
 
 def check_process(repo, org, process):

@@ -1,16 +1,41 @@
 """Products: a workflow graph of processes of the same org, ending in one final process."""
 from service.domain.ids import is_valid_id
+from service.domain.inputs import normalised
 from service.domain.reads import PROCESSES, PRODUCTS
 from service.domain.validation import Problems
+from service.errors import ProcessInUse
 
 DEFAULT_DEPENDENCY_QUANTITY = 1
+# How many of the products naming a process a message lists (extensions.products lists them all).
+NAMED_IN_MESSAGE = 20
 
 
-def upsert_product(repo, org, data):
-    """Check a ProductInput dict against the org's processes and store it whole; return (document, created)."""
-    check_product(repo, org, data)
+def upsert_product(repo, org, data, *, if_revision=None, dry_run=False, restored=False):
+    """Check a ProductInput dict against the org's processes and store it whole; return what the store did
+    (service.storage.contract.Saved). The check runs first to report every problem without holding a lock, then
+    again as the write's guard, under the org's references lock: a process deleted in between is noticed."""
+    check_product(repo.documents, org, data)
     dependencies = [{**edge, "quantity": _quantity(edge)} for edge in data.get("dependencies") or []]
-    return repo.documents.upsert(org, PRODUCTS, data["id"], {**data, "dependencies": dependencies})
+    return repo.documents.save(org, PRODUCTS, data["id"], normalised({**data, "dependencies": dependencies}),
+                               restored=restored, if_revision=if_revision, dry_run=dry_run,
+                               guard=lambda view: check_product(view, org, data))
+
+
+def processes_of(product):
+    """The ids of the processes a product names: its final process and both ends of each dependency."""
+    named = {product.get("finalProcessId")}
+    for edge in product.get("dependencies") or []:
+        named.update((edge.get("processId"), edge.get("upstreamProcessId")))
+    return named
+
+
+def refuse_while_named(org, process_id):
+    """The guard of a process's deletion: ProcessInUse naming the products of the org that name the process."""
+    def guard(view):
+        naming = [product["id"] for product in view.each(org, PRODUCTS) if process_id in processes_of(product)]
+        if naming:
+            raise ProcessInUse(process_id, naming, NAMED_IN_MESSAGE)
+    return guard
 
 
 def _quantity(edge):
@@ -18,17 +43,16 @@ def _quantity(edge):
     return DEFAULT_DEPENDENCY_QUANTITY if quantity is None else quantity
 
 
-def check_product(repo, org, product):
-    """Raise InvalidInput listing every rule the product breaks."""
+def check_product(documents, org, product):
+    """Raise InvalidInput listing every rule the product breaks; `documents` (a DocumentView) says which processes
+    exist."""
     problems = Problems()
     problems.check_values("product", product)
     problems.check_id("product.id", product.get("id"))
     problems.check_name("product.name", product.get("name"))
     # Every process the product names, looked up at once: one query on the shared backend, not one per edge.
-    named = {product.get("finalProcessId")}
-    for edge in product.get("dependencies") or []:
-        named.update((edge.get("processId"), edge.get("upstreamProcessId")))
-    existing = repo.documents.existing(org, PROCESSES, [process_id for process_id in named if is_valid_id(process_id)])
+    named = processes_of(product)
+    existing = documents.existing(org, PROCESSES, [process_id for process_id in named if is_valid_id(process_id)])
 
     def check_reference(field, process_id):
         if not problems.check_id(field, process_id):

@@ -1,31 +1,52 @@
 """Reading stored processes, products and stations back, one org at a time."""
 from typing import NamedTuple, Optional
 
+from service.domain.derivations import derive
 from service.domain.ids import is_valid_id
+from service.domain.inputs import PROCESSES, input_of
 from service.domain.validation import Problems
 
-PROCESSES = "processes"
 PRODUCTS = "products"
 STATIONS = "stations"
 MAX_PAGE_SIZE = 1000
 
 
-def get_object(repo, org, kind, identifier):
-    """The stored object of `kind` with this id in the org, or None (also for ids that cannot exist)."""
+def present(kind, document):
+    """A stored document as it is read: its input's fields with the derived data of a process (derived now, by the
+    rules of this version, for current and past revisions alike), the metadata, and `input` itself."""
+    if document is None:
+        return None
+    given = input_of(kind, document)
+    shown = derive(given) if kind == PROCESSES else dict(given)
+    shown.update(createdAt=document["createdAt"], updatedAt=document["updatedAt"], revision=document["revision"],
+                 input=given)
+    return shown
+
+
+def get_object(repo, org, kind, identifier, revision=None):
+    """The object of `kind` with this id in the org as it is now, or as revision `revision` stored it; None when there
+    is none (also for ids that cannot exist, and revisions pruned or never made)."""
     if not is_valid_id(identifier):
         return None
-    return repo.documents.get(org, kind, identifier)
+    if revision is None:
+        return present(kind, repo.documents.get(org, kind, identifier))
+    return present(kind, repo.documents.revision(org, kind, identifier, revision)) if revision >= 1 else None
+
+
+def check_first(problems, first):
+    """Record a problem unless `first` is a page size (0..MAX_PAGE_SIZE)."""
+    if isinstance(first, bool) or not isinstance(first, int) or not 0 <= first <= MAX_PAGE_SIZE:
+        problems.add("first", f"must be an integer from 0 to {MAX_PAGE_SIZE}; got {first!r}")
 
 
 def list_objects(repo, org, kind, first, after=None):
     """Up to `first` (0..1000) objects ordered by id, starting after the id `after`."""
     problems = Problems()
-    if isinstance(first, bool) or not isinstance(first, int) or not 0 <= first <= MAX_PAGE_SIZE:
-        problems.add("first", f"must be an integer from 0 to {MAX_PAGE_SIZE}; got {first!r}")
+    check_first(problems, first)
     if after is not None and not isinstance(after, str):
         problems.add("after", f"must be the id of the last object of the previous page; got {after!r}")
     problems.raise_if_any()
-    return repo.documents.page(org, kind, first, after)
+    return (present(kind, document) for document in repo.documents.page(org, kind, first, after))
 
 
 # The preview pages list this many objects at a time.
@@ -46,10 +67,10 @@ def page_of_objects(repo, org, kind, after=None, contains="", size=LIST_PAGE_SIZ
         needle = contains.casefold()
         matching = [identifier for identifier in repo.documents.ids(org, kind)
                     if (after is None or identifier > after) and needle in identifier.casefold()]
-        found = (repo.documents.get(org, kind, identifier) for identifier in matching[:size + 1])
+        found = (get_object(repo, org, kind, identifier) for identifier in matching[:size + 1])
         objects = [document for document in found if document is not None]  # removed since the listing
     else:
-        objects = list(repo.documents.page(org, kind, size + 1, after))
+        objects = [present(kind, document) for document in repo.documents.page(org, kind, size + 1, after)]
     return ListPage(objects[:size], objects[size - 1]["id"] if len(objects) > size else None)
 
 

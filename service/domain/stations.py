@@ -3,11 +3,12 @@ from service.domain.reads import STATIONS
 from service.domain.validation import Problems
 
 
-def upsert_station(repo, org, data):
-    """Check a StationInput dict and store it whole; return (document, created)."""
+def upsert_station(repo, org, data, *, if_revision=None, dry_run=False, restored=False):
+    """Check a StationInput dict and store it whole; return what the store did (service.storage.contract.Saved)."""
     problems = Problems()
     problems.check_values("station", data)
     problems.check_id("station.id", data.get("id"))
     problems.check_name("station.name", data.get("name"))
     problems.raise_if_any()
-    return repo.documents.upsert(org, STATIONS, data["id"], {"id": data["id"], "name": data["name"]})
+    return repo.documents.save(org, STATIONS, data["id"], {"id": data["id"], "name": data["name"]}, restored=restored,
+                               if_revision=if_revision, dry_run=dry_run)

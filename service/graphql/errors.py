@@ -54,7 +54,7 @@ def format_execution_errors(errors):
             formatted.extend(field_error(field, message, error) for field, message in original.errors)
         elif isinstance(original, ServiceError):
             formatted.append({**error.formatted, "message": original.message,
-                              "extensions": {"code": graphql_code(original)}})
+                              "extensions": {"code": graphql_code(original), **original.extensions}})
         elif original is not None and not isinstance(original, GraphQLError):
             # Logged in full here; the client learns only that it was not its fault.
             log.error("unexpected error in a resolver", exc_info=original)

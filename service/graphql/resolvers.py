@@ -1,27 +1,48 @@
 """Resolvers: take the repository and org from the context, call one domain function."""
-from ariadne import MutationType, ObjectType, QueryType
+from ariadne import MutationType, ObjectType, QueryType, ScalarType
+from graphql.utilities import value_from_ast_untyped
 
-from service.domain.processes import upsert_process
-from service.domain.products import upsert_product
+from service.domain.lifecycle import UPSERTS, delete_object, history_of, restore_object
 from service.domain.reads import PROCESSES, PRODUCTS, STATIONS, get_object, list_objects
-from service.domain.stations import upsert_station
 
 query = QueryType()
 mutation = MutationType()
 step = ObjectType("Step")
+# Any JSON value (an object's stored input), answered as it is.
+json_scalar = ScalarType("JSON", serializer=lambda value: value, value_parser=lambda value: value,
+                         literal_parser=lambda node, variables=None: value_from_ast_untyped(node, variables))
 
 
-def _upsert(function, key):
-    def resolve(_, info, input):
-        _, created = function(info.context["repo"], info.context["org"], input[key])
-        return "CREATED" if created else "UPDATED"
+def _answer(saved):
+    return "CREATED" if saved.created else "UPDATED"
+
+
+def _upsert(kind, key):
+    def resolve(_, info, input, ifRevision=None, dryRun=False):
+        return _answer(UPSERTS[kind](info.context["repo"], info.context["org"], input[key], if_revision=ifRevision,
+                                     dry_run=dryRun))
+
+    return resolve
+
+
+def _delete(kind):
+    def resolve(_, info, id, ifRevision=None, dryRun=False):
+        delete_object(info.context["repo"], info.context["org"], kind, id, ifRevision, dryRun)
+        return "DELETED"
+
+    return resolve
+
+
+def _restore(kind):
+    def resolve(_, info, id, revision, ifRevision=None, dryRun=False):
+        return _answer(restore_object(info.context["repo"], info.context["org"], kind, id, revision, ifRevision, dryRun))
 
     return resolve
 
 
 def _get(kind):
-    def resolve(_, info, id):
-        return get_object(info.context["repo"], info.context["org"], kind, id)
+    def resolve(_, info, id, revision=None):
+        return get_object(info.context["repo"], info.context["org"], kind, id, revision)
 
     return resolve
 
@@ -33,21 +54,29 @@ def _list(kind):
     return resolve
 
 
-mutation.set_field("processCreate", _upsert(upsert_process, "process"))
-mutation.set_field("productCreate", _upsert(upsert_product, "product"))
-mutation.set_field("stationCreate", _upsert(upsert_station, "station"))
+def _history(kind):
+    def resolve(_, info, id, first, after=None):
+        return history_of(info.context["repo"], info.context["org"], kind, id, first, after)
+
+    return resolve
+
+
 for single, plural, kind in (("process", "processes", PROCESSES), ("product", "products", PRODUCTS),
                              ("station", "stations", STATIONS)):
+    mutation.set_field(f"{single}Create", _upsert(kind, single))
+    mutation.set_field(f"{single}Delete", _delete(kind))
+    mutation.set_field(f"{single}Restore", _restore(kind))
     query.set_field(single, _get(kind))
     query.set_field(plural, _list(kind))
+    query.set_field(f"{single}History", _history(kind))
 
 
 @step.field("torqueGroups")
 def resolve_torque_groups(stored_step, _info):
-    """Stored groups hold action ids; hand back the actions themselves."""
+    """Derived groups hold action ids; hand back the actions themselves."""
     by_id = {action["id"]: action for action in stored_step.get("actions") or []}
     return [{"tool": group["tool"], "actions": [by_id[i] for i in group["actionIds"]]}
             for group in stored_step.get("torqueGroups") or []]
 
 
-BINDABLES = [query, mutation, step]
+BINDABLES = [query, mutation, step, json_scalar]

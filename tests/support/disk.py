@@ -5,7 +5,7 @@ import tempfile
 from collections import Counter
 
 from service.storage import disk, incoming
-from service.storage.files import media
+from service.storage.files import documents, media
 from service.storage.files.streams import append, layout, ledger, store, stream
 
 
@@ -25,14 +25,14 @@ class FaultyDisk:
             return real_open(path, flags, *args, **kwargs)
 
         monkeypatch.setattr(os, "open", os_open)
-        for module in (disk, incoming, layout, ledger, append, stream, store, media):
+        for module in (disk, incoming, layout, ledger, append, stream, store, media, documents):
             monkeypatch.setattr(module, "os", _FaultyOs(self), raising=False)
             monkeypatch.setattr(module, "open", self.open, raising=False)
             if hasattr(module, "tempfile"):
                 monkeypatch.setattr(module, "tempfile", _FaultyTempfile(self))
 
     def fail(self, operation, code, nth=1, where=""):
-        """From now on, the `nth` call of `operation` (create, write, fsync, rename, link or lock) and every later one
+        """From now on, the `nth` call of `operation` (create, write, fsync, rename, link, unlink or lock) and every later one
         fail; with `where`, only writes to files whose path contains it are counted."""
         self.calls.clear()
         self._fault = (operation, code, nth, where)
@@ -89,6 +89,10 @@ class _FaultyOs:
     def link(self, source, target):
         self._disk.check("link")
         os.link(source, target)
+
+    def unlink(self, path):
+        self._disk.check("unlink")
+        os.unlink(path)
 
 
 class _FaultyTempfile:

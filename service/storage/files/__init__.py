@@ -9,6 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
+from service.storage.contract import DEFAULT_HISTORY_REVISIONS
 from service.storage.counter import FileCounter
 from service.storage.disk import remove_stale_temporaries
 from service.storage.faults import FaultStore
@@ -29,14 +30,15 @@ class FileRepository:
     """The stores of the file backend (service.storage.contract.Repository), rooted in one data directory; the only
     object that touches it."""
 
-    def __init__(self, data_dir, stream_ttl_seconds=24 * 3600, clock=time.time, max_open_streams=1000, test_seed=None):
+    def __init__(self, data_dir, stream_ttl_seconds=24 * 3600, clock=time.time, max_open_streams=1000, test_seed=None,
+                 history_revisions=DEFAULT_HISTORY_REVISIONS):
         self.data_dir = Path(data_dir)
         self.orgs_root = self.data_dir / "orgs"
         self.orgs_root.mkdir(parents=True, exist_ok=True)
         self.clock = clock
         self.names_counter = FileCounter(self.data_dir / NAMES_COUNTER)
         self.new_hex = name_source(test_seed, self.names_counter)
-        self.documents = FileDocumentStore(self.orgs_root)
+        self.documents = FileDocumentStore(self.orgs_root, history_revisions)
         self.media = FileMediaStore(self.orgs_root)
         self.streams = FileStreamStore(self.orgs_root, self.media, stream_ttl_seconds, clock, max_open_streams,
                                        new_hex=self.new_hex)

@@ -1,26 +1,36 @@
-"""JSON documents, one file per object: `<data>/orgs/<org>/<kind>/<id>.json`.
+"""JSON documents, one file per object: `<data>/orgs/<org>/<kind>/<id>.json`, and the history of each object, one
+file per revision: `<data>/orgs/<org>/<kind>/.history/<id>/<revision>.json` (listings skip the dot folder).
 
-Every write is an atomic replace under a per-document lock, so concurrent upserts of one id from
-several gunicorn workers serialize, and each acknowledged write bumps `revision` exactly once.
-Documents are compact UTF-8 JSON with the metadata written last, so an update learns `createdAt` and
-`revision` of the version it replaces from the file's last bytes instead of parsing the whole of it.
+A write runs under the document's lock: it writes the new revision's history entry, then replaces the document
+atomically (the commit point), then prunes the oldest entries. A delete writes its DELETED entry, then unlinks the
+document (the commit point). A writer killed at any instant leaves at most one entry past the committed state, which
+readers ignore and the next write overwrites: an entry newer than the current document's revision or, when there is no
+current document, newer than the last DELETED entry. So each acknowledged change adds exactly 1 to `revision`.
+
+Documents are compact UTF-8 JSON with the metadata written last; a history entry is `{"change":..,"savedAt":..,
+"document":..}`, its change and time first, so a listing reads the first bytes of each entry only.
 """
 import bisect
+import contextlib
 import os
 import re
 
 import orjson
 
-from service.storage.contract import DOCUMENT_META_FIELDS, utc_timestamp
-from service.storage.disk import atomic_write_bytes, lock, remove_stale_temporaries
+from service.errors import ObjectNotFound
+from service.storage.contract import (
+    CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, RESTORED, UPDATED, Revision, Saved,
+    check_revision, oldest_kept, utc_timestamp, without_meta)
+from service.storage.disk import atomic_write_bytes, disk_errors, fsync_directory, lock, remove_stale_temporaries
 from service.storage.encoding import encode
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 SUFFIX = ".json"
-# The end of every stored document. Inside JSON strings `"` is escaped, and the timestamps hold no `}`,
-# so a match can only be the top-level members written last by `upsert`.
-META_TAIL = re.compile(rb',"createdAt":"([0-9T:.Z-]+)","updatedAt":"[0-9T:.Z-]+","revision":(\d+)\}\Z')
-TAIL_SIZE = 128
+HISTORY = ".history"
+# Taken by a guarded write (service.storage.contract.Guard), one per org, before the document's own lock.
+REFERENCES_LOCK = ".references"
+ENTRY_HEAD = re.compile(rb'\{"change":"([A-Z]+)","savedAt":"([0-9T:.Z-]+)"')
+HEAD_SIZE = 64
 
 # Folders of an org that the other stores own.
 NOT_DOCUMENTS = {"media", "streams"}
@@ -29,8 +39,9 @@ NOT_DOCUMENTS = {"media", "streams"}
 class FileDocumentStore:
     """Every org's documents as files (service.storage.contract.DocumentStore)."""
 
-    def __init__(self, orgs_root):
+    def __init__(self, orgs_root, history_revisions=DEFAULT_HISTORY_REVISIONS):
         self.orgs_root = orgs_root
+        self.history_revisions = history_revisions
 
     def _directory(self, org, kind):
         return self.orgs_root / id_to_name(org) / kind
@@ -38,47 +49,119 @@ class FileDocumentStore:
     def _path(self, org, kind, identifier):
         return self._directory(org, kind) / (id_to_name(identifier) + SUFFIX)
 
+    def _history(self, org, kind, identifier):
+        return self._directory(org, kind) / HISTORY / id_to_name(identifier)
+
     def get(self, org, kind, identifier):
         """Return the stored document, or None."""
-        try:
-            with open(self._path(org, kind, identifier), "rb") as handle:
-                return orjson.loads(handle.read())
-        except FileNotFoundError:
-            return None
-
-    @staticmethod
-    def _stored_meta(path):
-        """(createdAt, revision) of the document stored at `path`, or None when there is none."""
-        try:
-            with open(path, "rb") as handle:
-                handle.seek(max(0, handle.seek(0, os.SEEK_END) - TAIL_SIZE))
-                match = META_TAIL.search(handle.read())
-                if match is not None:
-                    return match[1].decode(), int(match[2])
-                # Not written by `upsert` (edited by hand, say): parse it whole.
-                handle.seek(0)
-                document = orjson.loads(handle.read())
-                return document["createdAt"], document["revision"]
-        except FileNotFoundError:
-            return None
+        return _read_json(self._path(org, kind, identifier))
 
     def existing(self, org, kind, identifiers):
         """The ids among `identifiers` that the org has stored of `kind`."""
         return {identifier for identifier in identifiers if self._path(org, kind, identifier).is_file()}
 
-    def upsert(self, org, kind, identifier, body):
-        """Store `body` as the whole object; return (document, created)."""
-        path = self._path(org, kind, identifier)
-        with lock(path):
-            previous = self._stored_meta(path)
+    def each(self, org, kind):
+        """Every stored document of a kind, in id order."""
+        return self._each_stored(org, kind, self.ids(org, kind))
+
+    @contextlib.contextmanager
+    def _locked(self, org, kind, identifier, guard):
+        """The document's lock, after the org's references lock when the write is guarded (always in this order)."""
+        with contextlib.ExitStack() as held:
+            if guard is not None:
+                held.enter_context(lock(self.orgs_root / id_to_name(org) / REFERENCES_LOCK))
+            held.enter_context(lock(self._path(org, kind, identifier)))
+            yield
+
+    def save(self, org, kind, identifier, body, *, restored=False, if_revision=None, dry_run=False, guard=None):
+        """Store `body` as a new revision unless it equals the stored body (service.storage.contract.DocumentStore)."""
+        path, history = self._path(org, kind, identifier), self._history(org, kind, identifier)
+        body = without_meta(body)
+        with self._locked(org, kind, identifier, guard):
+            current = _read_json(path)
+            if guard is not None:
+                guard(self)
+            check_revision(kind, identifier, if_revision, current["revision"] if current else 0)
+            if current is not None and without_meta(current) == body:
+                return Saved(current, False, False)
+            newest = current["revision"] if current else _last_committed(history)
             now = utc_timestamp()
-            # Metadata last, in this order: META_TAIL finds it there on the next update.
-            document = {key: value for key, value in body.items() if key not in DOCUMENT_META_FIELDS}
-            document["createdAt"] = previous[0] if previous else now
-            document["updatedAt"] = now
-            document["revision"] = previous[1] + 1 if previous else 1
-            atomic_write_bytes(path, encode(document))
-        return document, previous is None
+            # Metadata last, in this order, as every document is written.
+            document = {**body, "createdAt": current["createdAt"] if current else now, "updatedAt": now,
+                        "revision": newest + 1}
+            if not dry_run:
+                encoded = encode(document)
+                change = RESTORED if restored else UPDATED if current else CREATED
+                self._write_entry(history, newest + 1, change, now, encoded)
+                atomic_write_bytes(path, encoded)
+                self._prune(history, newest + 1)
+        return Saved(document, current is None, True)
+
+    def delete(self, org, kind, identifier, *, if_revision=None, dry_run=False, guard=None):
+        """Remove the current document after writing its DELETED entry; return that entry's revision."""
+        path, history = self._path(org, kind, identifier), self._history(org, kind, identifier)
+        with self._locked(org, kind, identifier, guard):
+            current = _read_json(path)
+            if current is None:
+                raise ObjectNotFound(kind, identifier)
+            check_revision(kind, identifier, if_revision, current["revision"])
+            if guard is not None:
+                guard(self)
+            deleted = current["revision"] + 1
+            if not dry_run:
+                self._write_entry(history, deleted, DELETED, utc_timestamp(), b"null")
+                with disk_errors():
+                    os.unlink(path)
+                    fsync_directory(path.parent)
+                self._prune(history, deleted)
+        return deleted
+
+    @staticmethod
+    def _write_entry(history, revision, change, saved_at, encoded_document):
+        atomic_write_bytes(history / f"{revision}{SUFFIX}",
+                           b'{"change":"%s","savedAt":"%s","document":%s}' % (change.encode(), saved_at.encode(),
+                                                                             encoded_document))
+
+    def _prune(self, history, newest):
+        """Remove the entries older than those kept, once `newest` is committed."""
+        oldest = oldest_kept(newest, self.history_revisions)
+        for number in _entry_numbers(history):
+            if number >= oldest:
+                break
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(history / f"{number}{SUFFIX}")
+
+    def history(self, org, kind, identifier, first, after=None):
+        """Up to `first` revisions, newest first, older than `after` when given."""
+        history = self._history(org, kind, identifier)
+        current = _read_json(self._path(org, kind, identifier))
+        newest = current["revision"] if current else _last_committed(history)
+        numbers = [number for number in _entry_numbers(history) if number <= newest]
+        if current is not None and newest not in numbers:
+            numbers.append(newest)  # a document stored before history was kept: its own revision
+        found = []
+        for number in reversed(numbers):
+            if len(found) >= first:
+                break
+            if after is not None and number >= after:
+                continue
+            head = _entry_head(history / f"{number}{SUFFIX}")
+            if head is None and current is not None and number == newest:
+                head = (CREATED if newest == 1 else UPDATED, current["updatedAt"])
+            if head is not None:  # None: pruned since the listing
+                found.append(Revision(number, head[1], head[0]))
+        return found
+
+    def revision(self, org, kind, identifier, revision):
+        """The document as revision `revision` stored it, or None."""
+        current = self.get(org, kind, identifier)
+        if current is not None and revision == current["revision"]:
+            return current
+        history = self._history(org, kind, identifier)
+        if revision > (current["revision"] if current else _last_committed(history)):
+            return None  # a leftover of a killed writer, or never written
+        entry = _read_json(history / f"{revision}{SUFFIX}")
+        return None if entry is None else entry["document"]
 
     def kinds(self, org):
         """The kinds of document an org has stored (processes, products, stations), sorted."""
@@ -114,6 +197,44 @@ class FileDocumentStore:
                 yield document
 
     def sweep_temporaries(self, cutoff):
-        """Remove temporaries of document writes last touched before `cutoff` (their writer was killed)."""
-        return sum(remove_stale_temporaries(directory, cutoff)
-                   for directory in self.orgs_root.glob("*/*") if directory.is_dir())
+        """Remove temporaries of document and history writes last touched before `cutoff` (their writer was killed)."""
+        directories = [*self.orgs_root.glob("*/*"), *self.orgs_root.glob(f"*/*/{HISTORY}/*")]
+        return sum(remove_stale_temporaries(directory, cutoff) for directory in directories if directory.is_dir())
+
+
+def _read_json(path):
+    try:
+        with open(path, "rb") as handle:
+            return orjson.loads(handle.read())
+    except FileNotFoundError:
+        return None
+
+
+def _entry_numbers(history):
+    """The revision numbers of the entries in a history folder, ascending."""
+    try:
+        with os.scandir(history) as entries:
+            names = [entry.name[: -len(SUFFIX)] for entry in entries if entry.name.endswith(SUFFIX)]
+    except FileNotFoundError:
+        return []
+    return sorted(int(name) for name in names if name.isdigit())
+
+
+def _entry_head(path):
+    """(change, savedAt) of a history entry, from its first bytes; None when it is gone."""
+    try:
+        with open(path, "rb") as handle:
+            match = ENTRY_HEAD.match(handle.read(HEAD_SIZE))
+    except FileNotFoundError:
+        return None
+    return match[1].decode(), match[2].decode()
+
+
+def _last_committed(history):
+    """The newest committed revision of an object without a current document: its last DELETED entry (entries after
+    it are leftovers of a killed writer), 0 when none."""
+    for number in reversed(_entry_numbers(history)):
+        head = _entry_head(history / f"{number}{SUFFIX}")
+        if head is not None and head[0] == DELETED:
+            return number
+    return 0

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from service.errors import ObjectStoreUnavailable
+from service.storage.contract import DEFAULT_HISTORY_REVISIONS
 from service.storage.faults import FaultStore
 from service.storage.fresh_names import name_source
 from service.storage.journal import JournalStore
@@ -32,7 +33,7 @@ class SharedRepository:
     """The stores of the shared backend (service.storage.contract.Repository)."""
 
     def __init__(self, data_dir, database_url, bucket, prefix="", stream_ttl_seconds=24 * 3600, clock=time.time,
-                 max_open_streams=1000, test_seed=None):
+                 max_open_streams=1000, test_seed=None, history_revisions=DEFAULT_HISTORY_REVISIONS):
         self.data_dir = Path(data_dir)
         self.spool = self.data_dir / SPOOL
         self.spool.mkdir(parents=True, exist_ok=True)
@@ -41,7 +42,7 @@ class SharedRepository:
         self.objects = ObjectStore(bucket, prefix)
         self.names_counter = DatabaseCounter(self.database, "names")
         self.new_hex = name_source(test_seed, self.names_counter)
-        self.documents = SharedDocumentStore(self.database)
+        self.documents = SharedDocumentStore(self.database, history_revisions)
         self.media = SharedMediaStore(self.database, self.objects, self.spool, clock)
         self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds, clock,
                                          max_open_streams, self.new_hex)

@@ -95,6 +95,25 @@ MIGRATIONS = [
         value text NOT NULL
     );
     """,
+    # The history of every document (CONTRACT 10): one row per revision, written in the transaction that writes the
+    # document; `body` is NULL for a deletion. Each document stored so far starts its history at its revision.
+    """
+    CREATE TABLE revisions (
+        org text COLLATE "C" NOT NULL,
+        kind text COLLATE "C" NOT NULL,
+        id text COLLATE "C" NOT NULL,
+        revision bigint NOT NULL,
+        change text NOT NULL,
+        saved_at text NOT NULL,
+        created_at text NOT NULL,
+        body text,
+        PRIMARY KEY (org, kind, id, revision)
+    );
+    INSERT INTO revisions (org, kind, id, revision, change, saved_at, created_at, body)
+    SELECT org, kind, id, revision, CASE WHEN revision = 1 THEN 'CREATED' ELSE 'UPDATED' END, updated_at, created_at,
+           body
+    FROM documents;
+    """,
     # Media deduplication (CONTRACT 10): `<images|videos>/<cleaned name>` of each media, unique with its org and
     # SHA-256 (service.storage.contract.MediaIdentity). Existing media get it too, the oldest of each identity only:
     # the copies that re-uploads made before this version stay as they are and are never answered.

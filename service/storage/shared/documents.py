@@ -1,38 +1,78 @@
 """JSON documents in PostgreSQL (service.storage.contract.DocumentStore): one row of `documents` per (org, kind, id),
-the same answers as the file backend's.
+and one row of `revisions` per (org, kind, id, revision) of its history; the same answers as the file backend's.
 
 The body is kept as the JSON text orjson wrote, so numbers and key order come back exactly as stored; the metadata
 (createdAt, updatedAt, revision) lives in columns of its own and is put back after the body's fields, where the file
-backend writes it. An upsert is one INSERT ... ON CONFLICT statement: the row lock serializes concurrent upserts of
-one id from any number of processes and nodes, so each acknowledged write adds exactly 1 to `revision`.
+backend writes it. A write is one transaction: a transaction-scoped advisory lock on the object serializes the writers
+of one id on every node (also when no row exists yet to lock), then one statement reads the current row and the
+history's last revision, and one statement writes the document (or removes it), its revision row and the pruning.
+A guarded write first takes the org's references lock (an advisory lock of another key space).
 """
 import orjson
 
-from service.storage.contract import DOCUMENT_META_FIELDS
+from service.errors import ObjectNotFound
+from service.storage.contract import (
+    CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, RESTORED, UPDATED, Revision, Saved,
+    check_revision, oldest_kept, without_meta)
 from service.storage.encoding import encode
 
 # The timestamp format of service.storage.contract.utc_timestamp (2024-05-01T12:00:00.123Z), made by the database: one
-# clock for every node, read after the row lock is taken, so updatedAt never goes back as revision goes up.
+# clock for every node, read after the object's lock is taken, so updatedAt never goes back as revision goes up.
 NOW = """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
 
-UPSERT = f"""
-    INSERT INTO documents AS stored (org, kind, id, body, created_at, updated_at, revision)
-    SELECT %(org)s, %(kind)s, %(id)s, %(body)s, now, now, 1 FROM (SELECT {NOW} AS now) AS clock
-    ON CONFLICT (org, kind, id) DO UPDATE
-        SET body = EXCLUDED.body, updated_at = {NOW}, revision = stored.revision + 1
-    RETURNING created_at, updated_at, revision
+# The key spaces of the advisory locks: one bigint per object, (class, int) per org for guarded writes.
+OBJECT_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%(org)s || '/' || %(kind)s || '/' || %(id)s, 0))"
+REFERENCES_LOCK = "SELECT pg_advisory_xact_lock(%(references)s, hashtext(%(org)s))"
+REFERENCES_LOCK_CLASS = 0x5749_5302
+
+CURRENT = f"""
+    SELECT {NOW}, stored.body, stored.created_at, stored.updated_at, stored.revision,
+           (SELECT coalesce(max(revision), 0) FROM revisions
+            WHERE org = %(org)s AND kind = %(kind)s AND id = %(id)s)
+    FROM (SELECT 1) AS one
+    LEFT JOIN documents AS stored ON stored.org = %(org)s AND stored.kind = %(kind)s AND stored.id = %(id)s
 """
+PRUNE = """
+    DELETE FROM revisions WHERE org = %(org)s AND kind = %(kind)s AND id = %(id)s AND revision < %(oldest)s
+"""
+SAVE = """
+    WITH saved AS (
+        INSERT INTO documents AS stored (org, kind, id, body, created_at, updated_at, revision)
+        VALUES (%(org)s, %(kind)s, %(id)s, %(body)s, %(created_at)s, %(now)s, %(revision)s)
+        ON CONFLICT (org, kind, id) DO UPDATE
+            SET body = EXCLUDED.body, updated_at = EXCLUDED.updated_at, revision = EXCLUDED.revision
+    ), logged AS (
+        INSERT INTO revisions (org, kind, id, revision, change, saved_at, created_at, body)
+        VALUES (%(org)s, %(kind)s, %(id)s, %(revision)s, %(change)s, %(now)s, %(created_at)s, %(body)s)
+    )
+""" + PRUNE
+DELETE = """
+    WITH removed AS (
+        DELETE FROM documents WHERE org = %(org)s AND kind = %(kind)s AND id = %(id)s
+    ), logged AS (
+        INSERT INTO revisions (org, kind, id, revision, change, saved_at, created_at, body)
+        VALUES (%(org)s, %(kind)s, %(id)s, %(revision)s, %(change)s, %(now)s, %(created_at)s, NULL)
+    )
+""" + PRUNE
 
 # A migrated document replaces the stored one only when it is a later revision: a second run with the same documents
-# changes nothing, and a document the shared service has updated since (a higher revision) is not rolled back.
+# changes nothing, and a document the shared service has updated since (a higher revision) is not rolled back. Its
+# revision joins the history.
 IMPORT = """
-    INSERT INTO documents AS stored (org, kind, id, body, created_at, updated_at, revision)
-    VALUES (%(org)s, %(kind)s, %(id)s, %(body)s, %(created_at)s, %(updated_at)s, %(revision)s)
-    ON CONFLICT (org, kind, id) DO UPDATE
-        SET body = EXCLUDED.body, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
-            revision = EXCLUDED.revision
-        WHERE stored.revision < EXCLUDED.revision
-    RETURNING revision
+    WITH copied AS (
+        INSERT INTO documents AS stored (org, kind, id, body, created_at, updated_at, revision)
+        VALUES (%(org)s, %(kind)s, %(id)s, %(body)s, %(created_at)s, %(updated_at)s, %(revision)s)
+        ON CONFLICT (org, kind, id) DO UPDATE
+            SET body = EXCLUDED.body, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
+                revision = EXCLUDED.revision
+            WHERE stored.revision < EXCLUDED.revision
+        RETURNING revision
+    ), logged AS (
+        INSERT INTO revisions (org, kind, id, revision, change, saved_at, created_at, body)
+        SELECT %(org)s, %(kind)s, %(id)s, revision, %(change)s, %(updated_at)s, %(created_at)s, %(body)s FROM copied
+        ON CONFLICT DO NOTHING
+    )
+    SELECT revision FROM copied
 """
 
 COLUMNS = "body, created_at, updated_at, revision"
@@ -42,7 +82,7 @@ PAGE_BATCH_BYTES = 8 * 1024 * 1024
 
 def _body_text(body):
     """The body without metadata fields, as the JSON text stored in the `body` column."""
-    return encode({key: value for key, value in body.items() if key not in DOCUMENT_META_FIELDS}).decode()
+    return encode(without_meta(body)).decode()
 
 
 def _batches(sized):
@@ -67,12 +107,30 @@ def _document(body, created_at, updated_at, revision):
     return document
 
 
-class SharedDocumentStore:
-    """Documents of every org in the `documents` table of `database` (service.storage.shared.database.Database):
-    service.storage.contract.DocumentStore."""
+class _TransactionView:
+    """What a guard reads (service.storage.contract.DocumentView), inside the write's transaction."""
 
-    def __init__(self, database):
+    def __init__(self, connection):
+        self.connection = connection
+
+    def existing(self, org, kind, identifiers):
+        rows = self.connection.execute("SELECT id FROM documents WHERE org = %s AND kind = %s AND id = ANY(%s)",
+                                       (org, kind, list(identifiers)))
+        return {identifier for (identifier,) in rows}
+
+    def each(self, org, kind):
+        rows = self.connection.execute(f"SELECT {COLUMNS} FROM documents WHERE org = %s AND kind = %s ORDER BY id",
+                                       (org, kind))
+        return (_document(*row) for row in rows.fetchall())
+
+
+class SharedDocumentStore:
+    """Documents of every org in the `documents` table of `database` (service.storage.shared.database.Database), their
+    history in `revisions`: service.storage.contract.DocumentStore."""
+
+    def __init__(self, database, history_revisions=DEFAULT_HISTORY_REVISIONS):
         self.database = database
+        self.history_revisions = history_revisions
 
     def get(self, org, kind, identifier):
         """Return the stored document, or None."""
@@ -88,14 +146,73 @@ class SharedDocumentStore:
                                       (org, kind, list(identifiers)))
             return {identifier for (identifier,) in rows}
 
-    def upsert(self, org, kind, identifier, body):
-        """Store `body` as the whole object; return (document, created) once the write is committed."""
-        body_text = _body_text(body)
+    def each(self, org, kind):
+        """Every stored document of a kind, in id order."""
         with self.database.transaction() as connection:
-            created_at, updated_at, revision = connection.execute(
-                UPSERT, {"org": org, "kind": kind, "id": identifier, "body": body_text}).fetchone()
-        # Revisions start at 1 and only grow: 1 is the row this statement inserted.
-        return _document(body_text, created_at, updated_at, revision), revision == 1
+            return _TransactionView(connection).each(org, kind)
+
+    def _current(self, connection, key, guard):
+        """Lock the object (after the org's references when guarded), run the guard; (now, current row or None, the
+        history's last revision)."""
+        if guard is not None:
+            connection.execute(REFERENCES_LOCK, {**key, "references": REFERENCES_LOCK_CLASS})
+        connection.execute(OBJECT_LOCK, key)
+        now, *row, last = connection.execute(CURRENT, key).fetchone()
+        return now, (row if row[0] is not None else None), last
+
+    def save(self, org, kind, identifier, body, *, restored=False, if_revision=None, dry_run=False, guard=None):
+        """Store `body` as a new revision unless it equals the stored body (service.storage.contract.DocumentStore)."""
+        key = {"org": org, "kind": kind, "id": identifier}
+        body = without_meta(body)
+        with self.database.transaction() as connection:
+            now, current, last = self._current(connection, key, guard)
+            if guard is not None:
+                guard(_TransactionView(connection))
+            check_revision(kind, identifier, if_revision, current[3] if current else 0)
+            if current is not None and orjson.loads(current[0]) == body:
+                return Saved(_document(*current), False, False)
+            body_text = _body_text(body)
+            revision = max(current[3] if current else 0, last) + 1
+            created_at = current[1] if current else now
+            if not dry_run:
+                change = RESTORED if restored else UPDATED if current else CREATED
+                connection.execute(SAVE, {**key, "body": body_text, "created_at": created_at, "now": now,
+                                          "revision": revision, "change": change,
+                                          "oldest": oldest_kept(revision, self.history_revisions)})
+        return Saved(_document(body_text, created_at, now, revision), current is None, True)
+
+    def delete(self, org, kind, identifier, *, if_revision=None, dry_run=False, guard=None):
+        """Remove the current document and add its DELETED revision, in one transaction; return that revision."""
+        key = {"org": org, "kind": kind, "id": identifier}
+        with self.database.transaction() as connection:
+            now, current, last = self._current(connection, key, guard)
+            if current is None:
+                raise ObjectNotFound(kind, identifier)
+            check_revision(kind, identifier, if_revision, current[3])
+            if guard is not None:
+                guard(_TransactionView(connection))
+            deleted = max(current[3], last) + 1
+            if not dry_run:
+                connection.execute(DELETE, {**key, "revision": deleted, "change": DELETED, "now": now, "created_at": current[1],
+                                            "oldest": oldest_kept(deleted, self.history_revisions)})
+        return deleted
+
+    def history(self, org, kind, identifier, first, after=None):
+        """Up to `first` revisions, newest first, older than `after` when given."""
+        with self.database.transaction() as connection:
+            rows = connection.execute(
+                "SELECT revision, saved_at, change FROM revisions WHERE org = %s AND kind = %s AND id = %s "
+                "AND revision < %s ORDER BY revision DESC LIMIT %s",
+                (org, kind, identifier, after if after is not None else 2 ** 62, first)).fetchall()
+        return [Revision(*row) for row in rows]
+
+    def revision(self, org, kind, identifier, revision):
+        """The document as revision `revision` stored it, or None."""
+        with self.database.transaction() as connection:
+            row = connection.execute(
+                "SELECT body, created_at, saved_at, revision FROM revisions WHERE org = %s AND kind = %s AND id = %s "
+                "AND revision = %s AND body IS NOT NULL", (org, kind, identifier, revision)).fetchone()
+        return None if row is None else _document(*row)
 
     def kinds(self, org):
         """The kinds of document an org has stored (processes, products, stations), sorted."""
@@ -138,6 +255,7 @@ class SharedDocumentStore:
         """Remove every org's documents (test mode)."""
         with self.database.transaction() as connection:
             connection.execute("DELETE FROM documents")
+            connection.execute("DELETE FROM revisions")
 
     def import_document(self, org, kind, identifier, document):
         """Copy a document of a file data directory, keeping its createdAt, updatedAt and revision: "copied" when
@@ -146,5 +264,6 @@ class SharedDocumentStore:
             copied = connection.execute(IMPORT, {
                 "org": org, "kind": kind, "id": identifier, "body": _body_text(document),
                 "created_at": document["createdAt"], "updated_at": document["updatedAt"],
-                "revision": document["revision"]}).fetchone()
+                "revision": document["revision"], "change": CREATED if document["revision"] == 1 else UPDATED,
+            }).fetchone()
         return "unchanged" if copied is None else "copied"
