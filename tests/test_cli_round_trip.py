@@ -165,3 +165,20 @@ def test_delete_history_and_restore_from_the_command_line(source, capsys):
         assert client.get_product("bike")["name"] == "Bike"
     code, out, err = wis(capsys, source, "restore", "product", "bike", "99")
     assert code == 1 and err.startswith("error: ")
+
+
+@pytest.mark.file_backend_only("media removed with `wis gc --delete` on the server's data directory")
+def test_restoring_a_revision_whose_media_were_removed_names_the_field(source, capsys):
+    with Client(source.url, TOKEN) as client:
+        old = client.session.post(source.url + "/uploads", files={"file": ("old.png", png(2000, seed=7))},
+                                  data={"destinationId": "stepImage"}, timeout=30).json()["path"]
+        client.create_process({"id": "frame_weld", "name": "Frame", "image": {"path": old},
+                               "steps": [{"id": "s_1", "name": "S"}]})
+        client.create_process({"id": "frame_weld", "name": "Frame", "steps": [{"id": "s_1", "name": "S"}]})
+    assert main(["gc", "--data-dir", str(source.data_dir), "--min-age-hours", "0", "--delete"]) == 0
+    capsys.readouterr()
+    code, out, err = wis(capsys, source, "restore", "process", "frame_weld", "1")
+    assert (code, out) == (1, [])
+    assert err.startswith("error: process.image.path: ") and old in err
+    with Client(source.url, TOKEN) as client:
+        assert client.get_process("frame_weld")["revision"] == 2
