@@ -49,7 +49,8 @@ def int_at_least(minimum):
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="wis", description="Serve the work-instruction service, upload media, "
-                                     "push work instructions from files, collect garbage.")
+                                     "push work instructions from files, export and import an org, delete and "
+                                     "restore objects, collect garbage.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the service with gunicorn")
@@ -124,31 +125,26 @@ def build_parser():
     add_server_options(import_)
     import_.set_defaults(run=import_command)
 
-    kinds = ("process", "product", "station")
-    delete = commands.add_parser("delete", help="delete a process, product or station (its history stays)")
-    delete.add_argument("kind", choices=kinds, metavar="KIND", help="process, product or station")
-    delete.add_argument("id", metavar="ID")
-    delete.add_argument("--if-revision", type=int_at_least(0), metavar="N",
-                        help="only if its current revision is N")
-    delete.add_argument("--dry-run", action="store_true", help="check, delete nothing")
-    add_server_options(delete)
-    delete.set_defaults(run=delete_command)
+    def add_object_command(name, run, help, revision=False, condition=None):
+        """A verb on one object: KIND ID [REVISION], with --if-revision and --dry-run when `condition` says what the
+        condition means."""
+        command = commands.add_parser(name, help=help)
+        command.add_argument("kind", choices=("process", "product", "station"), metavar="KIND",
+                             help="process, product or station")
+        command.add_argument("id", metavar="ID")
+        if revision:
+            command.add_argument("revision", type=int_at_least(1), metavar="REVISION")
+        if condition:
+            command.add_argument("--if-revision", type=int_at_least(0), metavar="N", help=condition)
+            command.add_argument("--dry-run", action="store_true", help="check, write nothing")
+        add_server_options(command)
+        command.set_defaults(run=run)
 
-    restore = commands.add_parser("restore", help="make a past revision of an object its newest (deleted ones too)")
-    restore.add_argument("kind", choices=kinds, metavar="KIND", help="process, product or station")
-    restore.add_argument("id", metavar="ID")
-    restore.add_argument("revision", type=int_at_least(1), metavar="REVISION")
-    restore.add_argument("--if-revision", type=int_at_least(0), metavar="N",
-                         help="only if its current revision is N (0: only if it does not exist now)")
-    restore.add_argument("--dry-run", action="store_true", help="check, restore nothing")
-    add_server_options(restore)
-    restore.set_defaults(run=restore_command)
-
-    history = commands.add_parser("history", help="list the revisions of an object, newest first")
-    history.add_argument("kind", choices=kinds, metavar="KIND", help="process, product or station")
-    history.add_argument("id", metavar="ID")
-    add_server_options(history)
-    history.set_defaults(run=history_command)
+    add_object_command("delete", delete_command, "delete a process, product or station (its history stays)",
+                       condition="only if its current revision is N")
+    add_object_command("restore", restore_command, "make a past revision of an object its newest (deleted ones too)",
+                       revision=True, condition="only if its current revision is N (0: only if it does not exist now)")
+    add_object_command("history", history_command, "list the revisions of an object, newest first")
 
     gc = commands.add_parser("gc", help="remove expired upload streams and list (or delete) unreferenced media")
     gc.add_argument("--data-dir", default=os.environ.get("WIS_DATA_DIR"),

@@ -43,6 +43,17 @@ def write_archive(path, media=MEDIA, processes=(FRAME, ASSEMBLY)):
     return path
 
 
+def forge(archive, forged, change):
+    """Write `forged`: the entries of `archive`, each entry's bytes as change(name, bytes) makes them."""
+    with tarfile.open(archive) as source:
+        entries = [(entry, source.extractfile(entry).read()) for entry in source]
+    with tarfile.open(forged, "w:gz") as target:
+        for entry, data in entries:
+            data = change(entry.name, data)
+            entry.size = len(data)
+            target.addfile(entry, io.BytesIO(data))
+
+
 def wis(capsys, *argv, server=None):
     options = ["--url", server.url, "--token", TOKEN, "--no-progress"] if server else []
     code = main([*map(str, argv), *options])
@@ -84,12 +95,8 @@ def test_a_second_import_uploads_nothing_new(server, capsys, tmp_path):
 
 
 def test_a_refused_entry_is_reported_with_what_depends_on_it_and_the_rest_is_imported(server, capsys, tmp_path):
-    archive = write_archive(tmp_path / "a.tar.gz")
-    with tarfile.open(archive) as source:
-        entries = [(entry, source.extractfile(entry).read()) for entry in source]
-    with tarfile.open(tmp_path / "b.tar.gz", "w:gz") as forged:
-        for entry, data in entries:
-            forged.addfile(entry, io.BytesIO(data[:-1] + b"!" if entry.name.endswith("clip.mp4") else data))
+    forge(write_archive(tmp_path / "a.tar.gz"), tmp_path / "b.tar.gz",
+          lambda name, data: data[:-1] + b"!" if name.endswith("clip.mp4") else data)
     code, out, err = wis(capsys, "import", tmp_path / "b.tar.gz", server=server)
     assert code == 1
     assert out[0].startswith("media/videos/00000000000000bb-clip.mp4: error: its SHA-256 is ")
@@ -120,15 +127,8 @@ def test_a_damaged_archive_sends_nothing(server, capsys, tmp_path, damage, messa
 
 
 def test_an_archive_of_another_format_sends_nothing(server, capsys, tmp_path):
-    archive = write_archive(tmp_path / "a.tar.gz")
-    with tarfile.open(archive) as source:
-        entries = [(entry, source.extractfile(entry).read()) for entry in source]
-    with tarfile.open(tmp_path / "b.tar.gz", "w:gz") as forged:
-        for entry, data in entries:
-            if entry.name == "manifest.json":
-                data = json.dumps(dict(json.loads(data), format=2)).encode()
-                entry.size = len(data)
-            forged.addfile(entry, io.BytesIO(data))
+    forge(write_archive(tmp_path / "a.tar.gz"), tmp_path / "b.tar.gz",
+          lambda name, data: json.dumps(dict(json.loads(data), format=2)).encode() if name == "manifest.json" else data)
     code, out, err = wis(capsys, "import", tmp_path / "b.tar.gz", server=server)
     assert (code, out) == (1, [])
     assert err == "error: manifest.json: format 2; this version reads format 1 only\n"
