@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from service.archive import ArchiveReader
 from service.cli import main
 from service.client import Client
 from support.backends import FileBackend
@@ -182,3 +183,16 @@ def test_restoring_a_revision_whose_media_were_removed_names_the_field(source, c
     assert err.startswith("error: process.image.path: ") and old in err
     with Client(source.url, TOKEN) as client:
         assert client.get_process("frame_weld")["revision"] == 2
+
+
+@pytest.mark.file_backend_only("a media file removed from the server's data directory behind its back")
+def test_an_export_whose_media_is_gone_reports_it_and_writes_the_rest(source, capsys, tmp_path):
+    media = fill(source)
+    gone = next(path for path in media if path.endswith(".gif"))
+    next((source.data_dir / "orgs").rglob(gone.rsplit("/", 1)[1])).unlink()
+    code, out, err = wis(capsys, source, "export", tmp_path / "org.tar.gz")
+    assert code == 1
+    assert out == [f"media {gone}: error: not exported: media not found (HTTP 404)"]
+    assert "2 media file(s)" in err
+    contents = ArchiveReader(tmp_path / "org.tar.gz").check()
+    assert contents.problems == [] and set(contents.media) == set(media) - {gone}
