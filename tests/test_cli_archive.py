@@ -143,3 +143,14 @@ def test_the_verbs_refuse_bad_arguments_before_asking_a_server(capsys):
     with pytest.raises(SystemExit):
         main(["restore", "process", "p_1", "0"])
     assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_an_object_claiming_another_org_is_refused_and_the_rest_imported(server, capsys, tmp_path):
+    forge(write_archive(tmp_path / "a.tar.gz"), tmp_path / "b.tar.gz", lambda name, data: json.dumps(
+        {**ASSEMBLY, "org": "other"}).encode() if name == "processes/assembly.json" else data)
+    code, out, err = wis(capsys, "import", tmp_path / "b.tar.gz", server=server)
+    assert code == 1
+    assert out[0] == "processes/assembly.json: error: it claims org 'other'; this archive is org 'acme''s"
+    assert "process frame_weld: CREATED" in out and "station line_1: CREATED" in out
+    with Client(server.url, TOKEN) as client:
+        assert client.get_process("assembly") is None
