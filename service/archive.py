@@ -42,9 +42,9 @@ KINDS = ("stations", "processes", "products")
 MEDIA = "media"
 MEDIA_FOLDERS = ("images", "videos")
 # An object whose JSON is larger than a request body could never be sent to a server; the manifest lists every media
-# file (about 150 bytes each).
+# file (about 150 bytes each: 64 MB is some 400,000 media) and is held in memory while an archive is read.
 MAX_JSON_ENTRY = MAX_REQUEST_BODY
-MAX_MANIFEST = 64 * MAX_REQUEST_BODY
+MAX_MANIFEST = 64 * 1024 * 1024
 # Media are compressed formats already (PNG, JPEG, MP4, GIF): gzip's level 9 (tarfile's default) spent 5 s of CPU on
 # 40 MB of them to save nothing; level 1 still shrinks the JSON entries several times.
 COMPRESS_LEVEL = 1
@@ -203,16 +203,18 @@ class ArchiveReader:
                 elif entry.name.startswith(MEDIA + "/"):
                     media_seen[entry.name] = _digest(read())
                 else:
-                    # Only the verdict is kept, not the JSON: memory stays bounded whatever the archive holds.
-                    bodies[entry.name] = _object_body(read, entry)
+                    # Only what the verdict needs is kept, not the JSON: memory grows with the number of entries,
+                    # not with their sizes.
+                    body, problem = _object_body(read, entry)
+                    bodies[entry.name] = (_summary(body), problem)
         if manifest is None:
             raise ArchiveError(f"{MANIFEST}: missing; this is not a complete archive of format {FORMAT}")
         counts = {kind: sum(1 for name in names if name.startswith(kind + "/")) for kind in (*KINDS, MEDIA)}
         if counts != {kind: manifest["counts"].get(kind, 0) for kind in counts}:
             raise ArchiveError(f"{MANIFEST}: counts {manifest['counts']}, but the archive holds {counts}")
         ids = {kind: [] for kind in KINDS}
-        for name, (body, problem) in sorted(bodies.items()):
-            problem = problem or _object_problem(name, body, manifest["org"])
+        for name, (summary, problem) in sorted(bodies.items()):
+            problem = problem or _object_problem(name, summary, manifest["org"])
             if problem:
                 problems.append(EntryProblem(name, problem))
             else:
@@ -346,8 +348,16 @@ def _object_body(read, entry):
     return _bounded_json(read, entry, MAX_JSON_ENTRY)
 
 
+def _summary(body):
+    """What _object_problem reads of an object entry's JSON value: a dict of its `id` and `org` (when it has one), or
+    the value itself when it is not a JSON object (a small stand-in)."""
+    if not isinstance(body, dict):
+        return []
+    return {key: body[key] for key in ("id", "org") if key in body}
+
+
 def _object_problem(name, body, org):
-    """What is wrong with an object entry's JSON value, or None."""
+    """What is wrong with an object entry's JSON value (or its _summary), or None."""
     if not isinstance(body, dict):
         return "not a JSON object"
     identifier = name.split("/")[1][:-len(".json")]
