@@ -243,3 +243,14 @@ def test_the_writer_refuses_what_a_reader_would(tmp_path):
             writer.add_media("/etc/passwd", io.BytesIO(b""), 0)
         with pytest.raises(OSError):
             writer.add_media(IMAGE, io.BytesIO(b"short"), 100)
+
+
+def test_the_writer_streams_into_any_binary_file(tmp_path):
+    # As a server writes one: into a file object it already holds (a response body, a file of a snapshot folder).
+    buffer = io.BytesIO()
+    with ArchiveWriter(buffer, ORG) as writer:
+        writer.add_object("stations", "st_1", STATION)
+        writer.add_media(IMAGE, io.BytesIO(png(1000, seed=5)), 1000)
+    (tmp_path / "a.tar.gz").write_bytes(buffer.getvalue())
+    contents = ArchiveReader(tmp_path / "a.tar.gz").check()
+    assert contents.ids["stations"] == ["st_1"] and list(contents.media) == [IMAGE]
