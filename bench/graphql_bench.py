@@ -17,7 +17,7 @@ with the code before it in the same run.
 
     sudo apt-get install -y wrk        # Debian/Ubuntu; wrk 4 with LuaJIT
     .venv/bin/python bench/graphql_bench.py [--backend file|shared|both] [--runs 3] [--seconds 10] \
-        [--connections 8] [--ids 64] [--baseline-tree DIR]
+        [--connections 8] [--ids 64] [--baseline-tree DIR] [--changing]
 """
 import argparse
 import contextlib
@@ -66,11 +66,12 @@ def graphql(url, body, timeout=60):
     return response.json()["data"]
 
 
-def wrk(url, body_file, seconds, connections, ids):
+def wrk(url, body_file, seconds, connections, ids, changing=False):
     """(requests/s, p50 ms, p99 ms, requests) of one wrk run."""
     output = subprocess.run(
         ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s", "-s",
-         str(ROOT / "bench" / "graphql_post.lua"), url, "--", str(body_file), TOKEN, str(ids)],
+         str(ROOT / "bench" / "graphql_post.lua"), url, "--", str(body_file), TOKEN, str(ids),
+         "1" if changing else "0"],
         check=True, capture_output=True, text=True).stdout
     match = RESULT.search(output)
     if match is None:
@@ -114,9 +115,9 @@ def start_servers(args, temp, stack):
 
 
 def measure(server, body_file, args):
-    wrk(server.url, body_file, WARM_UP_SECONDS, args.connections, args.ids)
+    wrk(server.url, body_file, WARM_UP_SECONDS, args.connections, args.ids, args.changing)
     cpu, engine = server.cpu()
-    rps, p50, p99, count = wrk(server.url, body_file, args.seconds, args.connections, args.ids)
+    rps, p50, p99, count = wrk(server.url, body_file, args.seconds, args.connections, args.ids, args.changing)
     cpu_after, engine_after = server.cpu()
     figures = {"rps": rps, "p50_ms": p50, "p99_ms": p99, "cpu_ms": (cpu_after - cpu) * 1000 / count}
     if server.engine_cpu:
@@ -132,6 +133,9 @@ def main():
     parser.add_argument("--connections", type=int, default=8, help="keep-alive connections wrk holds open")
     parser.add_argument("--ids", type=int, default=64, help="process ids the requests cycle through")
     parser.add_argument("--baseline-tree", type=Path, help="also serve the file backend from this checkout")
+    parser.add_argument("--changing", action="store_true",
+                        help="every request changes its process (a new revision each time, history written); "
+                             "without it a body repeats every --ids requests (unchanged pushes once detected)")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is needed: sudo apt-get install -y wrk (Debian/Ubuntu), or build it from "

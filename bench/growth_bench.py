@@ -14,6 +14,7 @@ documents is asserted in tests/test_storage_pages.py, not timed here.
     .venv/bin/python bench/growth_bench.py [--repeat 5]
 """
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -27,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from payload import MUTATION, process  # noqa: E402 (bench/ is not a package)
 
 from service import create_app  # noqa: E402
+from service.domain.inputs import normalised  # noqa: E402
 from service.domain.processes import with_defaults  # noqa: E402
-from service.domain.derivations import derive  # noqa: E402
 from service.domain.reads import PROCESSES  # noqa: E402
 from service.storage import get_repository  # noqa: E402
 
@@ -80,13 +81,15 @@ def process_create(temp, repeat):
 def store_processes(data_dir, count):
     """Store `count` processes of 2 steps, written as upsert writes them (without one fsync each, to save time)."""
     repo = get_repository(app_for(data_dir))
-    template, _ = repo.documents.upsert("default", PROCESSES, "template", derive(with_defaults(process("template", 2))))
+    template = repo.documents.save("default", PROCESSES, "template",
+                                   normalised(with_defaults(process("template", 2)))).document
     directory = repo.documents._directory("default", PROCESSES)
     text = orjson.dumps(template)
     for number in range(count):
         identifier = f"proc_{number:06d}"
         (directory / f"{identifier}.json").write_bytes(text.replace(b'"template"', f'"{identifier}"'.encode(), 1))
     (directory / "template.json").unlink()
+    shutil.rmtree(directory / ".history")
 
 
 def page_and_startup(temp, repeat):

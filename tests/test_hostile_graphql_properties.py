@@ -453,3 +453,31 @@ def test_a_valid_station_is_stored_and_read_back_as_sent(client, station):
 @given(case=invalid_stations())
 def test_an_invalid_station_is_bad_user_input_and_stores_nothing(app, client, case):
     assert_refused_and_nothing_stored(app, client, "station", *case)
+
+
+def read_input(client, kind, identifier):
+    query = f"query($id: String!) {{ {kind}(id: $id) {{ input revision updatedAt }} }}"
+    response = client.post("/graph/v2", json={"query": query, "variables": {"id": identifier}}, headers=HEADERS)
+    return response.get_json()["data"][kind]
+
+
+def assert_input_sent_back_is_an_unchanged_push(client, kind, data):
+    """CONTRACT 10: what `input` reads back, sent to the create mutation, stores nothing."""
+    assert mutate(client, kind, data)[0] == 200
+    before = read_input(client, kind, data["id"])
+    assert mutate(client, kind, before["input"]) == (200, {"data": {MUTATIONS[kind]: "UPDATED"}})
+    assert read_input(client, kind, data["id"]) == before
+
+
+@PROPERTY_SETTINGS
+@given(process=processes())
+def test_a_process_read_back_as_input_is_an_unchanged_push(client, process):
+    assert_input_sent_back_is_an_unchanged_push(client, "process", process)
+
+
+@PROPERTY_SETTINGS
+@given(case=products())
+def test_a_product_read_back_as_input_is_an_unchanged_push(client, case):
+    chain, product = case
+    create_processes(client, chain)
+    assert_input_sent_back_is_an_unchanged_push(client, "product", product)

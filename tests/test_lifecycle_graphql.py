@@ -125,6 +125,10 @@ def test_retention_prunes_the_oldest_revisions_in_the_write(make_app, auth):
     assert history(client, auth, "line_1") == [(4, "UPDATED"), (3, "UPDATED")]
     assert read(client, auth, "line_1", revision=2) is None
     assert read(client, auth, "line_1", revision=3)["name"] == "three"
+    keeping_all = make_app(HISTORY_REVISIONS=0).test_client()
+    for name in ("one", "two", "three", "four"):
+        create(keeping_all, auth, simple(name))
+    assert [revision for revision, _ in history(keeping_all, auth, "line_1")] == [4, 3, 2, 1]
 
 
 def test_delete_keeps_the_history_and_a_new_create_continues_it(client, auth):
@@ -251,3 +255,16 @@ def test_station_and_product_lifecycle(client, auth):
     again = gql(client, auth, "mutation($p: ProductInput!) { productCreate(input: {product: $p}) }", p=read_back)
     assert again["data"] == {"productCreate": "UPDATED"}
     assert history(client, auth, "prod_1", kind="product") == [(1, "CREATED")]
+
+
+@pytest.mark.file_backend_only("a document as the file backend of earlier versions wrote it, without history entries")
+def test_a_document_of_an_earlier_version_starts_its_history_at_its_revision(app, client, auth):
+    directory = Path(app.config["DATA_DIR"]) / "orgs" / "default" / "stations"
+    directory.mkdir(parents=True)
+    (directory / "st_1.json").write_bytes(b'{"id":"st_1","name":"A","createdAt":"2024-01-01T00:00:00.000Z",'
+                                          b'"updatedAt":"2024-01-02T00:00:00.000Z","revision":3}')
+    assert history(client, auth, "st_1", kind="station") == [(3, "UPDATED")]
+    assert gql(client, auth, '{ station(id: "st_1", revision: 3) { name } }')["data"] == {"station": {"name": "A"}}
+    station = "mutation($s: StationInput!) { stationCreate(input: {station: $s}) }"
+    assert gql(client, auth, station, s={"id": "st_1", "name": "B"})["data"] == {"stationCreate": "UPDATED"}
+    assert history(client, auth, "st_1", kind="station") == [(4, "UPDATED"), (3, "UPDATED")]

@@ -171,3 +171,30 @@ def test_import_refuses_a_number_json_cannot_hold_instead_of_storing_null(shared
     with pytest.raises(UnstorableDocument, match=r"steps\[0\]\.quantity holds a number JSON cannot represent"):
         shared.import_document(ORG, "processes", "line_1", {**document, "steps": [{"quantity": number}]})
     assert shared.get(ORG, "processes", "line_1") is None
+
+
+def test_the_history_migration_starts_each_stored_document_at_its_revision(postgres, monkeypatch):
+    """A database of the version before history was kept: after `upgrade` each document's history holds its current
+    revision, and its next change continues from there."""
+    from service.storage.shared import database as schema
+
+    url = postgres.new_database()
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:4])
+    Database(url).upgrade()
+    older = Database(url)
+    with older.transaction() as connection:
+        connection.execute("INSERT INTO documents VALUES ('default', 'stations', 'st_1', '{\"id\":\"st_1\",\"name\":\"A\"}',"
+                           " '2024-01-01T00:00:00.000Z', '2024-01-02T00:00:00.000Z', 3)")
+    older.close()
+    monkeypatch.undo()
+    assert Database(url).upgrade() == (4, len(schema.MIGRATIONS))
+    assert Database(url).upgrade() == (len(schema.MIGRATIONS), len(schema.MIGRATIONS))
+    database = Database(url)
+    store = SharedDocumentStore(database)
+    try:
+        assert store.history(ORG, "stations", "st_1", 10) == [(3, "2024-01-02T00:00:00.000Z", "UPDATED")]
+        assert store.revision(ORG, "stations", "st_1", 3)["name"] == "A"
+        assert store.save(ORG, "stations", "st_1", {"id": "st_1", "name": "B"}).document["revision"] == 4
+        assert [entry.change for entry in store.history(ORG, "stations", "st_1", 10)] == ["UPDATED", "UPDATED"]
+    finally:
+        database.close()

@@ -180,6 +180,40 @@ def test_concurrent_upserts_on_both_nodes_lose_nothing_and_count_each_write_once
             assert revision(node.url, kind, identifier) == count, (kind, identifier)
 
 
+def test_a_product_created_on_one_node_while_its_process_is_deleted_on_the_other_ends_with_one_refused(nodes):
+    """CONTRACT 10's referential rule across nodes: never a product naming a deleted process."""
+    outcomes = Counter()
+    for round_ in range(12):
+        process_id, product_id = f"race_proc_{round_}", f"race_prod_{round_}"
+        upsert(nodes[0].url, "process", process_id, "raced")
+        barrier = threading.Barrier(2)
+        deleting, creating = nodes[round_ % 2], nodes[1 - round_ % 2]
+
+        def delete():
+            barrier.wait(timeout=30)
+            return gql(deleting.url, "mutation($id: String!) { processDelete(id: $id) }", {"id": process_id})
+
+        def create():
+            barrier.wait(timeout=30)
+            return gql(creating.url, PRODUCT_CREATE, {"input": {"product": {
+                "id": product_id, "name": "P", "finalProcessId": process_id, "dependencies": []}}})
+
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            deleted, created = (future.result() for future in [pool.submit(delete), pool.submit(create)])
+        product = gql(nodes[0].url, "query($id: String!) { product(id: $id) { id } }", {"id": product_id})
+        process = gql(nodes[1].url, "query($id: String!) { process(id: $id) { id } }", {"id": process_id})
+        if "errors" in deleted:
+            assert deleted["errors"][0]["extensions"] == {"code": "CONFLICT", "products": [product_id]}
+            assert created["data"] == {"productCreate": "CREATED"}
+            assert product["data"]["product"] and process["data"]["process"]
+            outcomes["product first"] += 1
+        else:
+            assert created["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+            assert product["data"]["product"] is None and process["data"]["process"] is None
+            outcomes["delete first"] += 1
+    assert sum(outcomes.values()) == 12
+
+
 # -- 3. media across nodes --------------------------------------------------------------------------------------------
 
 def test_media_uploaded_on_one_node_are_served_by_the_other(nodes):

@@ -13,7 +13,7 @@ MUTATION = re.compile(r"\A(?:\s|,|#[^\n]*)*mutation\b")
 PROCESS_FIELDS = """
   id name description partNumber startBehavior endBehavior autoSignoutMinutes
   image { path }
-  createdAt updatedAt revision
+  createdAt updatedAt revision input
   steps {
     id name
     instructionText { ...TextFields }
@@ -40,8 +40,8 @@ fragment PartFields on Part { id description serial { id name pattern } }
 fragment TextFields on StyledText { text bold italic underline color }
 """
 PRODUCT_FIELDS = ("id name finalProcessId dependencies { processId upstreamProcessId quantity } "
-                  "createdAt updatedAt revision")
-STATION_FIELDS = "id name createdAt updatedAt revision"
+                  "createdAt updatedAt revision input")
+STATION_FIELDS = "id name createdAt updatedAt revision input"
 READS = {
     # kind: (one, page, fields, fragments)
     "process": ("process", "processes", PROCESS_FIELDS, PROCESS_FRAGMENTS),
@@ -118,73 +118,116 @@ class Client:
             raise ClientError(response.status_code, error_message(response))
         return body["data"]
 
-    def _upsert(self, kind, obj, if_revision=None, dry_run=False):
+    def _upsert(self, kind, obj, if_revision, dry_run):
         mutation = f"{kind}Create"
         input_type = mutation[0].upper() + mutation[1:] + "Input"
-        # ifRevision and dryRun are sent only when asked for: servers before CONTRACT 10 know neither.
-        declared, passed, variables = _lifecycle_arguments(if_revision, dry_run)
-        query = f"mutation($input: {input_type}!{declared}) {{ {mutation}(input: $input{passed}) }}"
-        return self.graphql(query, {"input": {kind: obj}, **variables})[mutation]
+        query = (f"mutation($input: {input_type}!, $ifRevision: Int, $dryRun: Boolean) "
+                 f"{{ {mutation}(input: $input, ifRevision: $ifRevision, dryRun: $dryRun) }}")
+        return self.graphql(query, {"input": {kind: obj}, "ifRevision": if_revision, "dryRun": dry_run})[mutation]
 
     def create_process(self, process, if_revision=None, dry_run=False):
-        """Create or update a process; return "CREATED" or "UPDATED". `if_revision`: only if the stored revision is
-        that one (0: only if there is none), else ClientError with code CONFLICT and the current revision in
-        `extensions["revision"]`. `dry_run`: check everything, store nothing, answer as the write would."""
+        """Create or update a process; return "CREATED" or "UPDATED" (UPDATED also when the input equals the stored
+        one: then nothing is stored). `if_revision`: only if the stored revision is this one (0: only if it does not
+        exist), else ClientError with code CONFLICT and `extensions["revision"]` the stored one. `dry_run`: check and
+        answer as the write would, store nothing."""
         return self._upsert("process", process, if_revision, dry_run)
 
     def create_product(self, product, if_revision=None, dry_run=False):
-        """Create or update a product; return "CREATED" or "UPDATED" (options as create_process)."""
+        """Create or update a product; return "CREATED" or "UPDATED"; `if_revision` and `dry_run` as create_process."""
         return self._upsert("product", product, if_revision, dry_run)
 
     def create_station(self, station, if_revision=None, dry_run=False):
-        """Create or update a station; return "CREATED" or "UPDATED" (options as create_process)."""
+        """Create or update a station; return "CREATED" or "UPDATED"; `if_revision` and `dry_run` as create_process."""
         return self._upsert("station", station, if_revision, dry_run)
 
+    def _delete(self, kind, object_id, if_revision, dry_run):
+        mutation = f"{kind}Delete"
+        query = (f"mutation($id: String!, $ifRevision: Int, $dryRun: Boolean) "
+                 f"{{ {mutation}(id: $id, ifRevision: $ifRevision, dryRun: $dryRun) }}")
+        return self.graphql(query, {"id": object_id, "ifRevision": if_revision, "dryRun": dry_run})[mutation]
+
+    def delete_process(self, process_id, if_revision=None, dry_run=False):
+        """Delete a process (its history stays); return "DELETED". ClientError with code NOT_FOUND when there is
+        none, CONFLICT with `extensions["products"]` while products name it; `if_revision`, `dry_run` as
+        create_process."""
+        return self._delete("process", process_id, if_revision, dry_run)
+
+    def delete_product(self, product_id, if_revision=None, dry_run=False):
+        """Delete a product; as delete_process."""
+        return self._delete("product", product_id, if_revision, dry_run)
+
+    def delete_station(self, station_id, if_revision=None, dry_run=False):
+        """Delete a station; as delete_process."""
+        return self._delete("station", station_id, if_revision, dry_run)
+
+    def _restore(self, kind, object_id, revision, if_revision, dry_run):
+        mutation = f"{kind}Restore"
+        query = (f"mutation($id: String!, $revision: Int!, $ifRevision: Int, $dryRun: Boolean) "
+                 f"{{ {mutation}(id: $id, revision: $revision, ifRevision: $ifRevision, dryRun: $dryRun) }}")
+        return self.graphql(query, {"id": object_id, "revision": revision, "ifRevision": if_revision,
+                                    "dryRun": dry_run})[mutation]
+
+    def restore_process(self, process_id, revision, if_revision=None, dry_run=False):
+        """Store the input of a past revision as a new revision; return "CREATED" (it was deleted) or "UPDATED".
+        ClientError with code NOT_FOUND when the history does not hold that revision, BAD_USER_INPUT when it no
+        longer passes the checks of a create (its media removed); `if_revision`, `dry_run` as create_process."""
+        return self._restore("process", process_id, revision, if_revision, dry_run)
+
+    def restore_product(self, product_id, revision, if_revision=None, dry_run=False):
+        """Restore a past revision of a product; as restore_process."""
+        return self._restore("product", product_id, revision, if_revision, dry_run)
+
+    def restore_station(self, station_id, revision, if_revision=None, dry_run=False):
+        """Restore a past revision of a station; as restore_process."""
+        return self._restore("station", station_id, revision, if_revision, dry_run)
+
+    def _history(self, kind, object_id, first, after):
+        field = f"{kind}History"
+        query = (f"query($id: String!, $first: Int, $after: Int) "
+                 f"{{ {field}(id: $id, first: $first, after: $after) {{ revision savedAt change }} }}")
+        return self.graphql(query, {"id": object_id, "first": first, "after": after})[field]
+
+    def process_history(self, process_id, first=100, after=None):
+        """Up to `first` revisions of a process, newest first, each {"revision", "savedAt", "change"}; `after` is the
+        last revision number of the previous page. [] for an unknown id."""
+        return self._history("process", process_id, first, after)
+
+    def product_history(self, product_id, first=100, after=None):
+        """The revisions of a product; as process_history."""
+        return self._history("product", product_id, first, after)
+
+    def station_history(self, station_id, first=100, after=None):
+        """The revisions of a station; as process_history."""
+        return self._history("station", station_id, first, after)
+
+    # By kind ("process", "product", "station"), for callers that handle every kind alike (wis import, wis delete):
+
     def create(self, kind, obj, if_revision=None, dry_run=False):
-        """create_process, create_product or create_station by `kind` ("process", "product", "station")."""
+        """create_process, create_product or create_station by `kind`."""
         return self._upsert(_kind(kind), obj, if_revision, dry_run)
 
     def delete(self, kind, object_id, if_revision=None, dry_run=False):
-        """Delete a process, product or station; return "DELETED". ClientError with code NOT_FOUND for an unknown
-        or already deleted id, CONFLICT for a process products refer to (`extensions["products"]`) or another
-        revision than `if_revision`."""
-        mutation = f"{_kind(kind)}Delete"
-        declared, passed, variables = _lifecycle_arguments(if_revision, dry_run)
-        query = f"mutation($id: String!{declared}) {{ {mutation}(id: $id{passed}) }}"
-        return self.graphql(query, {"id": object_id, **variables})[mutation]
+        """delete_process, delete_product or delete_station by `kind`."""
+        return self._delete(_kind(kind), object_id, if_revision, dry_run)
 
     def restore(self, kind, object_id, revision, if_revision=None, dry_run=False):
-        """Store that past revision of an object's input as its newest (a deleted object too); return "CREATED"
-        (it did not exist) or "UPDATED". ClientError NOT_FOUND for an unknown revision."""
-        mutation = f"{_kind(kind)}Restore"
-        declared, passed, variables = _lifecycle_arguments(if_revision, dry_run)
-        query = (f"mutation($id: String!, $revision: Int!{declared}) "
-                 f"{{ {mutation}(id: $id, revision: $revision{passed}) }}")
-        return self.graphql(query, {"id": object_id, "revision": revision, **variables})[mutation]
+        """restore_process, restore_product or restore_station by `kind`."""
+        return self._restore(_kind(kind), object_id, revision, if_revision, dry_run)
 
     def history(self, kind, object_id, first=100, after=None):
-        """One page of an object's revisions, newest first: [{"revision", "savedAt", "change"}], `after` the last
-        revision number of the previous page. Empty for an unknown id."""
-        field = f"{_kind(kind)}History"
-        query = (f"query($id: String!, $first: Int, $after: Int) {{ {field}(id: $id, first: $first, after: $after) "
-                 "{ revision savedAt change } }")
-        return self.graphql(query, {"id": object_id, "first": first, "after": after})[field]
+        """process_history, product_history or station_history by `kind`."""
+        return self._history(_kind(kind), object_id, first, after)
 
     def list_inputs(self, kind, first=100, after=None):
-        """One page of objects of `kind` ordered by id, each as {"id", "revision", "input"}: `input` is the stored
-        input exactly as the create mutation takes it."""
+        """One page of objects of `kind` ordered by id, each as {"id", "revision", "input"} only: what an export
+        reads (`input` is the stored input exactly as the create mutation takes it)."""
         page = READS[_kind(kind)][1]
-        query = (f"query($first: Int, $after: String) {{ {page}(first: $first, after: $after) "
-                 "{ id revision input } }")
+        query = f"query($first: Int, $after: String) {{ {page}(first: $first, after: $after) {{ id revision input }} }}"
         return self.graphql(query, {"first": first, "after": after})[page]
 
-    def _get(self, kind, object_id, revision=None):
+    def _get(self, kind, object_id, revision):
         one, _, fields, fragments = READS[kind]
-        if revision is None:
-            query = f"query($id: String!) {{ {one}(id: $id) {{ {fields} }} }} {fragments}"
-            return self.graphql(query, {"id": object_id})[one]
-        query = (f"query($id: String!, $revision: Int) {{ {one}(id: $id, revision: $revision) {{ {fields} }} }} "
-                 f"{fragments}")
+        query = f"query($id: String!, $revision: Int) {{ {one}(id: $id, revision: $revision) {{ {fields} }} }} {fragments}"
         return self.graphql(query, {"id": object_id, "revision": revision})[one]
 
     def _list(self, kind, first, after):
@@ -194,16 +237,17 @@ class Client:
         return self.graphql(query, {"first": first, "after": after})[page]
 
     def get_process(self, process_id, revision=None):
-        """The stored process with its derived data, or None when the org has no such process; with `revision`, as
-        it was then (None when that revision does not exist or was pruned)."""
+        """The stored process with its derived data and its `input` (what create_process takes back unchanged), or
+        None when the org has no such process; with `revision`, as that revision stored it (None when pruned or
+        never made)."""
         return self._get("process", process_id, revision)
 
     def get_product(self, product_id, revision=None):
-        """The stored product, or None when the org has no such product (`revision` as get_process)."""
+        """The stored product, or None when the org has no such product; `revision` as get_process."""
         return self._get("product", product_id, revision)
 
     def get_station(self, station_id, revision=None):
-        """The stored station, or None when the org has no such station (`revision` as get_process)."""
+        """The stored station, or None when the org has no such station; `revision` as get_process."""
         return self._get("station", station_id, revision)
 
     def list_processes(self, first=100, after=None):
@@ -268,18 +312,6 @@ def _kind(kind):
     if kind not in READS:
         raise ValueError(f"not a kind of object: {kind!r} (process, product or station)")
     return kind
-
-
-def _lifecycle_arguments(if_revision, dry_run):
-    """(variable declarations, arguments, variables) for the optional ifRevision and dryRun of a mutation."""
-    declared, passed, variables = "", "", {}
-    if if_revision is not None:
-        declared, passed, variables["ifRevision"] = ", $ifRevision: Int", ", ifRevision: $ifRevision", if_revision
-    if dry_run:
-        declared += ", $dryRun: Boolean"
-        passed += ", dryRun: $dryRun"
-        variables["dryRun"] = True
-    return declared, passed, variables
 
 
 def _copy(response, handle):

@@ -5,8 +5,8 @@ class ClientError(Exception):
     """An error answered by the service (or no answer at all: `status` is None then).
 
     `status` is the HTTP status; GraphQL errors come with HTTP 200 and carry `code`
-    (e.g. BAD_USER_INPUT, NOT_FOUND, CONFLICT), `field`, the path of the offending input field, when the server
-    names one, and `extensions`.
+    (e.g. BAD_USER_INPUT) and `field`, the path of the offending input field, when the server names one, and the
+    first error's whole `extensions` (a CONFLICT's `revision` or `products`).
     Mistakes of the caller (an unknown destination, a chunk size over the limit, a file of no accepted
     format) are ValueError, and local files that cannot be read are OSError: neither reached the service.
     """
@@ -17,8 +17,6 @@ class ClientError(Exception):
         self.message = message
         self.field = field
         self.code = code
-        # Everything the first GraphQL error's `extensions` held: a CONFLICT's current `revision`, or the `products`
-        # that keep a process from being deleted (CONTRACT 10).
         self.extensions = extensions or {}
         self.errors = errors or []  # every GraphQL error as answered (`message`, `extensions`)
 

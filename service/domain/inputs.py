@@ -27,7 +27,7 @@ def input_of(kind, document):
 
 
 def _input_of_derived_process(process):
-    """The input of a process stored with its derivations (by versions before 1.x kept inputs): the derived scan
+    """The input of a process stored with its derivations (by versions before inputs were kept): the derived scan
     actions (kind SCAN) and the derived fields dropped. Exact: a derived scan action has kind SCAN, a sent one
     STANDARD."""
     steps = process.get("steps")

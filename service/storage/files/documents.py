@@ -92,6 +92,7 @@ class FileDocumentStore:
             if not dry_run:
                 encoded = encode(document)
                 change = RESTORED if restored else UPDATED if current else CREATED
+                self._keep_earlier_version(history, current)
                 self._write_entry(history, newest + 1, change, now, encoded)
                 atomic_write_bytes(path, encoded)
                 self._prune(history, newest + 1)
@@ -109,12 +110,19 @@ class FileDocumentStore:
                 guard(self)
             deleted = current["revision"] + 1
             if not dry_run:
+                self._keep_earlier_version(history, current)
                 self._write_entry(history, deleted, DELETED, utc_timestamp(), b"null")
                 with disk_errors():
                     os.unlink(path)
                     fsync_directory(path.parent)
                 self._prune(history, deleted)
         return deleted
+
+    def _keep_earlier_version(self, history, current):
+        """Give a document stored before history was kept the entry of its revision, before it is replaced."""
+        if current is not None and not (history / f"{current['revision']}{SUFFIX}").exists():
+            change = CREATED if current["revision"] == 1 else UPDATED
+            self._write_entry(history, current["revision"], change, current["updatedAt"], encode(current))
 
     @staticmethod
     def _write_entry(history, revision, change, saved_at, encoded_document):
@@ -123,7 +131,10 @@ class FileDocumentStore:
                                                                              encoded_document))
 
     def _prune(self, history, newest):
-        """Remove the entries older than those kept, once `newest` is committed."""
+        """Remove the entries older than those kept, once `newest` is committed (with every revision kept, there is
+        nothing to list: a long history costs a write nothing)."""
+        if not self.history_revisions:
+            return
         oldest = oldest_kept(newest, self.history_revisions)
         for number in _entry_numbers(history):
             if number >= oldest:
