@@ -72,6 +72,11 @@ def media_entry_name(path):
     return f"{MEDIA}/{path[len(MEDIA_PATH_ROOT):]}"
 
 
+def media_path_of(entry_name):
+    """`/api/v1/images/<name>` of a media entry `media/images/<name>`."""
+    return MEDIA_PATH_ROOT + entry_name[len(MEDIA) + 1:]
+
+
 def utc_now():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -227,7 +232,7 @@ class ArchiveReader:
             if problem:
                 problems.append(EntryProblem(name, problem))
             else:
-                media[MEDIA_PATH_ROOT + name[len(MEDIA) + 1:]] = {"size": seen[0], "sha256": seen[1]}
+                media[media_path_of(name)] = {"size": seen[0], "sha256": seen[1]}
         for name in sorted(set(records) - {name[len(MEDIA) + 1:] for name in media_seen}):
             problems.append(EntryProblem(f"{MEDIA}/{name}", "listed in the manifest but not in the archive"))
         self.contents = Contents(manifest["org"], manifest["exportedAt"], counts, ids, media, problems)
@@ -250,7 +255,7 @@ class ArchiveReader:
         accepted = self._checked().media
         with tempfile.TemporaryDirectory(prefix="wis-archive-") as directory, self._reading():
             for entry, read in self._entries():
-                path = MEDIA_PATH_ROOT + entry.name[len(MEDIA) + 1:]
+                path = media_path_of(entry.name)
                 if not entry.name.startswith(MEDIA + "/") or path not in accepted:
                     continue
                 # Named as its media name without the unique prefix: uploaded again, it keeps its cleaned name (and so

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from service.archive import KINDS, ArchiveReader, ArchiveWriter
+from service.archive import KINDS, MEDIA, ArchiveReader, ArchiveWriter, media_path_of
 from service.client import dry_run
 from service.client.errors import ClientError, ServerUnreachable, describe
 from service.client.push import PushResult
@@ -86,8 +86,8 @@ def import_archive(client, path, dry=False, on_result=None, progress=None, uploa
     refused = set()
     for problem in contents.problems:
         record(PushResult(problem.entry, error=problem.message))
-        if problem.entry.startswith("media/"):
-            refused.add("/api/v1/" + problem.entry[len("media/"):])
+        if problem.entry.startswith(MEDIA + "/"):
+            refused.add(media_path_of(problem.entry))
     moved, failed = {}, dict.fromkeys(refused, "refused in the archive")
     for entry in reader.media():
         label = f"media {entry.path}"
