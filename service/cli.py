@@ -1,5 +1,5 @@
-"""`wis`: serve the service, upload media, push work instructions from files, collect garbage, upgrade the shared
-backend's database and move a data directory into it."""
+"""`wis`: serve the service, upload media, push work instructions from files, export and import an org, delete and
+restore objects, collect garbage, upgrade the shared backend's database and move a data directory into it."""
 import argparse
 import os
 import re
@@ -10,7 +10,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from service.client import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, Client, ClientError, describe
+from service.archive import ArchiveError, ArchiveReader
+from service.client import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, Client, ClientError, describe, transfer
 from service.config import load_config, uses_shared_backend
 from service.domain.media_gc import delete_media, unreferenced_media
 from service.errors import ConfigurationError, StorageFailed
@@ -48,7 +49,8 @@ def int_at_least(minimum):
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="wis", description="Serve the work-instruction service, upload media, "
-                                     "push work instructions from files, collect garbage.")
+                                     "push work instructions from files, export and import an org, delete and "
+                                     "restore objects, collect garbage.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the service with gunicorn")
@@ -94,8 +96,55 @@ def build_parser():
                     ".json, .yaml and .yml files. Local media paths are uploaded first, to the destination "
                     "their content says.")
     push.add_argument("files", nargs="+", metavar="FILE")
+    push.add_argument("--dry-run", action="store_true",
+                      help="write nothing: check the files, the local media (format, size) and every object with the "
+                           "server's dryRun")
     add_server_options(push)
     push.set_defaults(run=push_command)
+
+    export = commands.add_parser(
+        "export", help="write one org's stations, processes, products and their media into an archive (.tar.gz)",
+        description="Reads every object of the token's org in input form and the media its processes refer to, "
+                    "through the API, into an archive of format 1 that `wis import` reads.")
+    export.add_argument("file", metavar="FILE", help="the archive to write (replaced if it exists)")
+    export.add_argument("--org", default="default",
+                        help="the org's name recorded in the archive's manifest (the API does not tell a client its "
+                             "org; default: default)")
+    add_server_options(export)
+    export.set_defaults(run=export_command)
+
+    import_ = commands.add_parser(
+        "import", help="send an archive of `wis export` to a server (media, stations, processes, products)",
+        description="Checks the whole archive first (a damaged one sends nothing), then uploads its media, rewrites "
+                    "the media paths of its processes to the paths the server answers, and creates or updates "
+                    "stations, processes and products. Running it again changes nothing.")
+    import_.add_argument("file", metavar="FILE")
+    import_.add_argument("--dry-run", action="store_true",
+                         help="write nothing: check the archive, its media locally and every object with the "
+                              "server's dryRun")
+    add_server_options(import_)
+    import_.set_defaults(run=import_command)
+
+    def add_object_command(name, run, help, revision=False, condition=None):
+        """A verb on one object: KIND ID [REVISION], with --if-revision and --dry-run when `condition` says what the
+        condition means."""
+        command = commands.add_parser(name, help=help)
+        command.add_argument("kind", choices=("process", "product", "station"), metavar="KIND",
+                             help="process, product or station")
+        command.add_argument("id", metavar="ID")
+        if revision:
+            command.add_argument("revision", type=int_at_least(1), metavar="REVISION")
+        if condition:
+            command.add_argument("--if-revision", type=int_at_least(0), metavar="N", help=condition)
+            command.add_argument("--dry-run", action="store_true", help="check, write nothing")
+        add_server_options(command)
+        command.set_defaults(run=run)
+
+    add_object_command("delete", delete_command, "delete a process, product or station (its history stays)",
+                       condition="only if its current revision is N")
+    add_object_command("restore", restore_command, "make a past revision of an object its newest (deleted ones too)",
+                       revision=True, condition="only if its current revision is N (0: only if it does not exist now)")
+    add_object_command("history", history_command, "list the revisions of an object, newest first")
 
     gc = commands.add_parser("gc", help="remove expired upload streams and list (or delete) unreferenced media")
     gc.add_argument("--data-dir", default=os.environ.get("WIS_DATA_DIR"),
@@ -129,7 +178,8 @@ def main(argv=None):
         return args.run(args) or 0
     except ClientError as error:
         print(f"error: {describe(error)}", file=sys.stderr)
-    except (UsageError, ConfigurationError, ValueError) as error:  # ValueError: a request the client refused
+    # ValueError: a request the client refused; ArchiveError: an archive that cannot be used at all.
+    except (UsageError, ConfigurationError, ValueError, ArchiveError) as error:
         print(f"error: {error}", file=sys.stderr)
     except StorageFailed as error:  # the database, the bucket or the disk of a storage command failed
         print(f"error: {error}", file=sys.stderr)
@@ -214,15 +264,84 @@ def upload_command(args):
     print(path)
 
 
-def push_command(args):
-    def show(result):
-        print(f"{result.label}: {result.outcome}" if result.error is None else f"{result.label}: error: {result.error}",
-              flush=True)
+def show_result(result):
+    print(f"{result.label}: {result.outcome}" if result.error is None else f"{result.label}: error: {result.error}",
+          flush=True)
 
+
+def push_command(args):
     with make_client(args) as client:
-        results = client.push(args.files, on_result=show, progress_for=lambda file: progress_bar(args, file),
-                              **upload_options(args))
+        results = client.push(args.files, on_result=show_result, progress_for=lambda file: progress_bar(args, file),
+                              dry_run=args.dry_run, **upload_options(args))
     return 1 if any(result.error is not None for result in results) else 0
+
+
+# -- export and import ------------------------------------------------------------------------------
+
+@contextmanager
+def transfer_progress(args, media_bytes=None, objects=None):
+    """Two bars on stderr, media bytes and objects; the value is the `progress(what, n)` of service.client.transfer."""
+    disable = True if args.no_progress else None
+    with tqdm(total=media_bytes, unit="B", unit_scale=True, unit_divisor=1024, desc="media", file=sys.stderr,
+              disable=disable, leave=False) as media, \
+            tqdm(total=objects, unit=" objects", desc="objects", file=sys.stderr, disable=disable, leave=False,
+                 position=1) as counted:
+        yield lambda what, n: (media if what == "media" else counted).update(n)
+
+
+def export_command(args):
+    with make_client(args) as client, transfer_progress(args) as progress:
+        exported = transfer.export_org(client, args.file, args.org, on_result=show_result, progress=progress)
+    counts = exported.counts
+    print(f"exported {counts['stations']} station(s), {counts['processes']} process(es), {counts['products']} "
+          f"product(s) and {counts['media']} media file(s) of org {args.org} to {args.file}", file=sys.stderr)
+    return 1 if exported.problems else 0
+
+
+def import_command(args):
+    reader = ArchiveReader(args.file)
+    contents = reader.check()
+    print(f"{args.file}: org {contents.org}, exported {contents.exported_at}: "
+          f"{contents.counts['stations']} station(s), "
+          f"{contents.counts['processes']} process(es), {contents.counts['products']} product(s), "
+          f"{contents.counts['media']} media file(s)" + (" (dry run: nothing is written)" if args.dry_run else ""),
+          file=sys.stderr)
+    media_bytes = sum(record["size"] for record in contents.media.values())
+    objects = sum(len(ids) for ids in contents.ids.values())
+    with make_client(args) as client, transfer_progress(args, media_bytes, objects) as progress:
+        results = transfer.import_archive(client, reader, dry=args.dry_run, on_result=show_result,
+                                          progress=progress, upload_options=upload_options(args))
+    failed = sum(result.error is not None for result in results)
+    print(f"{len(results) - failed} entr{'y' if len(results) - failed == 1 else 'ies'} "
+          f"{'checked' if args.dry_run else 'imported'}, {failed} failed", file=sys.stderr)
+    return 1 if failed else 0
+
+
+# -- delete, restore, history -----------------------------------------------------------------------
+
+def delete_command(args):
+    with make_client(args) as client:
+        outcome = client.delete(args.kind, args.id, if_revision=args.if_revision, dry_run=args.dry_run)
+    print(f"{args.kind} {args.id}: {outcome}" + (" (dry run)" if args.dry_run else ""))
+
+
+def restore_command(args):
+    with make_client(args) as client:
+        outcome = client.restore(args.kind, args.id, args.revision, if_revision=args.if_revision,
+                                 dry_run=args.dry_run)
+    print(f"{args.kind} {args.id}: {outcome} from revision {args.revision}" + (" (dry run)" if args.dry_run else ""))
+
+
+def history_command(args):
+    with make_client(args) as client:
+        after = None
+        while True:
+            page = client.history(args.kind, args.id, first=100, after=after)
+            for revision in page:
+                print(f"{revision['revision']}\t{revision['savedAt']}\t{revision['change']}")
+            if len(page) < 100:
+                break
+            after = page[-1]["revision"]
 
 
 # -- storage commands: gc, db upgrade, migrate ------------------------------------------------------

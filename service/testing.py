@@ -158,7 +158,8 @@ class RequestJournal:
 
     def uploads(self):
         """The media paths uploads published, in the order they were answered, each once (a retried last chunk that
-        is answered the same path again counts once; a file uploaded twice has two paths)."""
+        is answered the same path again counts once, and so does the same file uploaded again under the same name,
+        which is answered the first upload's path: CONTRACT 10)."""
         paths = []
         for entry in self.entries(path=f"^{UPLOADS}"):
             if entry["method"] in ("POST", "PATCH"):

@@ -176,7 +176,8 @@ CHUNK_CASES = {
 NOTHING, STORED, COMPLETE = "nothing", "stored", "complete"
 # The file operations of each case, in the order the request makes them (a chunk onto the prefix, or a part; then the
 # prefix's fdatasync, the ledger's records, its slot and its fdatasync; then completion: the link to the media path,
-# the media directory's fsync, the record written aside, fsynced, renamed, its directory fsynced). Each fault: (case,
+# the media directory's fsync, the deduplication index's `.built` mark and entry, each written aside and renamed
+# without fsync, then the record written aside, fsynced, renamed, its directory fsynced). Each fault: (case,
 # operation, code, nth call, only calls on paths containing, outcome).
 RECEIVED_ONTO_PREFIX = [("write", errno.ENOSPC, 1, "", NOTHING), ("write", errno.EIO, 1, "", NOTHING)]
 COMMITTED = [
@@ -188,6 +189,8 @@ COMPLETED = [
     ("link", errno.ENOSPC, 1, "", STORED), ("link", errno.EIO, 1, "", STORED), ("fsync", errno.EIO, 3, "", STORED),
     ("create", errno.ENOSPC, 1, "", STORED), ("fsync", errno.EIO, 4, "", STORED),
     ("rename", errno.ENOSPC, 1, "", STORED), ("rename", errno.EIO, 1, "", STORED), ("fsync", errno.EIO, 5, "", COMPLETE),
+    # the deduplication index's `.built` mark and entry are renamed into place first: the record's is the third rename
+    ("rename", errno.ENOSPC, 3, "", STORED),
 ]
 INTO_A_PART = [
     ("create", errno.ENOSPC, 1, "", NOTHING), ("write", errno.ENOSPC, 1, "", NOTHING), ("write", errno.EIO, 1, "", NOTHING),

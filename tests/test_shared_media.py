@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from service import create_app
+from service.checksums import file_sha256
 from service.interface import media_path
 from service.storage.shared import SharedRepository
 from service.storage.shared.database import Database
@@ -87,6 +88,10 @@ def object_keys(seaweed, bucket, prefix):
     return sorted(entry["Key"] for entry in answer.get("Contents", ()))
 
 
+def publish(repo, org, path, source):
+    return repo.media.publish(org, path, source, file_sha256(source))
+
+
 def read_open_media(opened):
     with opened.file as file:
         return file.read()
@@ -98,7 +103,7 @@ def test_publish_exists_list_and_delete(repo, tmp_path, seaweed, bucket, prefix)
     data = blob(PNG, 5000)
     path = media_path("image", "0123456789abcdef-photo.png")
     assert repo.media.exists(ORG, path) is False
-    assert repo.media.publish(ORG, path, local_file(tmp_path, data)) is True
+    assert publish(repo, ORG, path, local_file(tmp_path, data)) == path
     assert repo.media.exists(ORG, path) is True
     assert repo.media.list_media(ORG) == [(path, 1_700_000_000.0)]
     key = repo.media.media_key(ORG, path)
@@ -119,8 +124,8 @@ def test_publish_exists_list_and_delete(repo, tmp_path, seaweed, bucket, prefix)
 
 def test_list_media_is_in_path_order(repo, tmp_path):
     names = ["b-x.png", "B-x.png", "a_b.png", "abc.png"]
-    for name in names:
-        assert repo.media.publish(ORG, media_path("image", name), local_file(tmp_path, blob(PNG, 100)))
+    for seed, name in enumerate(names):
+        assert publish(repo, ORG, media_path("image", name), local_file(tmp_path, blob(PNG, 100, seed=seed)))
     assert [path for path, _ in repo.media.list_media(ORG)] == [media_path("image", name) for name in
                                                                 ["B-x.png", "a_b.png", "abc.png", "b-x.png"]]
 
@@ -128,8 +133,8 @@ def test_list_media_is_in_path_order(repo, tmp_path):
 def test_a_taken_path_is_refused_and_keeps_its_bytes(repo, tmp_path, seaweed, bucket, prefix):
     path = media_path("video", "0123456789abcdef-clip.mp4")
     first, second = blob(MP4, 3000), blob(MP4, 4000, seed=7)
-    assert repo.media.publish(ORG, path, local_file(tmp_path, first, "first")) is True
-    assert repo.media.publish(ORG, path, local_file(tmp_path, second, "second")) is False
+    assert publish(repo, ORG, path, local_file(tmp_path, first, "first")) == path
+    assert publish(repo, ORG, path, local_file(tmp_path, second, "second")) is None
     assert read_open_media(repo.media.open(ORG, path)) == first
     assert object_keys(seaweed, bucket, prefix) == [repo.media.media_key(ORG, path)]
 
@@ -139,29 +144,29 @@ def test_an_object_without_a_row_is_not_overwritten_nor_visible(repo, tmp_path, 
     path = media_path("image", "0123456789abcdef-orphan.png")
     seaweed.client().put_object(Bucket=bucket, Key=repo.media.media_key(ORG, path), Body=b"orphan")
     assert repo.media.exists(ORG, path) is False
-    assert repo.media.publish(ORG, path, local_file(tmp_path, blob(PNG, 100))) is False
+    assert publish(repo, ORG, path, local_file(tmp_path, blob(PNG, 100))) is None
     assert repo.media.exists(ORG, path) is False
 
 
 def test_another_orgs_media_is_not_there(repo, tmp_path):
     path = media_path("image", "0123456789abcdef-photo.png")
-    assert repo.media.publish(ORG, path, local_file(tmp_path, blob(PNG, 100)))
+    assert publish(repo, ORG, path, local_file(tmp_path, blob(PNG, 100)))
     assert repo.media.exists(OTHER_ORG, path) is False
     assert repo.media.open(OTHER_ORG, path) is None
     assert repo.media.list_media(OTHER_ORG) == []
     assert repo.media.delete(OTHER_ORG, path) is False
     assert repo.media.exists(ORG, path) is True
     # The same path is free for the other org, with its own bytes.
-    assert repo.media.publish(OTHER_ORG, path, local_file(tmp_path, blob(PNG, 200, seed=3), "other")) is True
+    assert publish(repo, OTHER_ORG, path, local_file(tmp_path, blob(PNG, 200, seed=3), "other")) == path
     assert read_open_media(repo.media.open(OTHER_ORG, path)) == blob(PNG, 200, seed=3)
     assert read_open_media(repo.media.open(ORG, path)) == blob(PNG, 100)
 
 
 def test_keys_keep_the_case_of_org_ids_and_names(repo, tmp_path):
     lower, upper = media_path("image", "abc.png"), media_path("image", "ABC.png")
-    assert repo.media.publish("acme", lower, local_file(tmp_path, blob(PNG, 100, seed=1), "a"))
-    assert repo.media.publish("acme", upper, local_file(tmp_path, blob(PNG, 100, seed=2), "b"))
-    assert repo.media.publish("ACME", lower, local_file(tmp_path, blob(PNG, 100, seed=3), "c"))
+    assert publish(repo, "acme", lower, local_file(tmp_path, blob(PNG, 100, seed=1), "a"))
+    assert publish(repo, "acme", upper, local_file(tmp_path, blob(PNG, 100, seed=2), "b"))
+    assert publish(repo, "ACME", lower, local_file(tmp_path, blob(PNG, 100, seed=3), "c"))
     assert read_open_media(repo.media.open("acme", lower)) == blob(PNG, 100, seed=1)
     assert read_open_media(repo.media.open("acme", upper)) == blob(PNG, 100, seed=2)
     assert read_open_media(repo.media.open("ACME", lower)) == blob(PNG, 100, seed=3)
@@ -180,7 +185,7 @@ def test_register_belongs_to_the_callers_transaction(repo, seaweed, bucket):
     with repo.database.transaction() as connection:
         assert repo.media.register(connection, ORG, path, key, len(data), hashlib.sha256(data).hexdigest())
     with repo.database.transaction() as connection:
-        assert repo.media.register(connection, ORG, path, key, len(data), "0" * 64) is False
+        assert repo.media.register(connection, ORG, path, key, len(data), "0" * 64) is None
     assert read_open_media(repo.media.open(ORG, path)) == data
 
 
@@ -198,7 +203,7 @@ def test_import_copies_verifies_and_is_rerunnable(repo, tmp_path, seaweed, bucke
 
 def test_remove_all_removes_rows_and_objects(repo, tmp_path, seaweed, bucket, prefix):
     for org in (ORG, OTHER_ORG):
-        assert repo.media.publish(org, media_path("image", "x.png"), local_file(tmp_path, blob(PNG, 100)))
+        assert publish(repo, org, media_path("image", "x.png"), local_file(tmp_path, blob(PNG, 100)))
     repo.media.remove_all()
     assert repo.media.list_media(ORG) == [] and repo.media.list_media(OTHER_ORG) == []
     assert object_keys(seaweed, bucket, prefix) == []
@@ -304,7 +309,7 @@ def large_video(app, tmp_path):
             digest.update(block)
             file.write(block)
     path = media_path("video", "0123456789abcdef-large.mp4")
-    assert app.extensions["repository"].media.publish(ORG, path, source)
+    assert publish(app.extensions["repository"], ORG, path, source)
     source.unlink()
     return path, digest.hexdigest()
 

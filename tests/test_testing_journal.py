@@ -264,7 +264,7 @@ def test_uploads_counts_a_retried_last_chunk_once_and_a_second_upload_twice(help
     again = session.patch(f"/uploads/{stream_id}", data=chunk, files={"file": ("b", data)})
     assert again.json()["path"] == first  # the client did not hear the first answer and sent the chunk again
     image = session.post("/uploads", files={"file": ("a.png", png(100, seed=2))}, data={"destinationId": "stepImage"})
-    image_again = session.post("/uploads", files={"file": ("a.png", png(100, seed=2))},
+    image_again = session.post("/uploads", files={"file": ("a.png", png(100, seed=3))},
                                data={"destinationId": "stepImage"})
     assert journal_.uploads() == [first, image.json()["path"], image_again.json()["path"]]
 

@@ -23,24 +23,28 @@ SEED = 42
 VIDEO = MP4 + bytes(500)
 
 
-def names_made_by(url, headers=HEADERS):
-    """A fixed series of requests, each on a new connection; the names the server made up for them, in order."""
-    image = requests.post(url + "/uploads", headers=headers, files={"file": ("gear box.png", SMALL_PNG)},
+def names_made_by(url, headers=HEADERS, salt=b""):
+    """A fixed series of requests, each on a new connection; the names the server made up for them, in order. Media
+    the server already holds are answered with their path (deduplication), so a series meant to make new names sends
+    other bytes (`salt`)."""
+    image = requests.post(url + "/uploads", headers=headers, files={"file": ("gear box.png", SMALL_PNG + salt)},
                           data={"destinationId": "stepImage"}, timeout=30).json()["path"]
+    video_bytes = VIDEO + salt
     stream_id = requests.post(url + "/uploads", headers=headers, timeout=30, json={
-        "destinationId": "stepVideo", "fileName": "clip.mp4", "fileSize": len(VIDEO),
-        "sha": hashlib.sha256(VIDEO).hexdigest()}).json()["streamId"]
+        "destinationId": "stepVideo", "fileName": "clip.mp4", "fileSize": len(video_bytes),
+        "sha": hashlib.sha256(video_bytes).hexdigest()}).json()["streamId"]
     video = requests.patch(f"{url}/uploads/{stream_id}", headers=headers, data={"chunkIndex": 0, "totalChunks": 1},
-                           files={"file": ("blob", VIDEO)}, timeout=30).json()["path"]
-    tus = requests.post(url + "/uploads", data=VIDEO, timeout=30, headers={
-        **TUS_HEADERS, **headers, "Upload-Length": str(len(VIDEO)), "Content-Type": "application/offset+octet-stream",
+                           files={"file": ("blob", video_bytes)}, timeout=30).json()["path"]
+    tus = requests.post(url + "/uploads", data=video_bytes, timeout=30, headers={
+        **TUS_HEADERS, **headers, "Upload-Length": str(len(video_bytes)),
+        "Content-Type": "application/offset+octet-stream",
         "Upload-Metadata": tus_metadata(destinationId="stepVideo", filename="tus.mp4")})
     return [image, stream_id, video, tus.headers["Location"].rsplit("/", 1)[1], tus.headers["Media-Path"]]
 
 
-def threaded_names(seed, data_dir=None):
+def threaded_names(seed, data_dir=None, salt=b""):
     with ThreadedServer(token=HEADERS["x-service-api-org"], seed=seed, data_dir=data_dir) as server:
-        return names_made_by(server.url)
+        return names_made_by(server.url, salt=salt)
 
 
 def test_the_same_seed_gives_the_same_names_on_every_run():
@@ -72,7 +76,7 @@ def test_a_reset_counts_the_names_from_the_start_again(tmp_path):
 def test_a_server_restarted_on_its_state_goes_on_counting(tmp_path):
     """Names count from a fresh state: a restart on the same data must not make the names its data already holds."""
     first = threaded_names(SEED, tmp_path / "data")
-    again = threaded_names(SEED, tmp_path / "data")
+    again = threaded_names(SEED, tmp_path / "data", salt=b"again")
     assert not set(first) & set(again)
 
 
@@ -94,13 +98,15 @@ def test_concurrent_uploads_on_both_workers_share_one_count(seeded_server):
     url = seeded_server.url
     paths = []
 
-    def upload_five():
-        for _ in range(5):
-            response = requests.post(url + "/uploads", headers=HEADERS, files={"file": ("a.png", SMALL_PNG)},
+    def upload_five(thread):
+        for number in range(5):
+            # Bytes of their own: the same bytes would be answered with the first one's path (deduplication).
+            data = SMALL_PNG + bytes([thread, number])
+            response = requests.post(url + "/uploads", headers=HEADERS, files={"file": ("a.png", data)},
                                      data={"destinationId": "stepImage"}, timeout=30)
             paths.append(response.json()["path"])
 
-    threads = [threading.Thread(target=upload_five) for _ in range(4)]
+    threads = [threading.Thread(target=upload_five, args=(thread,)) for thread in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:

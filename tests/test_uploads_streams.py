@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from service.checksums import file_sha256
 from service.errors import StreamNotFound
 from service.storage import disk as storage_disk
 from service.storage import incoming as storage_incoming
@@ -168,7 +169,7 @@ def test_publish_links_the_prefix_and_keeps_only_the_meta(repo):
     put(repo, stream_id, 0, CHUNKS[0])
     path = "/api/v1/videos/0123456789abcdef-f.mp4"
     with repo.streams.open(ORG, stream_id) as stream:
-        stream.publish(path)
+        assert stream.publish(path, hashlib.sha256(CHUNKS[0]).hexdigest()) == path
         assert sorted(os.listdir(stream.directory)) == ["meta.json"]
     assert repo.media.file_for(ORG, path).read_bytes() == CHUNKS[0]
     assert repo.streams.read(ORG, stream_id).state is StreamState.COMPLETE
@@ -179,8 +180,8 @@ def test_publish_never_replaces_an_existing_media_file(repo, tmp_path):
     first, second = tmp_path / "first", tmp_path / "second"
     first.write_bytes(b"first")
     second.write_bytes(b"second")
-    assert repo.media.publish(ORG, path, first) is True
-    assert repo.media.publish(ORG, path, second) is False
+    assert repo.media.publish(ORG, path, first, file_sha256(first)) == path
+    assert repo.media.publish(ORG, path, second, file_sha256(second)) is None
     assert repo.media.file_for(ORG, path).read_bytes() == b"first"
 
 
@@ -218,7 +219,7 @@ def test_open_streams_are_counted_and_listed_by_the_store(repo):
     first, second, done = new_stream(repo, CHUNKS), new_stream(repo, CHUNKS), new_stream(repo, [b"x" * 10])
     put(repo, done, 0, b"x" * 10)
     with repo.streams.open(ORG, done) as stream:
-        stream.publish("/api/v1/videos/0123456789abcdef-f.mp4")
+        stream.publish("/api/v1/videos/0123456789abcdef-f.mp4", hashlib.sha256(b"x" * 10).hexdigest())
     assert sorted(repo.streams.open_ids(ORG)) == sorted([first, second])
     assert repo.streams.open_ids("other") == []
     repo.streams.sweep()

@@ -74,6 +74,13 @@ class Client:
         """The requests.Session of the calling thread (upload threads have their own)."""
         return self.transport.session
 
+    def copy(self):
+        """A new Client of the same service with the same settings, for another thread."""
+        transport = self.transport
+        return Client(transport.base_url, transport.token, timeout=transport.timeout, retries=transport.retries,
+                      backoff=transport.backoff, session_factory=transport.session_factory,
+                      state_dir=self.uploader.state_dir)
+
     def close(self):
         """Close the connections of the calling thread's session (upload threads close theirs when done)."""
         self.transport.close()
@@ -106,7 +113,7 @@ class Client:
             extensions = first.get("extensions") or {}
             message = "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors)
             raise ClientError(response.status_code, message, field=extensions.get("field"),
-                              code=extensions.get("code"), extensions=extensions)
+                              code=extensions.get("code"), extensions=extensions, errors=errors)
         if response.status_code >= 400 or "data" not in body:
             raise ClientError(response.status_code, error_message(response))
         return body["data"]
@@ -193,6 +200,31 @@ class Client:
         """The revisions of a station; as process_history."""
         return self._history("station", station_id, first, after)
 
+    # By kind ("process", "product", "station"), for callers that handle every kind alike (wis import, wis delete):
+
+    def create(self, kind, obj, if_revision=None, dry_run=False):
+        """create_process, create_product or create_station by `kind`."""
+        return self._upsert(_kind(kind), obj, if_revision, dry_run)
+
+    def delete(self, kind, object_id, if_revision=None, dry_run=False):
+        """delete_process, delete_product or delete_station by `kind`."""
+        return self._delete(_kind(kind), object_id, if_revision, dry_run)
+
+    def restore(self, kind, object_id, revision, if_revision=None, dry_run=False):
+        """restore_process, restore_product or restore_station by `kind`."""
+        return self._restore(_kind(kind), object_id, revision, if_revision, dry_run)
+
+    def history(self, kind, object_id, first=100, after=None):
+        """process_history, product_history or station_history by `kind`."""
+        return self._history(_kind(kind), object_id, first, after)
+
+    def list_inputs(self, kind, first=100, after=None):
+        """One page of objects of `kind` ordered by id, each as {"id", "revision", "input"} only: what an export
+        reads (`input` is the stored input exactly as the create mutation takes it)."""
+        page = READS[_kind(kind)][1]
+        query = f"query($first: Int, $after: String) {{ {page}(first: $first, after: $after) {{ id revision input }} }}"
+        return self.graphql(query, {"first": first, "after": after})[page]
+
     def _get(self, kind, object_id, revision):
         one, _, fields, fragments = READS[kind]
         query = f"query($id: String!, $revision: Int) {{ {one}(id: $id, revision: $revision) {{ {fields} }} }} {fragments}"
@@ -264,15 +296,22 @@ class Client:
         return self.uploader.upload(path, destination, chunk_size=chunk_size, parallel=parallel,
                                     progress=progress, resumed=resumed, state_dir=state_dir)
 
-    def push(self, paths, on_result=None, progress_for=None, **upload_options):
+    def push(self, paths, on_result=None, progress_for=None, dry_run=False, **upload_options):
         """Create or update the stations, processes and products in JSON/YAML files; see service.client.push.
 
         Returns a PushResult per entry, also passed to `on_result` as each is known. `upload_options`
         (chunk_size, parallel, state_dir) go to the upload of each local media file; `progress_for(file)`
-        may return a context manager giving that upload's `progress`/`resumed` callbacks.
+        may return a context manager giving that upload's `progress`/`resumed` callbacks. `dry_run`: write
+        nothing (local media checked, not uploaded; objects sent with dryRun).
         """
         return push_module.push(self, paths, on_result=on_result, upload_options=upload_options,
-                                progress_for=progress_for)
+                                progress_for=progress_for, dry=dry_run)
+
+
+def _kind(kind):
+    if kind not in READS:
+        raise ValueError(f"not a kind of object: {kind!r} (process, product or station)")
+    return kind
 
 
 def _copy(response, handle):

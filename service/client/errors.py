@@ -11,13 +11,14 @@ class ClientError(Exception):
     format) are ValueError, and local files that cannot be read are OSError: neither reached the service.
     """
 
-    def __init__(self, status, message, field=None, code=None, extensions=None):
+    def __init__(self, status, message, field=None, code=None, extensions=None, errors=None):
         super().__init__(message)
         self.status = status
         self.message = message
         self.field = field
         self.code = code
         self.extensions = extensions or {}
+        self.errors = errors or []  # every GraphQL error as answered (`message`, `extensions`)
 
 
 class ServerUnreachable(ClientError):

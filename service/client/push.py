@@ -11,6 +11,7 @@ from typing import NamedTuple, Optional
 
 import yaml
 
+from service.client import dry_run
 from service.client.errors import ClientError, ServerUnreachable, describe
 from service.client.uploader import FORMAT_DESTINATIONS, file_format
 from service.domain.media_gc import media_references
@@ -37,8 +38,10 @@ class _Item(NamedTuple):
     source: Path
 
 
-def push(client, paths, on_result=None, upload_options=None, progress_for=None):
+def push(client, paths, on_result=None, upload_options=None, progress_for=None, dry=False):
     """Apply every object found in `paths` (files or directories) and return a PushResult for each entry.
+    With `dry`, nothing is written: local media files are checked, not uploaded, and objects are sent with dryRun
+    (service.client.dry_run says what that promises).
 
     Unreadable files and malformed entries come first, then stations, processes and products in this
     order (products refer to processes). `on_result(result)` is called as each one is known.
@@ -54,13 +57,16 @@ def push(client, paths, on_result=None, upload_options=None, progress_for=None):
         report(result)
 
     items = _collect(paths, record)
-    uploaded = {}
+    uploaded, checked_processes = {}, set()
     for item in sorted(items, key=lambda item: KINDS.index(item.kind)):
         label = f"{item.kind} {item.obj.get('id', '?')}"
         try:
-            if item.kind == "process":
-                _upload_local_media(client, item, uploaded, upload_options or {}, progress_for)
-            outcome = getattr(client, f"create_{item.kind}")(item.obj)
+            if dry:
+                outcome = _check(client, item, checked_processes)
+            else:
+                if item.kind == "process":
+                    _upload_local_media(client, item, uploaded, upload_options or {}, progress_for)
+                outcome = getattr(client, f"create_{item.kind}")(item.obj)
         except ServerUnreachable:
             raise
         except ClientError as error:
@@ -112,14 +118,37 @@ def _collect(paths, record):
     return items
 
 
+def _check(client, item, checked_processes):
+    """The dry run of one item: its local media files checked here, the object by the server with dryRun."""
+    local_fields = set()
+    if item.kind == "process":
+        for key, holder, field in media_references(item.obj):
+            if not holder["path"].startswith(MEDIA_PATH_ROOT):
+                file = _local_file(item, holder["path"], field)
+                dry_run.check_media_file(file)
+                _destination(file, MEDIA_KIND[key], f"{field}: {holder['path']}")
+                local_fields.add(field)
+    pending = local_fields | dry_run.process_fields(item.kind, item.obj, checked_processes)
+    checked = dry_run.check(client, item.kind, item.obj, pending)
+    if item.kind == "process":
+        checked_processes.add(item.obj.get("id"))
+    waiting = f"; {checked.pending} field(s) wait for what the push creates first" if checked.pending else ""
+    return f"{checked.outcome} (dry run{waiting})"
+
+
+def _local_file(item, path, field):
+    file = (item.source.parent / Path(path).expanduser()).resolve()
+    if not file.is_file():
+        raise ValueError(f"{field}: {path}: no such file (looked for {file})")
+    return file
+
+
 def _upload_local_media(client, item, uploaded, upload_options, progress_for):
     """Upload the local files a process refers to and put their media paths in their place."""
     for key, holder, field in media_references(item.obj):
         if holder["path"].startswith(MEDIA_PATH_ROOT):
             continue
-        file = (item.source.parent / Path(holder["path"]).expanduser()).resolve()
-        if not file.is_file():
-            raise ValueError(f"{field}: {holder['path']}: no such file (looked for {file})")
+        file = _local_file(item, holder["path"], field)
         destination = _destination(file, MEDIA_KIND[key], f"{field}: {holder['path']}")
         if (file, destination) not in uploaded:
             try:

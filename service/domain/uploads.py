@@ -110,7 +110,7 @@ def check_sha(expected, incoming, what):
 # -- single-request upload ------------------------------------------------------------------------
 
 def upload_single(repo, org, destination_id, file_name, incoming, sha=None):
-    """Verify a whole uploaded file and publish it; return its media path."""
+    """Verify a whole uploaded file and publish it; return its media path (an existing one for the same media)."""
     destination = destination_for(destination_id)
     check_size(incoming.size, destination.limit, REQUEST_FILE_LIMIT)
     fmt = check_format(destination_id, incoming.head)
@@ -118,8 +118,10 @@ def upload_single(repo, org, destination_id, file_name, incoming, sha=None):
     incoming.finish()
     while True:
         path = media_path(DESTINATIONS[destination_id].kind, media_name(file_name, fmt, new_media_prefix(repo)))
-        if repo.media.publish(org, path, incoming.path):
-            return path
+        # The org's media of the same bytes and cleaned name, when it has them (CONTRACT 10), else this new path.
+        published = repo.media.publish(org, path, incoming.path, incoming.sha256)
+        if published:
+            return published
 
 
 # -- chunked streams ------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def store_media(repo, org, path, data=None):
     with tempfile.TemporaryDirectory() as directory:
         source = Path(directory) / "media"
         source.write_bytes(data)
-        assert repo.media.publish(org, path, source), f"{path} is taken"
+        assert repo.media.publish(org, path, source, hashlib.sha256(data).hexdigest()) == path, f"{path} is taken"
 
 
 def stored_names(app, org, area, *under):
@@ -51,7 +51,9 @@ def stored_names(app, org, area, *under):
     repo = get_repository(app)
     if not hasattr(repo, "database"):
         root = repo.orgs_root.joinpath(org, area, *under)
-        return sorted(path.name for path in root.rglob("*") if path.is_file()) if root.exists() else []
+        # The media deduplication index (`media/.same`) is bookkeeping that stays, not something a request left.
+        return sorted(path.name for path in root.rglob("*") if path.is_file()
+                      and ".same" not in path.relative_to(root).parts) if root.exists() else []
     with repo.database.transaction() as connection:
         if area == "media":
             rows = connection.execute("SELECT path, object_key FROM media WHERE org = %s", (org,)).fetchall()

@@ -138,6 +138,20 @@ MIGRATIONS = [
     CREATE INDEX streams_expiry ON streams ((touched_at + ttl));
     DROP INDEX streams_touched;
     """,
+    # Media deduplication (CONTRACT 10): `<images|videos>/<cleaned name>` of each media, unique with its org and
+    # SHA-256 (service.storage.contract.MediaIdentity). Existing media get it too, the oldest of each identity only:
+    # the copies that re-uploads made before this version stay as they are and are never answered.
+    r"""
+    ALTER TABLE media ADD COLUMN identity text COLLATE "C";
+    UPDATE media SET identity = oldest.identity FROM (
+        SELECT DISTINCT ON (org, identity, sha256) org, path, identity FROM (
+            SELECT org, path, sha256, created_at,
+                   regexp_replace(path, '^/api/v1/(images|videos)/[^-/]+-(.+)$', '\1/\2') AS identity
+            FROM media WHERE path ~ '^/api/v1/(images|videos)/[^-/]+-.+$') AS named
+        ORDER BY org, identity, sha256, created_at, path) AS oldest
+    WHERE media.org = oldest.org AND media.path = oldest.path;
+    CREATE UNIQUE INDEX media_identity ON media (org, identity, sha256);
+    """,
 ]
 # Taken by `upgrade` for its transaction, so several nodes running it at once apply each migration once.
 UPGRADE_LOCK = 0x5749_5301

@@ -4,6 +4,11 @@ is whole, so a media path never names a partial object, on whichever node it is 
 
 Order of writes: object, then row (publish, register, import_file); row, then object (delete). Only a failure
 between the two can leave an object without a row, which no request can see.
+
+Deduplication (CONTRACT 10): the `identity` column holds `<images|videos>/<cleaned name>` (contract.MediaIdentity),
+unique with the org and the SHA-256, so that of two identical uploads at once one inserts its row and the other's
+insert finds the conflict and answers the first's path. Rows written before that column existed got it from the
+migration (the oldest of each identity; later copies keep none and are never answered).
 """
 import contextlib
 import hashlib
@@ -11,7 +16,7 @@ import os
 
 from service.errors import MediaNotFound, ObjectStoreUnavailable, StorageFailed
 from service.interface import parse_media_path
-from service.storage.contract import MEDIA_FOLDERS, OpenMedia
+from service.storage.contract import MEDIA_FOLDERS, MediaIdentity, OpenMedia
 from service.storage.incoming import IncomingFile
 from service.storage.shared.objects import READ_BLOCK, ObjectReader
 
@@ -95,33 +100,61 @@ class SharedMediaStore:
         then published to the bucket."""
         return IncomingFile(self._spool, head_size)
 
-    def publish(self, org, path, source):
-        """Upload the whole local file `source` to the object of `path`, then index it; False, storing nothing, if
-        that path is already taken."""
+    def publish(self, org, path, source, sha256):
+        """Upload the whole local file `source` (hex `sha256`) to the object of `path`, then index it, unless the org
+        has media of the same MediaIdentity: then upload nothing and answer that media's path (its creation time, the
+        age media garbage collection reads, starts again). The path that holds the bytes; None, storing nothing, if
+        `path` is taken by other bytes."""
         key = self.media_key(org, path)
-        if self.exists(org, path):
-            return False
-        size, sha256 = file_sha256(source)
+        size = os.stat(source).st_size
+        identity = MediaIdentity.of(path, size, sha256)
+        with self._database.transaction() as connection:
+            same = self._same_media(connection, org, identity)
+            if same is not None or self._path_taken(connection, org, path):
+                return same
         with open(source, "rb") as file:
             # Never over another object: the key may belong to a concurrent publish of the same path.
             if not self._objects.put_file_if_absent(key, file, size):
-                return False
+                return None
         try:
-            registered = self._insert(org, path, key, size, sha256)
+            with self._database.transaction() as connection:
+                published = self.register(connection, org, path, key, size, sha256)
         except BaseException:
             # The request fails and no client learns this path: its object would be an orphan.
             self._remove_object(key)
             raise
-        if not registered:
+        if published != path:
             self._remove_object(key)
-        return registered
+        return published
 
     def register(self, connection, org, path, key, size, sha256):
-        """Index the whole object `key` at `path`, inside the caller's transaction on `connection`; False when the path
-        is taken (the caller decides what becomes of its object)."""
-        return connection.execute(
-            "INSERT INTO media (org, path, object_key, size, sha256, created_at) VALUES (%s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT DO NOTHING RETURNING 1", (org, path, key, size, sha256, self._clock())).fetchone() is not None
+        """Index the whole object `key` at `path`, inside the caller's transaction on `connection`, unless the org has
+        media of the same MediaIdentity: the path that holds the bytes (then the caller's object is not needed), or
+        None when the path is taken by other bytes (the caller decides what becomes of its object).
+
+        The unique index on the identity makes a concurrent identical insert wait for this one and then conflict."""
+        identity = MediaIdentity.of(path, size, sha256)
+        inserted = connection.execute(
+            "INSERT INTO media (org, path, object_key, size, sha256, created_at, identity) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1",
+            (org, path, key, size, sha256, self._clock(), identity and identity.folder_name)).fetchone()
+        if inserted is not None:
+            return path
+        return self._same_media(connection, org, identity)
+
+    def _same_media(self, connection, org, identity):
+        """The path of the org's media of `identity`, its age started again; None when it has none (or no identity)."""
+        if identity is None:
+            return None
+        row = connection.execute(
+            "UPDATE media SET created_at = %s WHERE org = %s AND identity = %s AND sha256 = %s AND size = %s "
+            "RETURNING path", (self._clock(), org, identity.folder_name, identity.sha256, identity.size)).fetchone()
+        return row and row[0]
+
+    @staticmethod
+    def _path_taken(connection, org, path):
+        return connection.execute("SELECT 1 FROM media WHERE org = %s AND path = %s", (org, path)).fetchone() \
+            is not None
 
     def unpublish(self, org, path):
         """Take back a media object whose publishing request failed; best effort, since the engines may be failing."""
@@ -152,17 +185,19 @@ class SharedMediaStore:
             raise ObjectStoreUnavailable(
                 f"the object store returned other bytes for {key} than {file_path} holds ({stored_size} bytes with "
                 f"SHA-256 {stored_sha256}, not {size} bytes with {sha256}); nothing was indexed, run the migration again")
+        identity = MediaIdentity.of(path, size, sha256)
         with self._database.transaction() as connection:
+            if identity is not None and connection.execute(
+                    "SELECT 1 FROM media WHERE org = %s AND identity = %s AND sha256 = %s AND path <> %s",
+                    (org, identity.folder_name, sha256, path)).fetchone():
+                identity = None  # a copy of media the org has at another path (uploaded before deduplication)
             connection.execute(
-                "INSERT INTO media (org, path, object_key, size, sha256, created_at) VALUES (%s, %s, %s, %s, %s, %s) "
+                "INSERT INTO media (org, path, object_key, size, sha256, created_at, identity) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (org, path) DO UPDATE SET object_key = EXCLUDED.object_key, size = EXCLUDED.size, "
-                "sha256 = EXCLUDED.sha256, created_at = EXCLUDED.created_at",
-                (org, path, key, size, sha256, os.stat(file_path).st_mtime))
+                "sha256 = EXCLUDED.sha256, created_at = EXCLUDED.created_at, identity = EXCLUDED.identity",
+                (org, path, key, size, sha256, os.stat(file_path).st_mtime, identity and identity.folder_name))
         return "copied"
-
-    def _insert(self, org, path, key, size, sha256):
-        with self._database.transaction() as connection:
-            return self.register(connection, org, path, key, size, sha256)
 
     def _object_sha256(self, key):
         digest = hashlib.sha256()

@@ -73,7 +73,7 @@ class LockedStream:
         except ServiceError:
             self.discard()
             raise
-        self.publish(path)
+        path = self.publish(path, sha256)
         return StreamWrite(Outcome.COMPLETED, path, length)
 
     def put_part(self, index, incoming):
@@ -243,23 +243,28 @@ class LockedStream:
         """Hex SHA-256 of the prefix as merged so far."""
         return Sha256State.deserialize(self._ledger.read(self._ledger.next())[1]).finalize()
 
-    def publish(self, path):
-        """Make the verified prefix the media file at `path`, mark the stream complete, drop its parts."""
-        # The media name is fixed by the stream's record, so a retry after a crash here finds it already linked.
-        self._media.publish(self._org, path, self.directory / PREFIX)
+    def publish(self, path, sha256):
+        """Make the verified prefix (hex `sha256`) the media file at `path`, or find the org's media of the same bytes
+        and name; mark the stream complete with that path, drop its parts; the path."""
+        # The media name is fixed by the stream's record, so a retry after a crash here finds it already linked (or
+        # the same media again).
+        published = self._media.publish(self._org, path, self.directory / PREFIX, sha256) or path
         try:
-            self.save_record(self.record.replace(state=StreamState.COMPLETE, path=path))
+            self.save_record(self.record.replace(state=StreamState.COMPLETE, path=published))
         except BaseException:
             stored = read_record(self.directory)
             if stored is None or not stored.is_complete:
-                # Not complete, so not acknowledged: the path must not be visible until a retry completes the stream.
-                self._media.unpublish(self._org, path)
+                # Not complete, so not acknowledged: a path this stream linked must not be visible until a retry
+                # completes the stream (media it found the same are another upload's, and stay).
+                if published == path:
+                    self._media.unpublish(self._org, path)
                 raise
             # Only the fsync after the meta's replacement failed: the stream is complete and its path stays; the
             # error is still reported, and a retry of any chunk answers with the path.
             self._tidy()
             raise
         self._tidy()
+        return published
 
     def _tidy(self):
         """Remove all but the meta of a complete stream; best effort, the expiry sweep finishes what fails here."""

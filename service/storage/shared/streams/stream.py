@@ -70,7 +70,7 @@ class SharedLockedStream:
         except ServiceError:
             self.discard()
             raise
-        self.publish(path)
+        path = self.publish(path)
         return StreamWrite(Outcome.COMPLETED, path, row.length)
 
     def put_part(self, index, incoming):
@@ -202,17 +202,22 @@ class SharedLockedStream:
     # -- completion --------------------------------------------------------------------------------------------------
 
     def publish(self, path):
-        """Join the multipart upload into the media object, register the media path and mark the stream complete, in
-        this transaction; its staged objects go once it commits."""
+        """Join the multipart upload into the media object, register the media path (or find the org's media of the
+        same bytes and name) and mark the stream complete with that path, in this transaction; its staged objects, and
+        the joined object when it was not needed, go once it commits. The path."""
         row = self._row
         self._assembly.complete()
-        self._store.media.register(self._connection, self.org, path, self._store.file_key(self.org, self.stream_id),
-                                   self.record.file_size, self.merged_sha256())
+        file_key = self._store.file_key(self.org, self.stream_id)
+        published = self._store.media.register(self._connection, self.org, path, file_key, self.record.file_size,
+                                               self.merged_sha256()) or path
+        if published != path:
+            self._redundant.append(file_key)
         self._redundant.extend(key for key, _, _ in row.tail)
         row.tail = []
         self._rows.delete_chunks()
         self._save_row()
-        self.save_record(self.record.replace(state=StreamState.COMPLETE, path=path))
+        self.save_record(self.record.replace(state=StreamState.COMPLETE, path=published))
+        return published
 
     def discard(self):
         """Remove the whole stream (its upload failed verification): rows now, objects after the commit."""
