@@ -36,6 +36,7 @@ FORMAT = archive.FORMAT
 # The top-level manifest names the orgs and their counts only: small.
 MAX_TOP_MANIFEST = 16 * 1024 * 1024
 CONTENT_TYPE = "application/gzip"
+EXPORT_HINT = " (this looks like the export of one org: `wis import` sends that to a server)"
 
 
 # -- taking a snapshot ------------------------------------------------------------------------------------------------
@@ -86,7 +87,7 @@ def read_snapshot(stream, staging):
         with gzip.GzipFile(fileobj=stream, mode="rb") as unzipped, \
                 tarfile.open(fileobj=unzipped, mode="r|") as entries:
             for entry in entries:
-                reading.take(entry, entries.extractfile(entry))
+                reading.take(entry, lambda entry=entry: entries.extractfile(entry))
             # gzip checks its trailer (CRC, length) only when read to the end: a body cut in its last bytes is refused.
             while unzipped.read(archive.BLOCK):
                 pass
@@ -110,7 +111,8 @@ class _Reading:
         self.media = {}  # {org: {"images/<name>": (size, sha256, staged file)}}
         self.orgs = set()  # every org folder seen
 
-    def take(self, entry, file):
+    def take(self, entry, read):
+        """Check one entry, whose file object `read()` gives, and receive it."""
         name = entry.name
         if name in self.names:
             raise InvalidSnapshot(f"{name}: the snapshot holds this entry twice")
@@ -122,7 +124,7 @@ class _Reading:
             raise BodyTooLarge(f"{name}: the snapshot's entries hold more than {MAX_SNAPSHOT_UNPACKED} bytes "
                                f"unpacked, the limit of a snapshot")
         if name == MANIFEST:
-            self.top = self._top_manifest(entry, file)
+            self.top = self._top_manifest(entry, read)
             return
         org, _, within = name.partition("/")
         if not ORG_PATTERN.fullmatch(org) or not within:
@@ -131,38 +133,39 @@ class _Reading:
         try:
             archive.check_entry(entry.replace(name=within, deep=False))
         except archive.ArchiveError as error:
-            raise InvalidSnapshot(f"{org}/{error}") from None
+            hint = EXPORT_HINT if org in (*KINDS, MEDIA) else ""
+            raise InvalidSnapshot(f"{org}/{error}; a snapshot holds one such archive per org, in a folder named as the "
+                                  f"org{hint}") from None
         self.orgs.add(org)
         if within == MANIFEST:
-            self.manifests[org] = self._org_manifest(org, entry, file)
+            self.manifests[org] = self._org_manifest(org, entry, read)
         elif within.startswith(MEDIA + "/"):
-            self._stage_media(org, within, file)
+            self._stage_media(org, within, read)
         else:
-            self._stage_document(org, within, entry, file)
+            self._stage_document(org, within, entry, read)
 
-    def _top_manifest(self, entry, file):
-        value, problem = archive.bounded_json(lambda: file, entry, MAX_TOP_MANIFEST)
+    def _top_manifest(self, entry, read):
+        value, problem = archive.bounded_json(read, entry, MAX_TOP_MANIFEST)
         if problem:
             raise InvalidSnapshot(f"{MANIFEST}: {problem}")
         if not isinstance(value, dict) or value.get("format") != FORMAT or value.get("snapshot") is not True:
             raise InvalidSnapshot(f"{MANIFEST}: not the manifest of a snapshot of format {FORMAT} (it needs "
-                                  f'"format": {FORMAT} and "snapshot": true; an export of one org is imported with '
-                                  "`wis import`, not restored)")
+                                  f'"format": {FORMAT} and "snapshot": true){EXPORT_HINT if "org" in value else ""}')
         if not isinstance(value.get("orgs"), dict) or not all(map(ORG_PATTERN.fullmatch, value["orgs"])):
             raise InvalidSnapshot(f'{MANIFEST}: "orgs" must be an object whose keys are the org folders')
         return value
 
-    def _org_manifest(self, org, entry, file):
+    def _org_manifest(self, org, entry, read):
         try:
-            manifest = archive.read_manifest(lambda: file, entry)
+            manifest = archive.read_manifest(read, entry)
         except archive.ArchiveError as error:
             raise InvalidSnapshot(f"{org}/{error}") from None
         if manifest["org"] != org:
             raise InvalidSnapshot(f"{org}/{MANIFEST}: the manifest of org {manifest['org']!r} in org {org!r}'s folder")
         return manifest
 
-    def _stage_document(self, org, within, entry, file):
-        body, problem = archive.read_object(lambda: file, entry)
+    def _stage_document(self, org, within, entry, read):
+        body, problem = archive.read_object(read, entry)
         problem = problem or archive.object_problem(within, body, org)
         if problem:
             raise InvalidSnapshot(f"{org}/{within}: {problem}")
@@ -173,12 +176,12 @@ class _Reading:
             staged.write_bytes(orjson.dumps(body))
         self.documents.append(StagedDocument(org, kind, file_name[:-len(".json")], str(staged)))
 
-    def _stage_media(self, org, within, file):
+    def _stage_media(self, org, within, read):
         staged = self.staging / MEDIA / org / within
         with disk_errors():
             staged.parent.mkdir(parents=True, exist_ok=True)
             with open(staged, "wb") as copy:
-                size, sha256 = archive.size_and_sha256(file, copy)
+                size, sha256 = archive.size_and_sha256(read(), copy)
         self.media.setdefault(org, {})[within[len(MEDIA) + 1:]] = (size, sha256, str(staged))
 
     def finish(self):
@@ -198,13 +201,13 @@ class _Reading:
         manifest = self.manifests.get(org)
         if manifest is None:
             raise InvalidSnapshot(f"{org}/{MANIFEST}: missing; each org's folder ends with its manifest")
+        seen, records = self.media.get(org, {}), manifest["media"]
+        for name in sorted(set(records) - set(seen)):
+            raise InvalidSnapshot(f"{org}/{MEDIA}/{name}: listed in the manifest but not in the snapshot")
         prefix = f"{org}/"
         counts = {kind: sum(1 for name in self.names if name.startswith(f"{prefix}{kind}/")) for kind in (*KINDS, MEDIA)}
         if counts != {kind: manifest["counts"].get(kind, 0) for kind in counts}:
             raise InvalidSnapshot(f"{org}/{MANIFEST}: counts {manifest['counts']}, but the folder holds {counts}")
-        seen, records = self.media.get(org, {}), manifest["media"]
-        for name in sorted(set(records) - set(seen)):
-            raise InvalidSnapshot(f"{org}/{MEDIA}/{name}: listed in the manifest but not in the snapshot")
         staged = []
         for name, (size, sha256, file) in sorted(seen.items()):
             problem = archive.media_problem(name, (size, sha256), records.get(name))
