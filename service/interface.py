@@ -35,6 +35,8 @@ MAX_REQUEST_BODY = REQUEST_FILE_LIMIT + FORM_FIELD_LIMIT
 MAX_SNAPSHOT_BYTES = 512 * MB
 MAX_SNAPSHOT_UNPACKED = 1024 * MB
 MAX_SNAPSHOT_ENTRIES = 100_000
+# The objects' JSON of a snapshot is held in memory while it is restored.
+MAX_SNAPSHOT_DOCUMENTS = 256 * MB
 # Chunk bookkeeping scans a stream's parts on every chunk, so a stream has a bounded number of them.
 MAX_TOTAL_CHUNKS = 10_000
 

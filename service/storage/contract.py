@@ -238,7 +238,7 @@ class StagedDocument(NamedTuple):
     org: str
     kind: str
     identifier: str
-    file: str  # a local file holding the document's body as JSON (its input: no metadata)
+    body: bytes  # the document's body as JSON (its input: no metadata)
 
 
 class StagedMedia(NamedTuple):

@@ -104,9 +104,7 @@ class FileRepository:
         with lock(self.data_dir / REPLACING_LOCK), self.staging_directory() as new_root:
             new_documents, new_media, now = FileDocumentStore(new_root), FileMediaStore(new_root), utc_timestamp()
             for document in documents:
-                with open(document.file, "rb") as file:
-                    body = orjson.loads(file.read())
-                new_documents.load(document.org, document.kind, document.identifier, body, now)
+                new_documents.load(document.org, document.kind, document.identifier, orjson.loads(document.body), now)
             for item in media:
                 new_media.load(item.org, item.path, item.file)
             with self.staging_directory() as old_root, disk_errors():

@@ -262,11 +262,8 @@ class SharedDocumentStore:
         transaction on `connection`, after removing every org's documents and history (test mode's replace_state)."""
         connection.execute("DELETE FROM documents")
         connection.execute("DELETE FROM revisions")
-        rows = []
-        for document in documents:
-            with open(document.file, "rb") as file:
-                body = _body_text(orjson.loads(file.read()))
-            rows.append((document.org, document.kind, document.identifier, body, saved_at))
+        rows = [(document.org, document.kind, document.identifier, _body_text(orjson.loads(document.body)), saved_at)
+                for document in documents]
         with connection.cursor() as cursor:
             cursor.executemany("INSERT INTO documents (org, kind, id, body, created_at, updated_at, revision) "
                                "VALUES (%s, %s, %s, %s, %s, %s, 1)", [(*row, saved_at) for row in rows])
