@@ -252,6 +252,22 @@ def test_a_snapshot_that_unpacks_past_the_limit_is_refused_when_it_gets_there(cl
     assert objects(client) == before
 
 
+def test_a_snapshot_of_too_many_entries_or_too_much_json_is_refused_there(client, monkeypatch):
+    good = good_snapshot()
+    many = forge([(f"default/stations/st_{number}.json", json.dumps({"id": f"st_{number}"}).encode())
+                  for number in range(6)] + good)
+    monkeypatch.setattr(snapshots, "MAX_SNAPSHOT_ENTRIES", 5)
+    answer = restore(client, many)
+    assert answer.status_code == 400
+    assert answer.get_json()["error"] == "default/stations/st_5.json: more than 5 entries; a snapshot has at most that many"
+    monkeypatch.setattr(snapshots, "MAX_SNAPSHOT_ENTRIES", 100)
+    monkeypatch.setattr(snapshots, "MAX_SNAPSHOT_DOCUMENTS", 20)
+    answer = restore(client, forge(good))
+    assert answer.status_code == 413
+    assert answer.get_json()["error"].startswith("default/processes/weld_9.json: the snapshot's objects hold more than 20")
+    assert objects(client) == {}
+
+
 def test_the_endpoints_need_the_token_and_test_mode(make_app):
     client = make_app(TEST_MODE=True).test_client()
     assert client.post("/_test/snapshot").status_code == 401
