@@ -84,16 +84,6 @@ def _snapshot_file(request, marker):
 
 
 @pytest.fixture
-def wis_snapshot(wis_clean, request):
-    """The orgs of the snapshot the test's `wis_snapshot` marker names, with their counts, restored before the test:
-    `{"default": {"stations": 2, "processes": 100, "products": 1, "media": 40}}`."""
-    if RESTORED not in request.node.stash:
-        raise pytest.UsageError(f"{request.node.nodeid}: the wis_snapshot fixture needs a snapshot to start from: "
-                                f'@pytest.mark.{SNAPSHOT_MARKER}("<archive>.tar.gz")')
-    return request.node.stash[RESTORED]
-
-
-@pytest.fixture
 def wis_session(wis_clean):
     """A requests.Session with the token, taking relative paths, on a clean server."""
     with wis_clean.session() as session:
@@ -128,3 +118,13 @@ def wis_fault(wis_session):
         return response.json()
 
     return inject
+
+
+@pytest.fixture
+def wis_snapshot(wis_clean, request):
+    """The orgs of the snapshot the test's `wis_snapshot` marker names, with their counts, restored before the test:
+    `{"default": {"stations": 2, "processes": 100, "products": 1, "media": 40}}`."""
+    if RESTORED not in request.node.stash:
+        raise pytest.UsageError(f"{request.node.nodeid}: the wis_snapshot fixture needs a snapshot to start from: "
+                                f'@pytest.mark.{SNAPSHOT_MARKER}("<archive>.tar.gz")')
+    return request.node.stash[RESTORED]
