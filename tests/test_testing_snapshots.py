@@ -4,6 +4,7 @@ naming what is wrong and changes nothing. On both backends, and across gunicorn 
 import gzip
 import io
 import json
+import subprocess
 import tarfile
 import threading
 
@@ -176,6 +177,24 @@ def test_a_forged_snapshot_restores(client):
     answer = restore(client, forge(good_snapshot()))
     assert answer.status_code == 200, answer.get_data(as_text=True)
     assert objects(client)["default"]["documents"] == {"processes": ["weld_9"]}
+
+
+def test_a_snapshot_unpacked_edited_and_packed_again_with_tar_restores(client, tmp_path):
+    """What a person does to change a snapshot by hand: `tar xzf`, edit, `tar czf` (which adds the folders too)."""
+    fill(client)
+    with tarfile.open(fileobj=io.BytesIO(take_snapshot(client))) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    edited = tmp_path / "unpacked" / "default" / "stations" / "st_1.json"
+    edited.write_text(json.dumps({"id": "st_1", "name": "Press, edited"}))
+    repacked = tmp_path / "edited.tar.gz"
+    subprocess.run(["tar", "czf", str(repacked), "-C", str(tmp_path / "unpacked"), "."], check=True)
+    # `tar czf ... .` names every entry `./<name>`: that is outside the snapshot's folders (and says so).
+    assert "outside the snapshot's folders" in restore(client, repacked.read_bytes()).get_json()["error"]
+    names = sorted(path.name for path in (tmp_path / "unpacked").iterdir())
+    subprocess.run(["tar", "czf", str(repacked), "-C", str(tmp_path / "unpacked"), *names], check=True)
+    answer = restore(client, repacked.read_bytes())
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    assert read(client, "stations", "st_1")[0]["input"]["name"] == "Press, edited"
 
 
 def bad_snapshots():

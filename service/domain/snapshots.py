@@ -103,12 +103,21 @@ def read_snapshot(stream, staging):
     return reading.finish()
 
 
+def _is_folder(name):
+    """True for `<org>`, `<org>/<kind>`, `<org>/media` and `<org>/media/<images|videos>`: the folders of a snapshot."""
+    org, *rest = name.split("/")
+    return ORG_PATTERN.fullmatch(org) is not None and (
+        rest in ([], [MEDIA]) or (len(rest) == 1 and rest[0] in KINDS)
+        or (len(rest) == 2 and rest[0] == MEDIA and rest[1] in archive.MEDIA_FOLDERS))
+
+
 class _Reading:
     """What one pass over a snapshot has seen so far."""
 
     def __init__(self, staging):
         self.staging = staging
         self.names = set()
+        self.entries = 0
         self.unpacked = 0
         self.top = None
         self.manifests = {}  # {org: its manifest}
@@ -120,15 +129,18 @@ class _Reading:
     def take(self, entry, read):
         """Check one entry, whose file object `read()` gives, and receive it."""
         name = entry.name
-        if name in self.names:
-            raise InvalidSnapshot(f"{name}: the snapshot holds this entry twice")
-        self.names.add(name)
-        if len(self.names) > MAX_SNAPSHOT_ENTRIES:
+        self.entries += 1
+        if self.entries > MAX_SNAPSHOT_ENTRIES:
             raise InvalidSnapshot(f"{name}: more than {MAX_SNAPSHOT_ENTRIES} entries; a snapshot has at most that many")
         self.unpacked += entry.size
         if self.unpacked > MAX_SNAPSHOT_UNPACKED:
             raise BodyTooLarge(f"{name}: the snapshot's entries hold more than {MAX_SNAPSHOT_UNPACKED} bytes "
                                f"unpacked, the limit of a snapshot")
+        if entry.isdir() and _is_folder(name.rstrip("/")):
+            return  # `tar czf` of an unpacked snapshot adds its folders: they hold nothing to restore
+        if name in self.names:
+            raise InvalidSnapshot(f"{name}: the snapshot holds this entry twice")
+        self.names.add(name)
         if name == MANIFEST:
             self.top = self._top_manifest(entry, read)
             return
