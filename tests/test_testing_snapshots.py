@@ -13,6 +13,7 @@ import requests
 
 from service.domain import snapshots
 from service.interface import MAX_SNAPSHOT_BYTES
+from service.testing import SnapshotRefused, ThreadedServer
 from support.media import MP4, png, sha256
 from support.servers import SHIPPED_WORKER_CLASS
 from support.tokens import HEADERS, OTHER_HEADERS
@@ -341,3 +342,19 @@ def test_every_worker_sees_the_restored_state_and_names_count_from_the_start(tes
     assert seen == [{"name": "Nine", "revision": 1}] * 20
     snapshot = entries_of(post("/_test/snapshot").content)
     assert json.loads(snapshot["manifest.json"])["orgs"]["default"]["media"] == 2
+
+
+# -- service.testing.ThreadedServer: snapshot() and restore() --------------------------------------------------------
+
+def test_the_embedded_server_takes_and_restores_snapshots_and_says_why_one_is_refused(tmp_path):
+    with ThreadedServer() as server:
+        assert server.restore(forge(good_snapshot()))["default"]["processes"] == 1
+        server.snapshot(tmp_path / "one.tar.gz")
+        server.reset()
+        assert server.restore(tmp_path / "one.tar.gz") == {
+            "default": {"stations": 0, "processes": 1, "products": 0, "media": 1}}
+        (tmp_path / "cut.tar.gz").write_bytes((tmp_path / "one.tar.gz").read_bytes()[:100])
+        with pytest.raises(SnapshotRefused, match=r"cut.tar.gz: 400: not a whole .tar.gz snapshot \(truncated"):
+            server.restore(tmp_path / "cut.tar.gz")
+        with server.session() as session:
+            assert session.get("/_test/objects").json()["orgs"]["default"]["documents"] == {"processes": ["weld_9"]}
