@@ -88,16 +88,20 @@ class ArchiveWriter:
     written as it is added, the manifest last. Use as a context manager; an exception inside the block leaves an
     archive without a manifest, which every reader refuses."""
 
-    def __init__(self, target, org):
+    def __init__(self, target, org, *, folder=""):
+        """With `folder` (`<org>/`), `target` is a tarfile.TarFile open for writing: the archive is written into that
+        folder of it (a server's snapshot holds one per org) and the caller closes it."""
         self.org = org
         self.exported_at = utc_now()
         self._mtime = time.time()
         self._counts = {kind: 0 for kind in (*KINDS, MEDIA)}
         self._media = {}
         self._names = set()
+        self._folder = folder
         self._file = open(target, "wb") if isinstance(target, (str, os.PathLike)) else None
-        self._gzip = gzip.GzipFile(fileobj=self._file or target, mode="wb", compresslevel=COMPRESS_LEVEL, mtime=0)
-        self._tar = tarfile.open(fileobj=self._gzip, mode="w|")
+        self._gzip = None if folder else \
+            gzip.GzipFile(fileobj=self._file or target, mode="wb", compresslevel=COMPRESS_LEVEL, mtime=0)
+        self._tar = target if folder else tarfile.open(fileobj=self._gzip, mode="w|")
 
     def __enter__(self):
         return self
@@ -106,8 +110,9 @@ class ArchiveWriter:
         try:
             if kind is None:
                 self._add_json(MANIFEST, self.manifest())
-            self._tar.close()
-            self._gzip.close()
+            if not self._folder:
+                self._tar.close()
+                self._gzip.close()
         finally:
             if self._file is not None:
                 self._file.close()
@@ -142,13 +147,13 @@ class ArchiveWriter:
 
     def _add_json(self, name, value):
         data = json.dumps(value, ensure_ascii=False, indent=1, sort_keys=False).encode()
-        self._add(name, len(data), _BytesReader(data))
+        self._add(name, len(data), BytesReader(data))
 
     def _add(self, name, size, reader):
         if name in self._names:
             raise ValueError(f"{name}: added twice")
         self._names.add(name)
-        info = tarfile.TarInfo(name)
+        info = tarfile.TarInfo(self._folder + name)
         info.size, info.mtime, info.mode = size, self._mtime, 0o644
         self._tar.addfile(info, reader)
 
@@ -164,7 +169,7 @@ class _HashingReader:
         return data
 
 
-class _BytesReader:
+class BytesReader:
     def __init__(self, data):
         self._data, self._at = data, 0
 
@@ -204,13 +209,13 @@ class ArchiveReader:
                     raise ArchiveError(f"{entry.name}: the archive holds this entry twice")
                 names.add(entry.name)
                 if entry.name == MANIFEST:
-                    manifest = _manifest(read, entry)
+                    manifest = read_manifest(read, entry)
                 elif entry.name.startswith(MEDIA + "/"):
-                    media_seen[entry.name] = _digest(read())
+                    media_seen[entry.name] = size_and_sha256(read())
                 else:
                     # Only what the verdict needs is kept, not the JSON: memory grows with the number of entries,
                     # not with their sizes.
-                    body, problem = _object_body(read, entry)
+                    body, problem = read_object(read, entry)
                     bodies[entry.name] = (_summary(body), problem)
         if manifest is None:
             raise ArchiveError(f"{MANIFEST}: missing; this is not a complete archive of format {FORMAT}")
@@ -219,7 +224,7 @@ class ArchiveReader:
             raise ArchiveError(f"{MANIFEST}: counts {manifest['counts']}, but the archive holds {counts}")
         ids = {kind: [] for kind in KINDS}
         for name, (summary, problem) in sorted(bodies.items()):
-            problem = problem or _object_problem(name, summary, manifest["org"])
+            problem = problem or object_problem(name, summary, manifest["org"])
             if problem:
                 problems.append(EntryProblem(name, problem))
             else:
@@ -228,7 +233,7 @@ class ArchiveReader:
         media = {}
         records = manifest["media"]
         for name, seen in sorted(media_seen.items()):
-            problem = _media_problem(name, seen, records.get(name[len(MEDIA) + 1:]))
+            problem = media_problem(name, seen, records.get(name[len(MEDIA) + 1:]))
             if problem:
                 problems.append(EntryProblem(name, problem))
             else:
@@ -245,8 +250,8 @@ class ArchiveReader:
             for entry, read in self._entries():
                 identifier = entry.name[len(kind) + 1:-len(".json")]
                 if entry.name.startswith(kind + "/") and identifier in accepted:
-                    body, problem = _object_body(read, entry)
-                    if problem or _object_problem(entry.name, body, self.contents.org):
+                    body, problem = read_object(read, entry)
+                    if problem or object_problem(entry.name, body, self.contents.org):
                         raise ArchiveError(f"{entry.name}: changed since the archive was checked")
                     yield identifier, body
 
@@ -263,7 +268,7 @@ class ArchiveReader:
                 name = entry.name.rsplit("/", 1)[1]
                 local = os.path.join(directory, name.partition("-")[2] or name)
                 with open(local, "wb") as copy:
-                    size, sha256 = _digest(read(), copy)
+                    size, sha256 = size_and_sha256(read(), copy)
                 if (size, sha256) != (accepted[path]["size"], accepted[path]["sha256"]):
                     raise ArchiveError(f"{entry.name}: changed since the archive was checked")
                 yield MediaEntry(path, local, size, sha256)
@@ -279,7 +284,7 @@ class ArchiveReader:
         # cut inside its last bytes is refused too.
         with gzip.open(self.path, "rb") as unzipped, tarfile.open(fileobj=unzipped, mode="r|") as archive:
             for entry in archive:
-                _check_entry(entry)
+                check_entry(entry)
                 yield entry, lambda entry=entry: archive.extractfile(entry)
             while unzipped.read(BLOCK):
                 pass
@@ -298,7 +303,7 @@ class ArchiveReader:
                 from None
 
 
-def _check_entry(entry):
+def check_entry(entry):
     name = entry.name
     if name.startswith("/") or "\\" in name:
         raise ArchiveError(f"{name}: an absolute name; every entry of an archive is relative")
@@ -318,7 +323,7 @@ def _check_entry(entry):
                        f"media/images/, media/videos/)")
 
 
-def _bounded_json(read, entry, limit):
+def bounded_json(read, entry, limit):
     if entry.size > limit:
         return None, f"{entry.size} bytes, more than the {limit} an entry of JSON may have"
     try:
@@ -327,8 +332,8 @@ def _bounded_json(read, entry, limit):
         return None, f"not JSON ({error})"
 
 
-def _manifest(read, entry):
-    value, problem = _bounded_json(read, entry, MAX_MANIFEST)
+def read_manifest(read, entry):
+    value, problem = bounded_json(read, entry, MAX_MANIFEST)
     if problem:
         raise ArchiveError(f"{MANIFEST}: {problem}")
     if not isinstance(value, dict):
@@ -348,20 +353,20 @@ def _is_media_record(record):
     return isinstance(record, dict) and isinstance(record.get("size"), int) and isinstance(record.get("sha256"), str)
 
 
-def _object_body(read, entry):
+def read_object(read, entry):
     """(the JSON value, None) of an object entry, or (None, why it cannot be read)."""
-    return _bounded_json(read, entry, MAX_JSON_ENTRY)
+    return bounded_json(read, entry, MAX_JSON_ENTRY)
 
 
 def _summary(body):
-    """What _object_problem reads of an object entry's JSON value: a dict of its `id` and `org` (when it has one), or
+    """What object_problem reads of an object entry's JSON value: a dict of its `id` and `org` (when it has one), or
     the value itself when it is not a JSON object (a small stand-in)."""
     if not isinstance(body, dict):
         return []
     return {key: body[key] for key in ("id", "org") if key in body}
 
 
-def _object_problem(name, body, org):
+def object_problem(name, body, org):
     """What is wrong with an object entry's JSON value (or its _summary), or None."""
     if not isinstance(body, dict):
         return "not a JSON object"
@@ -373,7 +378,7 @@ def _object_problem(name, body, org):
     return None
 
 
-def _media_problem(name, seen, record):
+def media_problem(name, seen, record):
     size, sha256 = seen
     if record is None:
         return "the manifest has no record of it"
@@ -384,7 +389,7 @@ def _media_problem(name, seen, record):
     return None
 
 
-def _digest(file, copy=None):
+def size_and_sha256(file, copy=None):
     """(size, hex SHA-256) of an entry's bytes, copied to `copy` as they are read when given."""
     digest, size = hashlib.sha256(), 0
     while block := file.read(BLOCK):

@@ -5,18 +5,16 @@ none configured, one token for org `default` is created once under the data dire
 """
 import hmac
 import os
-import re
 import sys
 from pathlib import Path
 
 from flask import current_app, g, request
 
 from service.errors import ConfigurationError, Unauthenticated
-from service.interface import TOKEN_HEADER, TOKEN_HEADER_ALIAS
+from service.interface import ORG_PATTERN, TOKEN_HEADER, TOKEN_HEADER_ALIAS
 from service.storage.tokens import DEFAULT_TOKEN_FILE, ensure_default_token
 
 DEFAULT_ORG = "default"
-ORG_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 ANNOUNCED_ENV = "WIS_DEFAULT_TOKEN_ANNOUNCED"
 
 

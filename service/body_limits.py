@@ -8,6 +8,7 @@ Content-Length is measured, and the one 413 answer.
   file, to name the file's own size and the smallest limit it breaks (service.uploads.chunks); past
   FILE_FORM_READ_LIMIT the body's size stands in for the file's.
 - A preview page's form (the login, the logout) is at most FORM_FIELD_LIMIT.
+- A snapshot sent to test mode's POST /_test/restore is at most MAX_SNAPSHOT_BYTES.
 - A tus body (application/offset+octet-stream on the same routes) is bounded by its upload's Upload-Length, checked as
   it is appended (service.domain.tus), not here; a tus creation without an Upload-Length has the first limit.
 
@@ -28,7 +29,8 @@ from werkzeug.wsgi import get_content_length, get_input_stream
 from service.domain.uploads import too_large_message
 from service.error_handlers import service_error_response
 from service.errors import BodyTooLarge, FileTooLarge, MalformedBody
-from service.interface import FORM_FIELD_LIMIT, MAX_REQUEST_BODY, MB, REQUEST_FILE_LIMIT, TUS_CONTENT_TYPE
+from service.interface import (
+    FORM_FIELD_LIMIT, MAX_REQUEST_BODY, MAX_SNAPSHOT_BYTES, MB, REQUEST_FILE_LIMIT, TUS_CONTENT_TYPE)
 from service.storage.disk import disk_errors
 
 # An upload form up to this size is let through to its view, which names its file's size in a 413; a larger one is
@@ -61,6 +63,9 @@ TUS_BODY = BodyRule(None)
 # form limit (500 KB) must never be the one a body meets first: its 413 would name this rule's limit.
 PAGE_FORM = BodyRule(FORM_FIELD_LIMIT)
 PAGE_FORM_ENDPOINTS = ("pages.login_submit", "pages.logout")
+# Test mode's restore takes a whole snapshot (CONTRACT 12).
+SNAPSHOT = BodyRule(MAX_SNAPSHOT_BYTES)
+SNAPSHOT_ENDPOINT = "testing_api.restore"
 
 
 def body_rule():
@@ -74,6 +79,8 @@ def body_rule():
             return FILE_FORM
     if request.endpoint in PAGE_FORM_ENDPOINTS:
         return PAGE_FORM
+    if request.endpoint == SNAPSHOT_ENDPOINT:
+        return SNAPSHOT
     return ANY_BODY
 
 

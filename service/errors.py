@@ -16,6 +16,7 @@ RESPONSES = {
     "checksum_mismatch": (400, "BAD_REQUEST"),
     "size_mismatch": (400, "BAD_REQUEST"),
     "invalid_chunk": (400, "BAD_REQUEST"),
+    "invalid_snapshot": (400, "BAD_REQUEST"),
     "unauthenticated": (401, "UNAUTHENTICATED"),
     "unsupported_checksum": (400, "BAD_REQUEST"),
     "stream_not_found": (404, "NOT_FOUND"),
@@ -82,6 +83,12 @@ class MalformedBody(ServiceError):
     """The multipart body cannot be decoded: no boundary, not framed by it, cut short, too many parts."""
     code = "malformed_body"
     message = "the request body is malformed"
+
+
+class InvalidSnapshot(ServiceError):
+    """A snapshot archive sent to POST /_test/restore cannot be restored (truncated, another format, an entry outside
+    its folders, contents that differ from its manifests); nothing was changed."""
+    code = "invalid_snapshot"
 
 
 class UnknownDestination(ServiceError):

@@ -18,6 +18,8 @@ TOKEN_HEADERS = (TOKEN_HEADER, TOKEN_HEADER_ALIAS)
 GRAPHQL_PATH = "/graph/v2"
 GRAPHQL_PATH_ALIAS = "/graphql"
 GRAPHQL_PATHS = (GRAPHQL_PATH, GRAPHQL_PATH_ALIAS)
+# An org's name, as WIS_API_TOKENS gives it.
+ORG_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # A client's request id, kept (when well-formed) and returned on every response.
 REQUEST_ID_HEADER = "X-Request-Id"
 
@@ -28,6 +30,13 @@ FORM_FIELD_LIMIT = 64 * 1024
 # Largest request body of any route: one file of REQUEST_FILE_LIMIT and its form fields. Which route's body it bounds,
 # and how, is service.body_limits's.
 MAX_REQUEST_BODY = REQUEST_FILE_LIMIT + FORM_FIELD_LIMIT
+# Test mode's snapshots (CONTRACT 12): the largest archive POST /_test/restore takes, what its entries may hold in all
+# once unpacked (a gzip bomb stops there), and how many entries it may have (each is remembered while it is read).
+MAX_SNAPSHOT_BYTES = 512 * MB
+MAX_SNAPSHOT_UNPACKED = 1024 * MB
+MAX_SNAPSHOT_ENTRIES = 100_000
+# The objects' JSON of a snapshot is held in memory while it is restored.
+MAX_SNAPSHOT_DOCUMENTS = 256 * MB
 # Chunk bookkeeping scans a stream's parts on every chunk, so a stream has a bounded number of them.
 MAX_TOTAL_CHUNKS = 10_000
 

@@ -6,7 +6,10 @@
 - `wis_seed`: the test seed of that server (None when names are random). Set it with `--wis-seed=<int>`, the ini
   option `wis_seed`, or WIS_TEST_SEED in the environment; each test then sees the same stream ids and media
   paths on every run, whatever ran before it (the names are counted from the reset before each test).
-- `wis_clean`: empties the server (documents, media, streams, faults, journal) before the test.
+- `wis_clean`: empties the server (documents, media, streams, faults, journal) before the test; with the marker
+  `@pytest.mark.wis_snapshot("line.tar.gz")` (a path relative to the test's file) it restores that snapshot instead,
+  so every fixture below starts from it.
+- `wis_snapshot`: the orgs of the marker's snapshot with their counts (a test that asks for it must have the marker).
 - `wis_client`: a service.client.Client for the server, on a clean server.
 - `wis_session`: a requests.Session taking relative paths (`wis_session.get("/_test/objects")`), on a clean server.
 - `wis_journal`: the server's request journal (service.testing.RequestJournal) on a clean server:
@@ -19,7 +22,15 @@ Nothing here starts unless a test asks for one of these fixtures.
 import pytest
 
 DEFAULT_TOKEN = "wis-test-token-0123456789"
+SNAPSHOT_MARKER = "wis_snapshot"
+# What the restore of a test's snapshot answered (the orgs and their counts), kept on the test's node.
+RESTORED = pytest.StashKey[dict]()
 SEED_HELP = "test seed of the wis_server fixture: the same stream ids and media paths on every run (WIS_TEST_SEED)"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"{SNAPSHOT_MARKER}(path): the test starts from this snapshot archive (a path "
+                                       "relative to the test's file) instead of an empty server")
 
 
 def pytest_addoption(parser):
@@ -53,10 +64,23 @@ def wis_seed(wis_server):
 
 
 @pytest.fixture
-def wis_clean(wis_server):
-    """A server holding nothing: reset before the test, so a failed test leaves its state to inspect."""
-    wis_server.reset()
+def wis_clean(wis_server, request):
+    """A server holding nothing, or the snapshot a `wis_snapshot` marker names: reset (or restored) before the test, so
+    a failed test leaves its state to inspect."""
+    marker = request.node.get_closest_marker(SNAPSHOT_MARKER)
+    if marker is None:
+        wis_server.reset()
+    else:
+        request.node.stash[RESTORED] = wis_server.restore(_snapshot_file(request, marker))
     return wis_server
+
+
+def _snapshot_file(request, marker):
+    if len(marker.args) != 1 or marker.kwargs:
+        raise pytest.UsageError(f"{request.node.nodeid}: @pytest.mark.{SNAPSHOT_MARKER} takes one argument, the path "
+                                "of a snapshot archive")
+    # Relative to the test's own file, so that a test names the archives beside it whatever the working directory.
+    return request.path.parent / marker.args[0]
 
 
 @pytest.fixture
@@ -94,3 +118,13 @@ def wis_fault(wis_session):
         return response.json()
 
     return inject
+
+
+@pytest.fixture
+def wis_snapshot(wis_clean, request):
+    """The orgs of the snapshot the test's `wis_snapshot` marker names, with their counts, restored before the test:
+    `{"default": {"stations": 2, "processes": 100, "products": 1, "media": 40}}`."""
+    if RESTORED not in request.node.stash:
+        raise pytest.UsageError(f"{request.node.nodeid}: the wis_snapshot fixture needs a snapshot to start from: "
+                                f'@pytest.mark.{SNAPSHOT_MARKER}("<archive>.tar.gz")')
+    return request.node.stash[RESTORED]

@@ -5,11 +5,13 @@
         server.session().post("/uploads", json={...})
         RequestJournal(server.session()).assert_called("processCreate", ids=["weld_1"], times=1)
         server.reset()
+        server.restore("line.tar.gz")       # a snapshot as the whole state; server.snapshot(path) takes one
 
 Test mode is on (the /_test/ endpoints), the data directory is a fresh temporary one unless given, and
 the token is known (`server.token`). `seed=<int>` makes the names the server makes up the same on every run.
 No pytest import: any test framework, or none, can use it.
 """
+import contextlib
 import re
 import secrets
 import shutil
@@ -18,6 +20,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import requests
 from werkzeug.serving import WSGIRequestHandler, make_server
@@ -26,6 +29,8 @@ from service import create_app
 from service.interface import MEDIA_PATH_ROOT, TOKEN_HEADER
 
 READY_TIMEOUT = 10
+# A snapshot of hundreds of MB takes seconds to write or read back.
+SNAPSHOT_TIMEOUT = 300
 POLL_INTERVAL = 0.02
 UPLOADS = "/uploads"
 
@@ -81,6 +86,26 @@ class ThreadedServer:
         with self.session() as session:
             session.post("/_test/reset", timeout=30).raise_for_status()
 
+    def snapshot(self, path=None):
+        """The whole state, every org, as a snapshot archive (POST /_test/snapshot): its bytes, also written to `path`
+        when given."""
+        with self.session() as session:
+            answer = session.post("/_test/snapshot", timeout=SNAPSHOT_TIMEOUT)
+        _raise_for_answer(answer)
+        if path is not None:
+            Path(path).write_bytes(answer.content)
+        return answer.content
+
+    def restore(self, archive):
+        """Replace the whole state with a snapshot (POST /_test/restore): `archive` is its path or its bytes. The orgs
+        restored, with their counts; SnapshotRefused with the server's message when it cannot be restored."""
+        with self.session() as session, contextlib.ExitStack() as opened:
+            body = archive if isinstance(archive, bytes) else opened.enter_context(open(archive, "rb"))
+            answer = session.post("/_test/restore", data=body, headers={"Content-Type": "application/gzip"},
+                                  timeout=SNAPSHOT_TIMEOUT)
+        _raise_for_answer(answer, f"{archive}: " if not isinstance(archive, bytes) else "")
+        return answer.json()["orgs"]
+
     def start(self):
         """Serve in a daemon thread and return once /healthz answers."""
         if self._thread is None:
@@ -119,6 +144,19 @@ class ThreadedServer:
 
     def __exit__(self, *exc_info):
         self.stop()
+
+
+class SnapshotRefused(Exception):
+    """The server refused a snapshot request; the message is its answer's."""
+
+
+def _raise_for_answer(answer, context=""):
+    if answer.status_code != 200:
+        try:
+            message = answer.json()["error"]
+        except (ValueError, KeyError, TypeError):
+            message = answer.text
+        raise SnapshotRefused(f"{context}{answer.status_code}: {message}")
 
 
 class RequestJournal:

@@ -7,20 +7,25 @@ journal live in the data directory under locks, so they hold across gunicorn wor
 import re
 import socket
 import struct
+import tempfile
 import time
 import uuid
 
-from flask import Blueprint, current_app, g, jsonify, request
+from flask import Blueprint, current_app, g, jsonify, request, send_file
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from service import journal
 from service.auth import require_org
+from service.domain import snapshots
 from service.storage import get_repository
+from service.storage.disk import disk_errors
 from service.uploads.schemas import load
 
 PREFIX = "/_test"
 FAULT_KINDS = ("status", "delay", "drop", "reset")
 DEFAULT_FAULT_ERROR = "fault injected by the test-mode API"
+# A snapshot this small is written in memory before it is sent; a larger one goes on to a temporary file.
+SNAPSHOT_IN_MEMORY = 8 * 1024 * 1024
 
 bp = Blueprint("testing_api", __name__, url_prefix=PREFIX)
 bp.before_request(require_org)
@@ -121,6 +126,33 @@ def reset():
     """Remove every org's documents, media and streams, every pending fault and the journal; count names anew."""
     get_repository(current_app).reset()
     return jsonify(status="reset")
+
+
+@bp.post("/snapshot")
+def snapshot():
+    """The whole state, every org, as a snapshot archive (service.domain.snapshots)."""
+    repo = get_repository(current_app)
+    # Written whole before it is sent: the answer has its Content-Length, and an error is a JSON answer, not a cut one.
+    spool = tempfile.SpooledTemporaryFile(max_size=SNAPSHOT_IN_MEMORY)
+    try:
+        with disk_errors():
+            manifest = snapshots.write_snapshot(repo, spool)
+        spool.seek(0)
+    except BaseException:
+        spool.close()
+        raise
+    name = f"wis-snapshot-{manifest['takenAt'].replace(':', '')}.tar.gz"
+    return send_file(spool, mimetype=snapshots.CONTENT_TYPE, as_attachment=True, download_name=name)
+
+
+@bp.post("/restore")
+def restore():
+    """Replace the whole state with the snapshot archive of the body; the orgs restored, with their counts."""
+    repo = get_repository(current_app)
+    with repo.staging_directory() as staging:
+        state = snapshots.read_snapshot(request.stream, staging)
+        repo.replace_state(state.documents, state.media)
+    return jsonify(status="restored", orgs=state.orgs)
 
 
 @bp.get("/objects")

@@ -12,7 +12,7 @@ from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAP
 from openapi_spec_validator import validate
 
 import service
-from service.interface import MAX_REQUEST_BODY
+from service.interface import MAX_REQUEST_BODY, MAX_SNAPSHOT_BYTES
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 MP4 = b"\0\0\0\x18ftypmp42" + b"\1" * 500
@@ -56,6 +56,8 @@ def test_document_covers_the_upload_media_graphql_and_test_endpoints(document):
         "/graph/v2": ["$ref"],
         "/graphql": ["$ref"],
         "/_test/reset": ["post"],
+        "/_test/snapshot": ["post"],
+        "/_test/restore": ["post"],
         "/_test/objects": ["get"],
         "/_test/requests": ["get"],
         "/_test/faults": ["delete", "get", "post"],
@@ -202,4 +204,11 @@ def test_graphql_and_test_mode_responses_match_the_document(make_app, auth, open
     call("GET", "/_test/requests", 401)
     call("GET", "/_test/objects", 200, headers=auth)
     call("POST", "/_test/reset", 200, headers=auth)
-    assert len(seen) == 32
+    snapshot = call("POST", "/_test/snapshot", 200, headers=auth).get_data()
+    call("POST", "/_test/snapshot", 401)
+    gzip_body = {**auth, "Content-Type": "application/gzip"}
+    call("POST", "/_test/restore", 200, headers=gzip_body, data=snapshot)
+    call("POST", "/_test/restore", 400, headers=gzip_body, data=snapshot[:-10])
+    call("POST", "/_test/restore", 413, headers=gzip_body, data=b"",
+         environ_overrides={"CONTENT_LENGTH": str(MAX_SNAPSHOT_BYTES + 1)})
+    assert len(seen) == 37

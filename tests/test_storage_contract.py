@@ -108,8 +108,9 @@ def repository(request, tmp_path):
 
 
 def protocol_methods(protocol):
-    return {name: member for name, member in vars(protocol).items()
-            if callable(member) and not name.startswith("_")}
+    """The methods a Protocol names, its own and those of the Protocols it extends (DocumentStore: DocumentView's)."""
+    return {name: member for base in reversed(protocol.__mro__) if base.__module__ == contract.__name__
+            for name, member in vars(base).items() if callable(member) and not name.startswith("_")}
 
 
 def test_each_backend_is_a_repository_of_the_contract(repository):

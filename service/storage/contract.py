@@ -8,7 +8,8 @@ import enum
 import re
 from datetime import datetime, timezone
 from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO, NamedTuple, Protocol, runtime_checkable
+from pathlib import Path
+from typing import BinaryIO, ContextManager, NamedTuple, Protocol, runtime_checkable
 
 from service.errors import RevisionConflict
 from service.interface import CHUNKS_PROTOCOL, TUS_PROTOCOL, parse_media_path
@@ -235,6 +236,25 @@ class ChunkRules(CompletionRules, Protocol):
         of the chunks `held` so far; a ServiceError refuses the chunk and nothing changes."""
 
 
+# -- a whole new state (test mode's snapshots) -------------------------------------------------------------------------
+
+class StagedDocument(NamedTuple):
+    """A document of a new state, received into a staging directory."""
+    org: str
+    kind: str
+    identifier: str
+    body: bytes  # the document's body as JSON (its input: no metadata)
+
+
+class StagedMedia(NamedTuple):
+    """Media of a new state, received into a staging directory and verified."""
+    org: str
+    path: str  # its media path, kept as it is
+    file: str  # the local file holding its bytes; replace_state may move it
+    size: int
+    sha256: str  # lower-case hex
+
+
 # -- the stores -------------------------------------------------------------------------------------------------------
 
 class DocumentView(Protocol):
@@ -407,3 +427,13 @@ class Repository(Protocol):
     def reset(self) -> None:
         """Remove every org's documents, media and streams, every pending fault and the request journal, and count
         made-up names from the start again (test mode)."""
+
+    def staging_directory(self) -> ContextManager[Path]:
+        """A new, empty directory on the filesystem of this node's stored files, removed with what is left in it when
+        the block ends: where a new state is received before replace_state takes it (test mode)."""
+
+    def replace_state(self, documents: Iterable[StagedDocument], media: Iterable[StagedMedia]) -> None:
+        """Make these documents and media the whole state, as reset() then storing them would, but at once: every
+        document is revision 1 (CREATED now, no other history), every media path is kept and created now; streams,
+        pending faults and the request journal are gone and made-up names count from the start again (test mode).
+        Two replacements on one node never overlap."""

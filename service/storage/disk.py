@@ -12,6 +12,7 @@ import ctypes.util
 import errno
 import fcntl
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -190,3 +191,15 @@ class DiskLock:
 def lock(path, timeout=30):
     """An exclusive lock between threads and worker processes, held on a `.lock` file beside `path`."""
     return DiskLock(f"{path}.lock", timeout)
+
+
+@contextlib.contextmanager
+def staging_directory(parent):
+    """A new, empty directory under `parent` (so on its filesystem: what is received there can be renamed into place),
+    removed with what is left in it when the block ends."""
+    with disk_errors():
+        directory = Path(tempfile.mkdtemp(prefix=".staging-", dir=parent))
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

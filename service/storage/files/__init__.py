@@ -9,9 +9,11 @@ import shutil
 import time
 from pathlib import Path
 
-from service.storage.contract import DEFAULT_HISTORY_REVISIONS
+import orjson
+
+from service.storage.contract import DEFAULT_HISTORY_REVISIONS, utc_timestamp
 from service.storage.counter import FileCounter
-from service.storage.disk import remove_stale_temporaries
+from service.storage.disk import disk_errors, lock, remove_stale_temporaries, staging_directory
 from service.storage.faults import FaultStore
 from service.storage.files import names
 from service.storage.files.documents import FileDocumentStore
@@ -24,6 +26,8 @@ from service.storage.tokens import ensure_secret_key
 
 # Test mode's count of the names made up since the state was emptied (service.storage.fresh_names).
 NAMES_COUNTER = "test-mode/names-counter"
+# Held while a new state replaces the old one, so that two replacements never interleave.
+REPLACING_LOCK = "test-mode/replacing-state"
 
 
 class FileRepository:
@@ -86,6 +90,30 @@ class FileRepository:
         made-up names from the start again (test mode)."""
         for org_directory in list(self.orgs_root.iterdir()):
             shutil.rmtree(org_directory, ignore_errors=True)
+        self._forget_test_state()
+
+    def _forget_test_state(self):
         self.faults.clear()
         self.journal.clear()
         self.names_counter.reset()
+
+    def staging_directory(self):
+        """A new directory in the data directory, removed when the block ends (service.storage.contract)."""
+        return staging_directory(self.data_dir)
+
+    def replace_state(self, documents, media):
+        """Make these the whole state (service.storage.contract.Repository.replace_state): the new orgs' folders are
+        built beside the data directory's `orgs`, then each old org's folder is moved out and each new one in (renames:
+        the time the state is neither old nor new does not grow with its size)."""
+        with lock(self.data_dir / REPLACING_LOCK), self.staging_directory() as new_root:
+            new_documents, new_media, now = FileDocumentStore(new_root), FileMediaStore(new_root), utc_timestamp()
+            for document in documents:
+                new_documents.load(document.org, document.kind, document.identifier, orjson.loads(document.body), now)
+            for item in media:
+                new_media.load(item.org, item.path, item.file)
+            with self.staging_directory() as old_root, disk_errors():
+                for org_directory in list(self.orgs_root.iterdir()):
+                    os.replace(org_directory, old_root / org_directory.name)
+                for org_directory in list(new_root.iterdir()):
+                    os.replace(org_directory, self.orgs_root / org_directory.name)
+            self._forget_test_state()

@@ -126,9 +126,18 @@ class FileDocumentStore:
 
     @staticmethod
     def _write_entry(history, revision, change, saved_at, encoded_document):
-        atomic_write_bytes(history / f"{revision}{SUFFIX}",
-                           b'{"change":"%s","savedAt":"%s","document":%s}' % (change.encode(), saved_at.encode(),
-                                                                             encoded_document))
+        atomic_write_bytes(history / f"{revision}{SUFFIX}", _entry(change, saved_at, encoded_document))
+
+    def load(self, org, kind, identifier, body, saved_at):
+        """Write `body` as revision 1 of a new object, CREATED at `saved_at`, into a tree that no request reads yet
+        (service.storage.files.FileRepository.replace_state builds one): without locks, and without fsync, since that
+        tree is test mode's state, not data to keep through a crash."""
+        path, history = self._path(org, kind, identifier), self._history(org, kind, identifier)
+        encoded = encode({**without_meta(body), "createdAt": saved_at, "updatedAt": saved_at, "revision": 1})
+        with disk_errors():
+            history.mkdir(parents=True, exist_ok=True)
+            (history / f"1{SUFFIX}").write_bytes(_entry(CREATED, saved_at, encoded))
+            path.write_bytes(encoded)
 
     def _prune(self, history, newest):
         """Remove the entries older than those kept, once `newest` is committed (with every revision kept, there is
@@ -227,6 +236,11 @@ class FileDocumentStore:
         """Remove temporaries of document and history writes last touched before `cutoff` (their writer was killed)."""
         directories = [*self.orgs_root.glob("*/*"), *self.orgs_root.glob(f"*/*/{HISTORY}/*")]
         return sum(remove_stale_temporaries(directory, cutoff) for directory in directories if directory.is_dir())
+
+
+def _entry(change, saved_at, encoded_document):
+    """A history entry, its change and time first (ENTRY_HEAD)."""
+    return b'{"change":"%s","savedAt":"%s","document":%s}' % (change.encode(), saved_at.encode(), encoded_document)
 
 
 def _read_json(path):

@@ -103,6 +103,15 @@ class FileMediaStore:
         fsync_directory(file.parent)
         return True
 
+    def load(self, org, path, source):
+        """Move the local file `source` (on this filesystem) to `path`, in a tree that no request reads yet
+        (FileRepository.replace_state builds one). The deduplication index of its name is built the first time an
+        upload of that name asks, as for media published before the index existed."""
+        target = self.file_for(org, path)
+        with disk_errors():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(source, target)
+
     def _media_root(self, org):
         return self.orgs_root / id_to_name(org) / "media"
 

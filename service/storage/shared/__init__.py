@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 from service.errors import ObjectStoreUnavailable
-from service.storage.contract import DEFAULT_HISTORY_REVISIONS
+from service.storage.contract import DEFAULT_HISTORY_REVISIONS, utc_timestamp
+from service.storage.disk import lock, staging_directory
 from service.storage.faults import FaultStore
 from service.storage.fresh_names import name_source
 from service.storage.journal import JournalStore
@@ -28,6 +29,8 @@ from service.storage.shared.streams.spool import remove_orphans
 
 # Where this node spools request bodies on their way to the bucket.
 SPOOL = "spool"
+# Held while a new state replaces the old one, so that two replacements on this node never interleave.
+REPLACING_LOCK = "test-mode/replacing-state"
 
 
 class SharedRepository:
@@ -121,6 +124,28 @@ class SharedRepository:
         self.documents.remove_all()
         shutil.rmtree(self.spool, ignore_errors=True)
         self.spool.mkdir(parents=True, exist_ok=True)
+        self._forget_test_state()
+
+    def _forget_test_state(self):
         self.faults.clear()
         self.journal.clear()
         self.names_counter.reset()
+
+    def staging_directory(self):
+        """A new directory in this node's data directory, removed when the block ends (service.storage.contract)."""
+        return staging_directory(self.data_dir)
+
+    def replace_state(self, documents, media):
+        """Make these the whole state (service.storage.contract.Repository.replace_state): streams and media go, the
+        new media's objects are put, then one transaction replaces every document and indexes the new media. A failing
+        engine half way leaves the old documents with fewer media, or no media at all; the request answers 503."""
+        with lock(self.data_dir / REPLACING_LOCK):
+            self.streams.remove_all()
+            self.media.remove_all()
+            rows = self.media.put_all(media)
+            with self.database.transaction() as connection:
+                self.media.index_all(connection, rows)
+                self.documents.load_all(connection, documents, utc_timestamp())
+            shutil.rmtree(self.spool, ignore_errors=True)
+            self.spool.mkdir(parents=True, exist_ok=True)
+            self._forget_test_state()

@@ -275,6 +275,20 @@ class SharedDocumentStore:
             connection.execute("DELETE FROM documents")
             connection.execute("DELETE FROM revisions")
 
+    def load_all(self, connection, documents, saved_at):
+        """Store each StagedDocument as revision 1, CREATED at `saved_at`, with no other history, inside the caller's
+        transaction on `connection`, after removing every org's documents and history (test mode's replace_state)."""
+        connection.execute("DELETE FROM documents")
+        connection.execute("DELETE FROM revisions")
+        rows = [(document.org, document.kind, document.identifier, _body_text(orjson.loads(document.body)), saved_at)
+                for document in documents]
+        with connection.cursor() as cursor:
+            cursor.executemany("INSERT INTO documents (org, kind, id, body, created_at, updated_at, revision) "
+                               "VALUES (%s, %s, %s, %s, %s, %s, 1)", [(*row, saved_at) for row in rows])
+            cursor.executemany("INSERT INTO revisions (org, kind, id, revision, change, saved_at, created_at, body) "
+                               f"VALUES (%s, %s, %s, 1, '{CREATED}', %s, %s, %s)",
+                               [(org, kind, identifier, at, at, body) for org, kind, identifier, body, at in rows])
+
     def import_document(self, org, kind, identifier, document):
         """Copy a document of a file data directory, keeping its createdAt, updatedAt and revision: "copied" when
         it was absent or stored at an earlier revision, "unchanged" when this revision (or a later one) is there."""

@@ -10,6 +10,7 @@ unique with the org and the SHA-256, so that of two identical uploads at once on
 insert finds the conflict and answers the first's path. Rows written before that column existed got it from the
 migration (the oldest of each identity; later copies keep none and are never answered).
 """
+import concurrent.futures
 import contextlib
 import hashlib
 import os
@@ -22,6 +23,9 @@ from service.storage.shared.objects import READ_BLOCK, ObjectReader
 
 # Every media object is under this folder of the bucket's prefix; the org, then the media folder, follow.
 MEDIA_FOLDER = "media/"
+# Objects put at once by a replacement of the whole state (test mode): the store's latency, not the bytes, sets its
+# pace for small media.
+PUT_THREADS = 4
 
 
 def file_sha256(file_path):
@@ -167,6 +171,36 @@ class SharedMediaStore:
             connection.execute("DELETE FROM media")
         for key in list(self._objects.keys(MEDIA_FOLDER)):
             self._objects.delete(key)
+
+    def put_all(self, media):
+        """Put each StagedMedia's file at its path's object (test mode's replace_state, after remove_all), PUT_THREADS
+        at a time; the rows that index_all then writes."""
+        def put(item):
+            key = self.media_key(item.org, item.path)
+            with open(item.file, "rb") as file:
+                self._objects.put_file(key, file, item.size)
+            return key
+
+        media = list(media)
+        with concurrent.futures.ThreadPoolExecutor(PUT_THREADS) as pool:
+            keys = list(pool.map(put, media))
+        rows, identities, now = [], set(), self._clock()
+        for item, key in zip(media, keys):
+            identity = MediaIdentity.of(item.path, item.size, item.sha256)
+            # Of several media with one identity, the first keeps it: the others are never answered by deduplication,
+            # like copies stored before it existed.
+            if identity is not None and (item.org, identity) in identities:
+                identity = None
+            identities.add((item.org, identity))
+            rows.append((item.org, item.path, key, item.size, item.sha256, now, identity and identity.folder_name))
+        return rows
+
+    @staticmethod
+    def index_all(connection, rows):
+        """Index the media that put_all stored, created now, inside the caller's transaction on `connection`."""
+        with connection.cursor() as cursor:
+            cursor.executemany("INSERT INTO media (org, path, object_key, size, sha256, created_at, identity) "
+                               "VALUES (%s, %s, %s, %s, %s, %s, %s)", rows)
 
     def import_file(self, org, path, file_path):
         """Copy a media file of a file data directory to `path` (`wis migrate`): "copied", or "unchanged" when the

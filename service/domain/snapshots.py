@@ -1,0 +1,236 @@
+"""Snapshots of the whole state (CONTRACT 12): every org's objects and media as one archive, and that archive read back
+as the new state. Test mode's `/_test/snapshot` and `/_test/restore`.
+
+A snapshot is a `.tar.gz` holding, for each org, the archive of CONTRACT 10 (service.archive, format 1) in a folder
+named after the org, and a top-level manifest written last:
+
+    <org>/stations/<id>.json, <org>/processes/<id>.json, <org>/products/<id>.json   each object's input
+    <org>/media/images/<name>, <org>/media/videos/<name>                            media, at their paths
+    <org>/manifest.json        the org's manifest: {"format": 1, "org", "exportedAt", "counts", "media"}
+    manifest.json              {"format": 1, "snapshot": true, "takenAt", "orgs": {"<org>": counts}}
+
+Reading is one streaming pass: each entry is checked as it comes (names, sizes, JSON, ids, the org it claims) and
+received (media into a staging directory, hashed as they are copied; objects' JSON in memory), and what only the
+manifests can tell (counts, sizes and SHA-256 of the media, which orgs) is checked at the end. Any problem refuses the
+whole snapshot (InvalidSnapshot, naming the entry) before the state is touched: a test's starting state is all there
+or not at all.
+"""
+import gzip
+import json
+import tarfile
+import time
+import zlib
+from pathlib import Path
+from typing import NamedTuple
+
+import orjson
+
+from service import archive
+from service.archive import KINDS, MANIFEST, MEDIA, ArchiveWriter
+from service.domain.inputs import input_of
+from service.errors import BodyTooLarge, InvalidSnapshot
+from service.interface import (
+    MAX_SNAPSHOT_DOCUMENTS, MAX_SNAPSHOT_ENTRIES, MAX_SNAPSHOT_UNPACKED, MEDIA_PATH_ROOT, ORG_PATTERN)
+from service.storage.contract import StagedDocument, StagedMedia
+from service.storage.disk import disk_errors
+
+FORMAT = archive.FORMAT
+# The top-level manifest names the orgs and their counts only: small.
+MAX_TOP_MANIFEST = 16 * 1024 * 1024
+CONTENT_TYPE = "application/gzip"
+# What tarfile's stream reader asks of gzip at a time: its default (10 KB) costs a call per 10 KB of media, a large one
+# (1 MB) a copy of the rest of its buffer per entry header.
+READ_SIZE = 64 * 1024
+EXPORT_HINT = " (this looks like the export of one org: `wis import` sends that to a server)"
+
+
+# -- taking a snapshot ------------------------------------------------------------------------------------------------
+
+def write_snapshot(repo, target):
+    """Write the whole state of `repo` to the binary file object `target` as a snapshot; its top-level manifest."""
+    orgs = {}
+    with gzip.GzipFile(fileobj=target, mode="wb", compresslevel=archive.COMPRESS_LEVEL, mtime=0) as zipped, \
+            tarfile.open(fileobj=zipped, mode="w|") as tar:
+        for org in repo.orgs():
+            with ArchiveWriter(tar, org, folder=f"{org}/") as writer:
+                _add_org(repo, org, writer)
+            orgs[org] = writer.manifest()["counts"]
+        manifest = {"format": FORMAT, "snapshot": True, "takenAt": archive.utc_now(), "orgs": orgs}
+        data = json.dumps(manifest, indent=1).encode()
+        info = tarfile.TarInfo(MANIFEST)
+        info.size, info.mtime, info.mode = len(data), time.time(), 0o644
+        tar.addfile(info, archive.BytesReader(data))
+    return manifest
+
+
+def _add_org(repo, org, writer):
+    for kind in KINDS:
+        for document in repo.documents.each(org, kind):
+            writer.add_object(kind, document["id"], input_of(kind, document))
+    for path, _ in sorted(repo.media.list_media(org)):
+        opened = repo.media.open(org, path)
+        if opened is None:  # removed since the listing
+            continue
+        with opened.file:
+            writer.add_media(path, opened.file, opened.size)
+
+
+# -- reading one back -------------------------------------------------------------------------------------------------
+
+class StagedState(NamedTuple):
+    """A snapshot received into a staging directory and checked whole: what Repository.replace_state takes."""
+    documents: list  # StagedDocument
+    media: list  # StagedMedia
+    orgs: dict  # {org: counts} as the top-level manifest gives them
+
+
+def read_snapshot(stream, staging):
+    """Read a snapshot from the binary stream `stream` (once, in order) into the directory `staging`; the StagedState,
+    or InvalidSnapshot (BodyTooLarge past MAX_SNAPSHOT_UNPACKED) with nothing of it used."""
+    reading = _Reading(Path(staging))
+    try:
+        with gzip.GzipFile(fileobj=stream, mode="rb") as unzipped, \
+                tarfile.open(fileobj=unzipped, mode="r|", bufsize=tarfile.RECORDSIZE) as entries:
+            for entry in entries:
+                reading.take(entry, lambda entry=entry: entries.extractfile(entry))
+            # gzip checks its trailer (CRC, length) only when read to the end: a body cut in its last bytes is refused.
+            while unzipped.read(archive.BLOCK):
+                pass
+    except (tarfile.TarError, EOFError, zlib.error) as error:
+        raise InvalidSnapshot(f"not a whole .tar.gz snapshot (truncated or corrupt: {error})") from None
+    except OSError as error:  # gzip.BadGzipFile and the like; disk errors of the staging are ServiceErrors already
+        raise InvalidSnapshot(f"not a .tar.gz snapshot ({error})") from None
+    return reading.finish()
+
+
+def _is_folder(name):
+    """True for `<org>`, `<org>/<kind>`, `<org>/media` and `<org>/media/<images|videos>`: the folders of a snapshot."""
+    org, *rest = name.split("/")
+    return ORG_PATTERN.fullmatch(org) is not None and (
+        rest in ([], [MEDIA]) or (len(rest) == 1 and rest[0] in KINDS)
+        or (len(rest) == 2 and rest[0] == MEDIA and rest[1] in archive.MEDIA_FOLDERS))
+
+
+class _Reading:
+    """What one pass over a snapshot has seen so far."""
+
+    def __init__(self, staging):
+        self.staging = staging
+        self.names = set()
+        self.entries = 0
+        self.unpacked = 0
+        self.top = None
+        self.manifests = {}  # {org: its manifest}
+        self.documents = []
+        self.documents_size = 0
+        self.media = {}  # {org: {"images/<name>": (size, sha256, staged file)}}
+        self.orgs = set()  # every org folder seen
+
+    def take(self, entry, read):
+        """Check one entry, whose file object `read()` gives, and receive it."""
+        name = entry.name
+        self.entries += 1
+        if self.entries > MAX_SNAPSHOT_ENTRIES:
+            raise InvalidSnapshot(f"{name}: more than {MAX_SNAPSHOT_ENTRIES} entries; a snapshot has at most that many")
+        self.unpacked += entry.size
+        if self.unpacked > MAX_SNAPSHOT_UNPACKED:
+            raise BodyTooLarge(f"{name}: the snapshot's entries hold more than {MAX_SNAPSHOT_UNPACKED} bytes "
+                               f"unpacked, the limit of a snapshot")
+        if entry.isdir() and _is_folder(name.rstrip("/")):
+            return  # `tar czf` of an unpacked snapshot adds its folders: they hold nothing to restore
+        if name in self.names:
+            raise InvalidSnapshot(f"{name}: the snapshot holds this entry twice")
+        self.names.add(name)
+        if name == MANIFEST:
+            self.top = self._top_manifest(entry, read)
+            return
+        org, _, within = name.partition("/")
+        if not ORG_PATTERN.fullmatch(org) or not within:
+            raise InvalidSnapshot(f"{name}: outside the snapshot's folders (manifest.json, then one folder per org "
+                                  f"named as the org, holding that org's archive)")
+        try:
+            archive.check_entry(entry.replace(name=within, deep=False))
+        except archive.ArchiveError as error:
+            hint = EXPORT_HINT if org in (*KINDS, MEDIA) else ""
+            raise InvalidSnapshot(f"{org}/{error}; a snapshot holds one such archive per org, in a folder named as the "
+                                  f"org{hint}") from None
+        self.orgs.add(org)
+        if within == MANIFEST:
+            self.manifests[org] = self._org_manifest(org, entry, read)
+        elif within.startswith(MEDIA + "/"):
+            self._stage_media(org, within, read)
+        else:
+            self._stage_document(org, within, entry, read)
+
+    def _top_manifest(self, entry, read):
+        value, problem = archive.bounded_json(read, entry, MAX_TOP_MANIFEST)
+        if problem:
+            raise InvalidSnapshot(f"{MANIFEST}: {problem}")
+        if not isinstance(value, dict) or value.get("format") != FORMAT or value.get("snapshot") is not True:
+            raise InvalidSnapshot(f"{MANIFEST}: not the manifest of a snapshot of format {FORMAT} (it needs "
+                                  f'"format": {FORMAT} and "snapshot": true){EXPORT_HINT if "org" in value else ""}')
+        if not isinstance(value.get("orgs"), dict) or not all(map(ORG_PATTERN.fullmatch, value["orgs"])):
+            raise InvalidSnapshot(f'{MANIFEST}: "orgs" must be an object whose keys are the org folders')
+        return value
+
+    def _org_manifest(self, org, entry, read):
+        try:
+            manifest = archive.read_manifest(read, entry)
+        except archive.ArchiveError as error:
+            raise InvalidSnapshot(f"{org}/{error}") from None
+        if manifest["org"] != org:
+            raise InvalidSnapshot(f"{org}/{MANIFEST}: the manifest of org {manifest['org']!r} in org {org!r}'s folder")
+        return manifest
+
+    def _stage_document(self, org, within, entry, read):
+        body, problem = archive.read_object(read, entry)
+        problem = problem or archive.object_problem(within, body, org)
+        if problem:
+            raise InvalidSnapshot(f"{org}/{within}: {problem}")
+        kind, file_name = within.split("/")
+        # Held in memory (MAX_SNAPSHOT_DOCUMENTS in all): a file each would cost more than the documents' own writes.
+        self.documents_size += entry.size
+        if self.documents_size > MAX_SNAPSHOT_DOCUMENTS:
+            raise BodyTooLarge(f"{org}/{within}: the snapshot's objects hold more than {MAX_SNAPSHOT_DOCUMENTS} bytes "
+                               "of JSON, the limit of a snapshot")
+        self.documents.append(StagedDocument(org, kind, file_name[:-len(".json")], orjson.dumps(body)))
+
+    def _stage_media(self, org, within, read):
+        staged = self.staging / MEDIA / org / within
+        with disk_errors():
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            with open(staged, "wb") as copy:
+                size, sha256 = archive.size_and_sha256(read(), copy)
+        self.media.setdefault(org, {})[within[len(MEDIA) + 1:]] = (size, sha256, str(staged))
+
+    def finish(self):
+        """The StagedState, once what only the manifests tell is checked."""
+        if self.top is None:
+            raise InvalidSnapshot(f"{MANIFEST}: missing; this is not a complete snapshot of format {FORMAT}")
+        if set(self.top["orgs"]) != self.orgs:
+            raise InvalidSnapshot(f"{MANIFEST}: it names the orgs {sorted(self.top['orgs'])}, but the snapshot has "
+                                  f"folders for {sorted(self.orgs)}")
+        media = []
+        for org in sorted(self.orgs):
+            media += self._check_org(org)
+        return StagedState(self.documents, media, self.top["orgs"])
+
+    def _check_org(self, org):
+        """The org's StagedMedia, once its manifest is found to describe its folder exactly."""
+        manifest = self.manifests.get(org)
+        if manifest is None:
+            raise InvalidSnapshot(f"{org}/{MANIFEST}: missing; each org's folder ends with its manifest")
+        seen, records = self.media.get(org, {}), manifest["media"]
+        for name in sorted(set(records) - set(seen)):
+            raise InvalidSnapshot(f"{org}/{MEDIA}/{name}: listed in the manifest but not in the snapshot")
+        prefix = f"{org}/"
+        counts = {kind: sum(1 for name in self.names if name.startswith(f"{prefix}{kind}/")) for kind in (*KINDS, MEDIA)}
+        if counts != {kind: manifest["counts"].get(kind, 0) for kind in counts}:
+            raise InvalidSnapshot(f"{org}/{MANIFEST}: counts {manifest['counts']}, but the folder holds {counts}")
+        staged = []
+        for name, (size, sha256, file) in sorted(seen.items()):
+            problem = archive.media_problem(name, (size, sha256), records.get(name))
+            if problem:
+                raise InvalidSnapshot(f"{org}/{MEDIA}/{name}: {problem}")
+            staged.append(StagedMedia(org, MEDIA_PATH_ROOT + name, file, size, sha256))
+        return staged
