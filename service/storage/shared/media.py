@@ -19,6 +19,12 @@ from service.storage.shared.objects import READ_BLOCK, ObjectReader
 MEDIA_FOLDER = "media/"
 
 
+def existing_media(connection, org, paths):
+    """The media paths among `paths` that `org` has published, read on `connection` (in its transaction)."""
+    rows = connection.execute("SELECT path FROM media WHERE org = %s AND path = ANY(%s)", (org, list(paths)))
+    return {path for (path,) in rows}
+
+
 def file_sha256(file_path):
     """(size, hex SHA-256) of a local file, read in blocks."""
     digest = hashlib.sha256()
@@ -56,8 +62,7 @@ class SharedMediaStore:
     def existing(self, org, paths):
         """The media paths among `paths` that name whole, verified media objects uploaded by `org`: one query."""
         with self._database.transaction() as connection:
-            rows = connection.execute("SELECT path FROM media WHERE org = %s AND path = ANY(%s)", (org, list(paths)))
-            return {path for (path,) in rows}
+            return existing_media(connection, org, paths)
 
     def list_media(self, org):
         """(media path, creation time in POSIX seconds) of every published media object of an org, by path."""
