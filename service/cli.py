@@ -13,7 +13,7 @@ from tqdm import tqdm
 from service.archive import ArchiveError, ArchiveReader
 from service.client import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, Client, ClientError, describe, transfer
 from service.config import load_config, uses_shared_backend
-from service.domain.media_gc import delete_media, unreferenced_media
+from service.domain.media_gc import delete_unreferenced, unreferenced_media
 from service.errors import ConfigurationError, StorageFailed
 from service.interface import DESTINATIONS, MB
 from service.storage import database_options, open_repository
@@ -364,12 +364,18 @@ def gc_command(args):
     removed = repo.sweep()
     print(f"removed {removed} expired upload stream(s)", file=sys.stderr)
     garbage = unreferenced_media(repo, older_than=time.time() - args.min_age_hours * 3600)
+    if args.delete:
+        deleted = delete_unreferenced(repo, garbage)
+        for org, path in deleted:
+            print(f"{org}\t{path}")
+        print(f"{len(deleted)} unreferenced media file(s) deleted", file=sys.stderr)
+        if len(deleted) < len(garbage):
+            print(f"{len(garbage) - len(deleted)} listed media file(s) kept: a process refers to them now, or they "
+                  "were gone already", file=sys.stderr)
+        return
     for org, path in garbage:
-        if args.delete:
-            delete_media(repo, org, path)
         print(f"{org}\t{path}")
-    verb = "deleted" if args.delete else "found (use --delete to delete them)"
-    print(f"{len(garbage)} unreferenced media file(s) {verb}", file=sys.stderr)
+    print(f"{len(garbage)} unreferenced media file(s) found (use --delete to delete them)", file=sys.stderr)
 
 
 def db_upgrade_command(args):

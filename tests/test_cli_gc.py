@@ -2,7 +2,7 @@
 import pytest
 
 from service.cli import main
-from service.domain.media_gc import referenced_media
+from service.domain.media_gc import referenced_media, unreferenced_media
 from service.storage import get_repository
 from support.media import PNG
 from support.uploads import expire_every_stream, uploaded_path
@@ -111,3 +111,27 @@ def test_referenced_media_are_found_at_any_depth():
                    "actions": [{"description": {"text": "image"}}], "alerts": []}],
     }
     assert referenced_media(document) == {"/api/v1/images/a.png", "/api/v1/images/b.png", "/api/v1/videos/c.mp4"}
+
+
+def test_gc_delete_keeps_media_a_process_starts_using_after_the_listing(data, client, auth, other_auth, capsys,
+                                                                          monkeypatch):
+    """A process pushed between `wis gc`'s listing and its delete keeps its media (CONTRACT 13): each deletion checks
+    the references again under the org's references lock, which process writes naming media take too."""
+    import service.cli
+
+    def listing_then_a_new_process(repo, older_than=None):
+        garbage = unreferenced_media(repo, older_than)
+        assert (("default", data["unused"]) in garbage)
+        create_process(client, auth, {"id": "late", "name": "Late",
+                                      "steps": [{"id": "load", "primaryImage": {"path": data["unused"]}}]})
+        return garbage
+
+    monkeypatch.setattr(service.cli, "unreferenced_media", listing_then_a_new_process)
+    code, out, err = gc(capsys, data["dir"], "--min-age-hours", "0", "--delete")
+
+    assert (code, out) == (0, [f"other\t{data['others']}"])
+    assert status_of(client, data["others"], headers=other_auth) == 404
+    assert status_of(client, data["unused"], headers=auth) == 200
+    response = client.post("/graph/v2", headers=auth, json={
+        "query": '{ process(id: "late") { steps { primaryImage { path } } } }'})
+    assert response.get_json()["data"]["process"]["steps"][0]["primaryImage"]["path"] == data["unused"]

@@ -173,6 +173,24 @@ def test_migrate_copies_a_data_directory_and_a_second_run_changes_nothing(tmp_pa
                                          "nothing changed: the shared backend already holds everything"]
 
 
+def test_migrate_keeps_the_etag_a_client_cached_for_a_media_path(tmp_path, upgraded, shared_app):
+    """A client that cached a media file from the file backend revalidates it on the shared backend with 304: the
+    copy keeps the ETag the file backend served (CONTRACT 13)."""
+    source_app, _stream_id = fill_data_directory(tmp_path / "old-data")
+    [(path, _modified)] = get_repository(source_app).media.list_media("default")
+    with source_app.test_client().get(path, headers=HEADERS) as before:
+        assert before.status_code == 200
+        etag = before.headers["ETag"]
+
+    assert wis("migrate", "--from-data-dir", str(tmp_path / "old-data"), settings=upgraded).returncode == 0
+
+    client = shared_app.test_client()
+    with client.get(path, headers=HEADERS) as after:
+        assert (after.status_code, after.headers["ETag"]) == (200, etag)
+    with client.get(path, headers={**HEADERS, "If-None-Match": etag}) as revalidated:
+        assert (revalidated.status_code, revalidated.data) == (304, b"")
+
+
 def test_migrate_refuses_a_target_that_is_not_shared(tmp_path):
     (tmp_path / "old-data" / "orgs").mkdir(parents=True)
     line = one_line(wis("migrate", "--from-data-dir", str(tmp_path / "old-data"), settings={}))

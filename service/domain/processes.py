@@ -19,13 +19,17 @@ COLOR_PATTERN = re.compile(r"#[0-9A-Fa-f]{6}")
 def upsert_process(repo, org, data, *, if_revision=None, dry_run=False, restored=False):
     """Check a ProcessInput dict and store it whole, its defaults applied (derived data is derived when read); return
     what the store did (service.storage.contract.Saved)."""
-    check_process(repo, org, data)
+    check_process(repo.media.existing, org, data)
+    # A process naming media checks them again under the org's references lock, which `wis gc --delete` takes to
+    # delete media: the write sees each media file and commits before gc looks, or it sees one gone and is refused.
+    guard = (lambda view: check_process(view.existing_media, org, data)) if _media_paths(data) else None
     return repo.documents.save(org, PROCESSES, data["id"], normalised(with_defaults(data)), restored=restored,
-                               if_revision=if_revision, dry_run=dry_run)
+                               if_revision=if_revision, dry_run=dry_run, guard=guard)
 
 
-def check_process(repo, org, process):
-    """Raise InvalidInput listing every rule the process breaks (media are looked up in the org)."""
+def check_process(existing_media, org, process):
+    """Raise InvalidInput listing every rule the process breaks; `existing_media(org, paths)` answers which of the
+    media paths it names the org has uploaded."""
     problems = Problems()
     problems.check_values("process", process)
     problems.check_id("process.id", process.get("id"))
@@ -34,8 +38,8 @@ def check_process(repo, org, process):
     if minutes is not None and minutes < 0:
         problems.add("process.autoSignoutMinutes", f"must be 0 or more (leave it unset for no automatic sign-out); got {minutes}")
     # Every media path named, looked up at once: one query on the shared backend, not one per step.
-    paths = {media.get("path") for media in _media_of(process) if parse_media_path(media.get("path")) is not None}
-    uploaded = repo.media.existing(org, paths) if paths else set()
+    paths = _media_paths(process)
+    uploaded = existing_media(org, paths) if paths else set()
     _check_media(problems, uploaded, "process.image", process.get("image"), "image")
     step_ids, action_ids, quantities = {}, {}, {}
     for i, step in enumerate(process.get("steps") or []):
@@ -126,6 +130,11 @@ def _check_styled_text(problems, field, styled):
     color = (styled or {}).get("color")
     if color is not None and not COLOR_PATTERN.fullmatch(color):
         problems.add(f"{field}.color", f"must be a hex colour #RRGGBB; got {quoted(color)}")
+
+
+def _media_paths(process):
+    """The well-formed media paths a process input names."""
+    return {media.get("path") for media in _media_of(process) if parse_media_path(media.get("path")) is not None}
 
 
 def _media_of(process):

@@ -9,7 +9,7 @@ import re
 from datetime import datetime, timezone
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO, ContextManager, NamedTuple, Protocol, runtime_checkable
+from typing import BinaryIO, ContextManager, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from service.errors import RevisionConflict
 from service.interface import CHUNKS_PROTOCOL, TUS_PROTOCOL, parse_media_path
@@ -266,11 +266,17 @@ class DocumentView(Protocol):
     def each(self, org: str, kind: str) -> Iterator[dict]:
         """Every stored document of a kind."""
 
+    def existing_media(self, org: str, paths: Iterable[str]) -> set[str]:
+        """The media paths among `paths` that the org has published (as MediaStore.existing), read under the write's
+        locks: a process write naming media checks them here, so `wis gc --delete` cannot remove one in between."""
+
 
 # A check run under the org's references lock before a write (a product naming processes, a process deleted while
 # products name it): it raises a ServiceError to refuse the write. Two guarded writes of one org never overlap, on any
 # worker or node, so what a guard saw still holds when its write commits.
 Guard = Callable[[DocumentView], None]
+# What an action run under the references lock answers (DocumentStore.with_references_locked).
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -310,6 +316,10 @@ class DocumentStore(DocumentView, Protocol):
 
     def page(self, org: str, kind: str, first: int, after: str | None = None) -> Iterator[dict]:
         """Up to `first` documents with ids after `after`, in id order, read as the caller takes them."""
+
+    def with_references_locked(self, org: str, action: Callable[[DocumentView], T]) -> T:
+        """Run `action` under the org's references lock, the lock guarded writes take, and answer what it answers: no
+        guarded write of the org runs meanwhile, on any worker or node (`wis gc --delete` deletes media there)."""
 
 
 @runtime_checkable

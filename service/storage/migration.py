@@ -24,7 +24,9 @@ def copy_data_directory(source, target):
     orgs = source.orgs()
     for org in orgs:
         for path, _modified in source.media.list_media(org):
-            counts["media"][target.media.import_file(org, path, source.media.file_for(org, path))] += 1
+            outcome = _copy_media(source, target, org, path)
+            if outcome is not None:
+                counts["media"][outcome] += 1
     for org in orgs:
         for kind in source.documents.kinds(org):
             tally = counts.setdefault(kind, Counter())
@@ -39,6 +41,16 @@ def copy_data_directory(source, target):
             if outcome is not None:
                 counts["streams"][outcome] += 1
     return counts
+
+
+def _copy_media(source, target, org, path):
+    """Copy one media file with the ETag the file backend serves for it, so a client's cached copy stays valid; None
+    when it was removed since it was listed."""
+    opened = source.media.open(org, path)
+    if opened is None:
+        return None
+    opened.file.close()
+    return target.media.import_file(org, path, source.media.file_for(org, path), opened.etag)
 
 
 def _copy_stream(source, target, org, stream_id):

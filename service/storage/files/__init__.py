@@ -42,8 +42,8 @@ class FileRepository:
         self.clock = clock
         self.names_counter = FileCounter(self.data_dir / NAMES_COUNTER)
         self.new_hex = name_source(test_seed, self.names_counter)
-        self.documents = FileDocumentStore(self.orgs_root, history_revisions)
         self.media = FileMediaStore(self.orgs_root)
+        self.documents = FileDocumentStore(self.orgs_root, history_revisions, self.media)
         self.streams = FileStreamStore(self.orgs_root, self.media, stream_ttl_seconds, clock, max_open_streams,
                                        new_hex=self.new_hex)
         self.faults = FaultStore(self.data_dir, test_seed)

@@ -39,9 +39,11 @@ NOT_DOCUMENTS = {"media", "streams"}
 class FileDocumentStore:
     """Every org's documents as files (service.storage.contract.DocumentStore)."""
 
-    def __init__(self, orgs_root, history_revisions=DEFAULT_HISTORY_REVISIONS):
+    def __init__(self, orgs_root, history_revisions=DEFAULT_HISTORY_REVISIONS, media=None):
         self.orgs_root = orgs_root
         self.history_revisions = history_revisions
+        # The media store (service.storage.files.media.FileMediaStore) a guard asks which media exist.
+        self.media = media
 
     def _directory(self, org, kind):
         return self.orgs_root / id_to_name(org) / kind
@@ -64,14 +66,26 @@ class FileDocumentStore:
         """Every stored document of a kind, in id order."""
         return self._each_stored(org, kind, self.ids(org, kind))
 
+    def existing_media(self, org, paths):
+        """The media paths among `paths` that the org has published."""
+        return self.media.existing(org, paths)
+
+    def _references_lock(self, org):
+        return lock(self.orgs_root / id_to_name(org) / REFERENCES_LOCK)
+
     @contextlib.contextmanager
     def _locked(self, org, kind, identifier, guard):
         """The document's lock, after the org's references lock when the write is guarded (always in this order)."""
         with contextlib.ExitStack() as held:
             if guard is not None:
-                held.enter_context(lock(self.orgs_root / id_to_name(org) / REFERENCES_LOCK))
+                held.enter_context(self._references_lock(org))
             held.enter_context(lock(self._path(org, kind, identifier)))
             yield
+
+    def with_references_locked(self, org, action):
+        """Run `action(self)` under the org's references lock; answer what it answers."""
+        with self._references_lock(org):
+            return action(self)
 
     def save(self, org, kind, identifier, body, *, restored=False, if_revision=None, dry_run=False, guard=None):
         """Store `body` as a new revision unless it equals the stored body (service.storage.contract.DocumentStore)."""

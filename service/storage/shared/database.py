@@ -152,6 +152,11 @@ MIGRATIONS = [
     WHERE media.org = oldest.org AND media.path = oldest.path;
     CREATE UNIQUE INDEX media_identity ON media (org, identity, sha256);
     """,
+    # Media ETags survive `wis migrate` (CONTRACT 13): a media file copied from a file data directory keeps the ETag
+    # the file backend served for it; media published here have none and are served with their SHA-256.
+    """
+    ALTER TABLE media ADD COLUMN etag text;
+    """,
 ]
 # Taken by `upgrade` for its transaction, so several nodes running it at once apply each migration once.
 UPGRADE_LOCK = 0x5749_5301

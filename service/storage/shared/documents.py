@@ -15,6 +15,7 @@ from service.storage.contract import (
     CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, RESTORED, UPDATED, Revision, Saved,
     check_revision, oldest_kept, without_meta)
 from service.storage.encoding import NAME_HEAD_SIZE, SHORT_NAME_HEAD_SIZE, encode, name_in_head
+from service.storage.shared.media import existing_media
 
 # The timestamp format of service.storage.contract.utc_timestamp (2024-05-01T12:00:00.123Z), made by the database: one
 # clock for every node, read after the object's lock is taken, so updatedAt never goes back as revision goes up.
@@ -123,6 +124,10 @@ class _TransactionView:
                                        (org, kind))
         return (_document(*row) for row in rows.fetchall())
 
+    def existing_media(self, org, paths):
+        # On the write's connection: a guard holding the references lock never waits for a second pooled connection.
+        return existing_media(self.connection, org, paths)
+
 
 class SharedDocumentStore:
     """Documents of every org in the `documents` table of `database` (service.storage.shared.database.Database), their
@@ -150,6 +155,18 @@ class SharedDocumentStore:
         """Every stored document of a kind, in id order."""
         with self.database.transaction() as connection:
             return _TransactionView(connection).each(org, kind)
+
+    def existing_media(self, org, paths):
+        """The media paths among `paths` that the org has published."""
+        with self.database.transaction() as connection:
+            return existing_media(connection, org, paths)
+
+    def with_references_locked(self, org, action):
+        """Run `action` in a transaction holding the org's references lock; what it changes through other
+        transactions (a media deletion) commits before the lock is released. Answer what it answers."""
+        with self.database.transaction() as connection:
+            connection.execute(REFERENCES_LOCK, {"org": org, "references": REFERENCES_LOCK_CLASS})
+            return action(_TransactionView(connection))
 
     def _current(self, connection, key, guard):
         """Lock the object (after the org's references when guarded), run the guard; (now, current row or None, the

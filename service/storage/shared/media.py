@@ -28,6 +28,12 @@ MEDIA_FOLDER = "media/"
 PUT_THREADS = 4
 
 
+def existing_media(connection, org, paths):
+    """The media paths among `paths` that `org` has published, read on `connection` (in its transaction)."""
+    rows = connection.execute("SELECT path FROM media WHERE org = %s AND path = ANY(%s)", (org, list(paths)))
+    return {path for (path,) in rows}
+
+
 def file_sha256(file_path):
     """(size, hex SHA-256) of a local file, read in blocks."""
     digest = hashlib.sha256()
@@ -65,8 +71,7 @@ class SharedMediaStore:
     def existing(self, org, paths):
         """The media paths among `paths` that name whole, verified media objects uploaded by `org`: one query."""
         with self._database.transaction() as connection:
-            rows = connection.execute("SELECT path FROM media WHERE org = %s AND path = ANY(%s)", (org, list(paths)))
-            return {path for (path,) in rows}
+            return existing_media(connection, org, paths)
 
     def list_media(self, org):
         """(media path, creation time in POSIX seconds) of every published media object of an org, by path."""
@@ -78,13 +83,13 @@ class SharedMediaStore:
         """The org's media at `path` opened to be served (OpenMedia), or None when it has none there. Nothing is read
         from the bucket until the file is sought or read; an object deleted meanwhile is then MediaNotFound."""
         with self._database.transaction() as connection:
-            row = connection.execute("SELECT object_key, size, sha256, created_at FROM media WHERE org = %s AND path = %s",
-                                     (org, path)).fetchone()
+            row = connection.execute("SELECT object_key, size, COALESCE(etag, sha256), created_at FROM media "
+                                     "WHERE org = %s AND path = %s", (org, path)).fetchone()
         if row is None:
             return None
-        key, size, sha256, created_at = row
+        key, size, etag, created_at = row
         # The SHA-256 of the bytes is a strong validator by definition.
-        return OpenMedia(ObjectReader(self._objects, key, size, missing=MediaNotFound), size, sha256, created_at)
+        return OpenMedia(ObjectReader(self._objects, key, size, missing=MediaNotFound), size, etag, created_at)
 
     def delete(self, org, path):
         """Remove a published media object of an org; False when there was none.
@@ -202,15 +207,22 @@ class SharedMediaStore:
             cursor.executemany("INSERT INTO media (org, path, object_key, size, sha256, created_at, identity) "
                                "VALUES (%s, %s, %s, %s, %s, %s, %s)", rows)
 
-    def import_file(self, org, path, file_path):
+    def import_file(self, org, path, file_path, etag):
         """Copy a media file of a file data directory to `path` (`wis migrate`): "copied", or "unchanged" when the
-        path already holds the same bytes. The object is read back and checked against the file's SHA-256 before it is
-        indexed; its creation time is the file's modification time, so media garbage keeps its age."""
+        path already holds the same bytes under the same ETag. The object is read back and checked against the file's
+        SHA-256 before it is indexed; its creation time is the file's modification time, so media garbage keeps its
+        age, and it is served with `etag`, the ETag the file backend served, so cached copies stay valid."""
         size, sha256 = file_sha256(file_path)
         with self._database.transaction() as connection:
-            row = connection.execute("SELECT sha256 FROM media WHERE org = %s AND path = %s", (org, path)).fetchone()
+            row = connection.execute("SELECT sha256, etag FROM media WHERE org = %s AND path = %s",
+                                     (org, path)).fetchone()
         if row is not None and row[0] == sha256:
-            return "unchanged"
+            if row[1] == etag:
+                return "unchanged"
+            # Copied by a version that kept no ETag: the bytes are there, only the ETag is added.
+            with self._database.transaction() as connection:
+                connection.execute("UPDATE media SET etag = %s WHERE org = %s AND path = %s", (etag, org, path))
+            return "copied"
         key = self.media_key(org, path)
         with open(file_path, "rb") as file:
             self._objects.put_file(key, file, size)
@@ -226,11 +238,12 @@ class SharedMediaStore:
                     (org, identity.folder_name, sha256, path)).fetchone():
                 identity = None  # a copy of media the org has at another path (uploaded before deduplication)
             connection.execute(
-                "INSERT INTO media (org, path, object_key, size, sha256, created_at, identity) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "INSERT INTO media (org, path, object_key, size, sha256, created_at, identity, etag) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (org, path) DO UPDATE SET object_key = EXCLUDED.object_key, size = EXCLUDED.size, "
-                "sha256 = EXCLUDED.sha256, created_at = EXCLUDED.created_at, identity = EXCLUDED.identity",
-                (org, path, key, size, sha256, os.stat(file_path).st_mtime, identity and identity.folder_name))
+                "sha256 = EXCLUDED.sha256, created_at = EXCLUDED.created_at, identity = EXCLUDED.identity, "
+                "etag = EXCLUDED.etag",
+                (org, path, key, size, sha256, os.stat(file_path).st_mtime, identity and identity.folder_name, etag))
         return "copied"
 
     def _object_sha256(self, key):
