@@ -1,4 +1,4 @@
-"""The snapshot examples of docs/incoming/snapshots.md work as written, in a project of its own that has only the
+"""The snapshot examples of docs/test-double.md work as written, in a project of its own that has only the
 installed package (its pytest11 plugin): the script makes the snapshot, the tests start from it."""
 import re
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 
 pytest_plugins = ["pytester"]
 
-DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "incoming" / "snapshots.md"
+DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "test-double.md"
 
 
 def example(name):
