@@ -318,10 +318,11 @@ def stored_state(data_dir):
 
 
 def test_every_route_that_takes_a_body_is_covered_below(test_mode_app):
+    # A snapshot restore has a limit of its own (512 MiB: test_testing_snapshots.py), as have the pages' forms.
     assert writing_routes(test_mode_app) == [
         ("PATCH", "/uploads/<stream_id>"), ("POST", "/_test/faults"), ("POST", "/_test/reset"),
-        ("POST", "/graph/v2"), ("POST", "/graphql"), ("POST", "/uploads"), ("POST", "/view/login"),
-        ("POST", "/view/logout")]
+        ("POST", "/_test/restore"), ("POST", "/_test/snapshot"), ("POST", "/graph/v2"), ("POST", "/graphql"),
+        ("POST", "/uploads"), ("POST", "/view/login"), ("POST", "/view/logout")]
 
 
 @pytest.mark.parametrize("content_type", ["application/json", "multipart/form-data; boundary=xyz",
