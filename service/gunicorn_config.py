@@ -12,6 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from service.processes import process_gone
+
 # prometheus_client decides once, when first imported, whether it writes values to shared files, so
 # multiprocess mode must be on before anything imports it (service/__init__ imports observability
 # lazily for this reason).
@@ -25,7 +27,7 @@ _METRICS_DIR_PREFIX = "wis-metrics-"
 def _remove_dead_masters_metrics():
     for directory in Path(tempfile.gettempdir()).glob(f"{_METRICS_DIR_PREFIX}*-*"):
         pid = directory.name[len(_METRICS_DIR_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and directory.stat().st_uid == os.getuid():
+        if pid.isdigit() and process_gone(pid) and directory.stat().st_uid == os.getuid():
             shutil.rmtree(directory, ignore_errors=True)
 
 

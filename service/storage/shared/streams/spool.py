@@ -5,9 +5,9 @@ import contextlib
 import hashlib
 import os
 import re
-from pathlib import Path
 
 from service.interface import SNIFF_BYTES
+from service.processes import process_gone
 from service.storage.incoming import BUFFER_SIZE, IncomingFile
 from service.storage.sha256_state import Sha256State
 
@@ -21,7 +21,7 @@ def remove_orphans(spool):
     counts is in the bucket and the database, and their clients send the rest again."""
     for leftover in spool.iterdir():
         match = _SPOOLED.match(leftover.name)
-        if match and not Path(f"/proc/{match.group(2)}").exists():
+        if match and process_gone(match.group(2)):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
 
