@@ -43,8 +43,10 @@ def revisions_listed(response):
 
 
 def changes_listed(response):
+    """The page's changes in words, each id shown as code written back in backticks as the words name it."""
     found = re.search(r'<ul class="changes">(.*?)</ul>', response.get_data(as_text=True), re.S)
-    return [html.unescape(item) for item in re.findall(r"<li>(.*?)</li>", found.group(1))] if found else []
+    items = re.findall(r"<li>(.*?)</li>", found.group(1)) if found else []
+    return [html.unescape(re.sub(r"</?code>", "`", item)) for item in items]
 
 
 def selected(response, name):
@@ -73,6 +75,7 @@ def test_the_process_page_links_to_its_history_which_says_what_changed_last(clie
     assert revisions_listed(response) == [(2, "updated"), (1, "created")]
     assert selected(response, "from") == ([2, 1], [1]) and selected(response, "to") == ([2, 1], [2])
     assert changes_listed(response) == [WORDS]
+    assert "<code>step_housing</code>: action <code>fit_bolts</code>" in response.get_data(as_text=True)
     assert "From revision 1 to revision 2:" in text_of(response)
 
 
@@ -94,7 +97,10 @@ def test_any_two_revisions_are_compared_either_way(client, auth, changed):
 def test_a_deleted_process_keeps_its_history_page(client, auth, changed):
     gql(client, auth, 'mutation { productDelete(id: "gb_200") }')
     gql(client, auth, f'mutation {{ processDelete(id: "{PROCESS}") }}')
-    assert client.get(f"/view/processes/{PROCESS}").status_code == 404
+    gone = client.get(f"/view/processes/{PROCESS}")
+    assert gone.status_code == 404
+    assert f"The process \u201c{PROCESS}\u201d was deleted." in text_of(gone)
+    assert f'<a href="/view/processes/{PROCESS}/history">Its history</a>' in gone.get_data(as_text=True)
     response = client.get(f"/view/processes/{PROCESS}/history")
     assert response.status_code == 200
     assert revisions_listed(response) == [(3, "deleted"), (2, "updated"), (1, "created")]
@@ -181,6 +187,8 @@ def test_an_unknown_id_or_another_orgs_object_has_no_history_page(client, auth, 
         assert response.status_code == 404 and "Not found" in text_of(response)
     assert "Your org has no process with the id \u201cnothing_here\u201d" in text_of(
         client.get("/view/processes/nothing_here/history"))
+    never = client.get("/view/processes/nothing_here")
+    assert never.status_code == 404 and "Its history" not in text_of(never)
     client.post("/view/logout")
     log_in(client, token=OTHER_TOKEN)
     assert client.get(f"/view/processes/{PROCESS}/history").status_code == 404

@@ -7,7 +7,7 @@ import pytest
 
 from service.pages import graph
 from service.pages.changes import changes, process_changes, product_changes, station_changes
-from service.pages.present import colors_of, limits, number, when
+from service.pages.present import code_spans, colors_of, limits, number, when
 
 # -- present ---------------------------------------------------------------------------------------------------------------
 
@@ -31,6 +31,11 @@ def test_measurement_limits_read_with_their_unit(measurement, shown):
 
 def test_timestamps_read_to_the_minute():
     assert when("2024-05-01T12:34:56.789Z") == "2024-05-01 12:34 UTC"
+
+
+def test_the_ids_a_change_names_are_shown_as_code_and_everything_else_escaped():
+    assert code_spans("step 1 `s_<b>`: text \u201c<i>\u201d added") == (
+        "step 1 <code>s_&lt;b&gt;</code>: text \u201c&lt;i&gt;\u201d added")
 
 
 def test_each_colour_of_a_process_is_defined_once_and_only_well_formed_ones():

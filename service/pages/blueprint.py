@@ -55,9 +55,18 @@ def page_headers(response):
     return response
 
 
-def error_page(status, title, message):
-    """An error answered as a page, with the pages' headers."""
-    return page_headers(make_response(render_template("pages/error.html", title=title, message=message), status))
+class DeletedObject(NotFound):
+    """A 404 for an object that existed and was deleted: its page links to its history, where it can be restored."""
+
+    def __init__(self, description, history_url):
+        super().__init__(description)
+        self.history_url = history_url
+
+
+def error_page(status, title, message, link=None):
+    """An error answered as a page, with the pages' headers; `link` (url, words) leads on from it."""
+    return page_headers(make_response(
+        render_template("pages/error.html", title=title, message=message, link=link), status))
 
 
 @bp.errorhandler(ServiceError)
@@ -82,7 +91,8 @@ def unexpected_error_page(error):
 def not_found_page(error):
     """A 404 as a page; a view's own NotFound says what was not found (an unknown id, or another org's)."""
     said = error.description if error.description != NotFound.description else "There is no such page."
-    return error_page(404, "Not found", said)
+    history_url = getattr(error, "history_url", None)
+    return error_page(404, "Not found", said, (history_url, "Its history") if history_url else None)
 
 
 def method_not_allowed_page(error):

@@ -1,5 +1,9 @@
 """How values of a stored object read on a page: numbers, units, limits, styled text, media. Pure functions, used as
 the templates' filters (service.pages.blueprint registers them); no Flask here."""
+import re
+
+from markupsafe import Markup, escape
+
 from service.domain.processes import COLOR_PATTERN
 
 # A GIF uploaded as a step video (destination stepVideoGif) is shown as an image: <video> does not play GIFs.
@@ -122,7 +126,17 @@ def torque_group_of(step):
     return {action_id: number for number, _, action_ids in torque_groups(step) for action_id in action_ids}
 
 
+# An id as a change's words name it: in backticks (service.pages.changes).
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
+def code_spans(line):
+    """A change's words as HTML: escaped, with each `id` in backticks shown as code."""
+    return Markup(_CODE_SPAN.sub(lambda found: f"<code>{found.group(1)}</code>", str(escape(line))))
+
+
 FILTERS = {
+    "code_spans": code_spans,
     "behaviour": behaviour, "torque_groups": torque_groups, "torque_group_of": torque_group_of,
     "number": number, "when": when, "unit": unit, "quantity_kind": quantity_kind, "limits": limits, "text_classes": text_classes,
     "is_animation": is_animation, "part_label": part_label, "tool_label": tool_label,

@@ -10,7 +10,7 @@ from service.domain.reads import PROCESSES, PRODUCTS, STATIONS, get_object, name
 from service.pages import graph
 from service.pages.changes import changes
 from service.pages.auth import login_required
-from service.pages.blueprint import bp, page_route
+from service.pages.blueprint import DeletedObject, bp, page_route
 from service.pages.present import colors_of
 from service.sessions import session_org
 from service.storage import get_repository
@@ -36,8 +36,13 @@ def _repository():
 
 
 def _stored(kind, identifier):
-    """The org's object of `kind` with this id, or a 404 page saying there is none."""
-    found = get_object(_repository(), g.org, kind, identifier)
+    """The org's object of `kind` with this id, or a 404 page saying there is none (or that it was deleted, with a link
+    to its history)."""
+    repo = _repository()
+    found = get_object(repo, g.org, kind, identifier)
+    if found is None and history_of(repo, g.org, kind, identifier, 1):
+        raise DeletedObject(f"The {WHAT[kind]} \u201c{identifier}\u201d was deleted. Its history stays, and the API or "
+                            "wis restore can bring back any revision.", url_for("pages.history", kind=kind, identifier=identifier))
     if found is None:
         raise NotFound(f"Your org has no {WHAT[kind]} with the id \u201c{identifier}\u201d.")
     return found

@@ -13,7 +13,7 @@ import orjson
 
 from service.storage.contract import DEFAULT_HISTORY_REVISIONS, utc_timestamp
 from service.storage.counter import FileCounter
-from service.storage.disk import disk_errors, lock, remove_stale_temporaries, staging_directory
+from service.storage.disk import disk_errors, lock, remove_stale_temporaries
 from service.storage.faults import FaultStore
 from service.storage.files import names
 from service.storage.files.documents import FileDocumentStore
@@ -21,6 +21,7 @@ from service.storage.files.media import FileMediaStore
 from service.storage.files.streams import FileStreamStore
 from service.storage.fresh_names import name_source
 from service.storage.journal import JournalStore
+from service.storage.node_local import NodeLocal
 from service.storage.schedule import SweepSchedule
 from service.storage.tokens import ensure_secret_key
 
@@ -30,7 +31,7 @@ NAMES_COUNTER = "test-mode/names-counter"
 REPLACING_LOCK = "test-mode/replacing-state"
 
 
-class FileRepository:
+class FileRepository(NodeLocal):
     """The stores of the file backend (service.storage.contract.Repository), rooted in one data directory; the only
     object that touches it."""
 
@@ -90,16 +91,7 @@ class FileRepository:
         made-up names from the start again (test mode)."""
         for org_directory in list(self.orgs_root.iterdir()):
             shutil.rmtree(org_directory, ignore_errors=True)
-        self._forget_test_state()
-
-    def _forget_test_state(self):
-        self.faults.clear()
-        self.journal.clear()
-        self.names_counter.reset()
-
-    def staging_directory(self):
-        """A new directory in the data directory, removed when the block ends (service.storage.contract)."""
-        return staging_directory(self.data_dir)
+        self.forget_test_state()
 
     def replace_state(self, documents, media):
         """Make these the whole state (service.storage.contract.Repository.replace_state): the new orgs' folders are
@@ -116,4 +108,4 @@ class FileRepository:
                     os.replace(org_directory, old_root / org_directory.name)
                 for org_directory in list(new_root.iterdir()):
                     os.replace(org_directory, self.orgs_root / org_directory.name)
-            self._forget_test_state()
+            self.forget_test_state()

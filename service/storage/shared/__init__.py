@@ -13,10 +13,11 @@ from pathlib import Path
 
 from service.errors import ObjectStoreUnavailable
 from service.storage.contract import DEFAULT_HISTORY_REVISIONS, utc_timestamp
-from service.storage.disk import lock, staging_directory
+from service.storage.disk import lock
 from service.storage.faults import FaultStore
 from service.storage.fresh_names import name_source
 from service.storage.journal import JournalStore
+from service.storage.node_local import NodeLocal
 from service.storage.schedule import SweepSchedule
 from service.storage.shared.counter import DatabaseCounter
 from service.storage.shared.database import Database
@@ -33,7 +34,7 @@ SPOOL = "spool"
 REPLACING_LOCK = "test-mode/replacing-state"
 
 
-class SharedRepository:
+class SharedRepository(NodeLocal):
     """The stores of the shared backend (service.storage.contract.Repository)."""
 
     def __init__(self, data_dir, database_url, bucket, prefix="", stream_ttl_seconds=24 * 3600, clock=time.time,
@@ -124,16 +125,7 @@ class SharedRepository:
         self.documents.remove_all()
         shutil.rmtree(self.spool, ignore_errors=True)
         self.spool.mkdir(parents=True, exist_ok=True)
-        self._forget_test_state()
-
-    def _forget_test_state(self):
-        self.faults.clear()
-        self.journal.clear()
-        self.names_counter.reset()
-
-    def staging_directory(self):
-        """A new directory in this node's data directory, removed when the block ends (service.storage.contract)."""
-        return staging_directory(self.data_dir)
+        self.forget_test_state()
 
     def replace_state(self, documents, media):
         """Make these the whole state (service.storage.contract.Repository.replace_state): streams and media go, the
@@ -148,4 +140,4 @@ class SharedRepository:
                 self.documents.load_all(connection, documents, utc_timestamp())
             shutil.rmtree(self.spool, ignore_errors=True)
             self.spool.mkdir(parents=True, exist_ok=True)
-            self._forget_test_state()
+            self.forget_test_state()
