@@ -161,8 +161,10 @@ def test_the_history_of_a_process_says_what_changed_in_words(server, backend, br
     page.get_by_role("link", name="History").click()
     expect(page).to_have_url(re.compile(r"/view/processes/gearbox_assembly/history$"), timeout=WAIT_MS)
     expect(page.get_by_role("heading", level=1)).to_have_text("History of Gearbox assembly")
-    words = "step 1 `step_housing`: action `fit_bolts`: measurement max 22 -> 24 Nm"
+    # The ids are shown as code, without the backticks of the words' plain form.
+    words = "step 1 step_housing: action fit_bolts: measurement max 22 -> 24 Nm"
     expect(page.locator(".changes li")).to_have_text([words])
+    expect(page.locator(".changes li code")).to_have_text(["step_housing", "fit_bolts"])
     expect(page.locator(".revisions tbody tr")).to_have_count(2)
     expect(page.get_by_label("From revision")).to_have_value("1")
     shoot(page, screenshots, backend, "history", width)
