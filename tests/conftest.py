@@ -46,6 +46,14 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "file_backend_only(reason): the test is about the file backend itself (its "
                                        "files, its crash safety) or about something no backend changes; it does "
                                        "not run on the shared backend")
+    config.addinivalue_line("markers", "waits: the module spends most of its time waiting (outages of a minute or "
+                                       "more), so it runs first: with -n, the other workers' tests fill the wait "
+                                       "instead of the wait ending the run")
+
+
+def pytest_collection_modifyitems(items):
+    # A stable sort: the waiting modules first, everything else in its order (xdist hands tests out in this order).
+    items.sort(key=lambda item: item.get_closest_marker("waits") is None)
 
 
 def pytest_generate_tests(metafunc):

@@ -21,6 +21,8 @@ from support.metrics import metric_value
 from support.servers import SHIPPED_WORKER_CLASS
 from support.tokens import HEADERS
 
+pytestmark = pytest.mark.waits
+
 GRAPH = "/graph/v2"
 STATION_CREATE = "mutation($input: StationCreateInput!) { stationCreate(input: $input) }"
 # CONTRACT 13's promises.

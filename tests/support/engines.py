@@ -442,9 +442,10 @@ class SeaweedServer:
                 pass
 
     def remove(self):
-        """Stop the server and delete its directory."""
+        """Kill the server and delete its directory: its data goes, so the orderly shutdown (up to -idleTimeout
+        seconds after a busy session) would buy nothing."""
         try:
-            self.stop()
+            self.kill()
         finally:
             self._remove_grpc_sockets()
             shutil.rmtree(self.directory, ignore_errors=True)
