@@ -22,7 +22,6 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import requests
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from service import create_app
@@ -41,18 +40,13 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-class ServiceSession(requests.Session):
-    """A requests.Session bound to one service: relative paths ('/uploads') go to its base URL, with the token."""
-
-    def __init__(self, base_url, token):
-        super().__init__()
-        self.base_url = base_url.rstrip("/")
-        self.headers[TOKEN_HEADER] = token
-
-    def request(self, method, url, *args, **kwargs):
-        if url.startswith("/"):
-            url = self.base_url + url
-        return super().request(method, url, *args, **kwargs)
+def __getattr__(name):
+    # requests takes about a tenth of a second to import, a fifth of the double's start-up: ServiceSession (a
+    # requests.Session) is imported when first asked for, by name or by `session()`.
+    if name == "ServiceSession":
+        from service.testing_session import ServiceSession
+        return ServiceSession
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ThreadedServer:
@@ -79,6 +73,7 @@ class ThreadedServer:
 
     def session(self):
         """A new ServiceSession for this server: `server.session().get("/_test/objects")`."""
+        from service.testing_session import ServiceSession
         return ServiceSession(self.url, self.token)
 
     def reset(self):

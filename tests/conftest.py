@@ -52,8 +52,15 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(items):
-    # A stable sort: the waiting modules first, everything else in its order (xdist hands tests out in this order).
-    items.sort(key=lambda item: item.get_closest_marker("waits") is None)
+    """The order xdist hands modules out in (pyproject.toml turns its own reordering off): the waiting modules first,
+    then the others by their number of tests, most first (xdist's own order, which put a module of two tests that
+    wait two minutes last, where its wait ended the run). Within a module, the tests keep their order."""
+    modules = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    ordered = sorted(modules.values(),
+                     key=lambda tests: (tests[0].get_closest_marker("waits") is None, -len(tests)))
+    items[:] = [item for tests in ordered for item in tests]
 
 
 def pytest_generate_tests(metafunc):
@@ -73,7 +80,7 @@ def backend(request):
 
 @pytest.fixture(scope="session")
 def shared_backend(postgres, seaweed):
-    """PostgreSQL and SeaweedFS for the session; every app or server gets a database and key prefix of its own."""
+    """PostgreSQL and SeaweedFS for the session; every app or server gets a schema (or database) and key prefix of its own."""
     # boto3 in this process (apps made by create_app) finds the store the way a deployment does: by environment.
     os.environ.update(seaweed.env())
     return SharedBackend(postgres, seaweed.create_bucket("wis-tests"))

@@ -29,7 +29,7 @@ def node_on(tmp_path):
 
 
 def test_a_pg_dump_and_a_bucket_copy_restore_everything(tmp_path, postgres, seaweed, shared_backend, node_on):
-    settings = shared_backend.settings()
+    settings = shared_backend.settings(own_database=True)  # pg_dump takes a whole database
     client = node_on(settings, "node")
     image = blob(PNG, 50_000)
     process = line_process("Assembly")
