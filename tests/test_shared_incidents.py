@@ -15,6 +15,7 @@ import psycopg
 import pytest
 import requests
 
+from service.storage.shared.database import Database
 from support.backends import SharedBackend
 from support.engines import PostgresServer
 from support.metrics import metric_value
@@ -34,8 +35,9 @@ MAX_CONNECTIONS = 20
 
 
 @pytest.fixture(scope="module")
-def own_postgres():
-    """A PostgreSQL for this module alone: the test stops it and fills its connections."""
+def own_postgres(postgres):
+    """A PostgreSQL for this module alone: the test stops it and fills its connections. (After the session's
+    `postgres`, which fails saying how to install PostgreSQL when it is missing, and marks the tests' tier.)"""
     server = PostgresServer(max_connections=MAX_CONNECTIONS)
     yield server
     server.remove()
@@ -181,3 +183,24 @@ def test_max_connections_held_by_others_is_no_outage(node, own_postgres):
     assert set(outcomes) == {"ok"}, outcomes
     assert {status for status, _ in probes} == {200}, probes
     assert all(answer["checks"]["database"] == "ok" for _, answer in probes), probes
+
+
+def test_a_full_server_is_up_for_the_circuits_probe(own_postgres):
+    """The circuit's probe (run by its watcher after any failed database call) connects anew: a server that answers
+    "too many clients" is up, so the pool is kept; a stopped one is down."""
+    database = Database(own_postgres.new_database())
+    others = []
+    try:
+        with pytest.raises(psycopg.OperationalError, match="too many clients|remaining connection slots"):
+            while len(others) < 2 * MAX_CONNECTIONS:
+                others.append(psycopg.connect(own_postgres.url(), connect_timeout=5))
+        database._probe()
+    finally:
+        for connection in others:
+            connection.close()
+    own_postgres.stop()
+    try:
+        with pytest.raises(psycopg.OperationalError):
+            database._probe()
+    finally:
+        own_postgres.start()

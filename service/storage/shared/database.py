@@ -257,8 +257,14 @@ class Database:
             self._circuit.suspect()
 
     def _probe(self):
-        psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_SECONDS, application_name=application_name(
-            self.node_name)).close()
+        """Raise when the database does not answer. A server that answers it is full (max_connections) is up: the
+        pool's connections still serve, and dropping them would turn a full server into an outage."""
+        try:
+            psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_SECONDS, application_name=application_name(
+                self.node_name)).close()
+        except psycopg.OperationalError as error:
+            if _is_down(error):
+                raise
 
     def _went_down(self, _cause):
         # The pool would go on retrying with a backoff that grows to minutes, and logging each attempt: drop it, and
