@@ -25,7 +25,9 @@ DEFAULTS = {("ProcessInput", "startBehavior"): "CONFIRM", ("ProcessInput", "endB
             ("AlertInput", "severity"): "WARNING", ("InputPartInput", "quantity"): 1,
             ("DependencyInput", "quantity"): 1}
 IMAGE, VIDEO = "/api/v1/images/0123456789abcdef-thumb.png", "/api/v1/videos/0123456789abcdef-clip.mp4"
-PROPERTY_SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+# 40 generated inputs per property and backend (60 before 2026-11-25): what the suite's 10 minutes on 2 cores leave
+# room for (docs/development.md). Derandomized: every run tries the same inputs.
+PROPERTY_SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 # ---------------------------------------------------------------- valid inputs
