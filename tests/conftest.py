@@ -80,7 +80,8 @@ def backend(request):
 
 @pytest.fixture(scope="session")
 def shared_backend(postgres, seaweed):
-    """PostgreSQL and SeaweedFS for the session; every app or server gets a schema (or database) and key prefix of its own."""
+    """PostgreSQL and SeaweedFS for the session; every app or server gets a schema (or database) and key prefix of its
+    own."""
     # boto3 in this process (apps made by create_app) finds the store the way a deployment does: by environment.
     os.environ.update(seaweed.env())
     return SharedBackend(postgres, seaweed.create_bucket("wis-tests"))

@@ -42,7 +42,8 @@ def _stored(kind, identifier):
     found = get_object(repo, g.org, kind, identifier)
     if found is None and history_of(repo, g.org, kind, identifier, 1):
         raise DeletedObject(f"The {WHAT[kind]} \u201c{identifier}\u201d was deleted. Its history stays, and the API or "
-                            "wis restore can bring back any revision.", url_for("pages.history", kind=kind, identifier=identifier))
+                            "wis restore can bring back any revision.",
+                            url_for("pages.history", kind=kind, identifier=identifier))
     if found is None:
         raise NotFound(f"Your org has no {WHAT[kind]} with the id \u201c{identifier}\u201d.")
     return found
