@@ -20,6 +20,7 @@ from service.client import Client
 from service.storage import get_repository
 from support.backends import FileBackend, SharedBackend
 from support.engines import POSTGRES_INSTALL, WEED_INSTALL, PostgresServer, SeaweedServer, postgres_bin, weed_binary
+from support.projects import WITHOUT_FOREIGN_PLUGINS
 from support.servers import CHROMIUM, CHROMIUM_ARGS, JS_DIR, SHIPPED_WORKER_CLASS, GunicornServer, PageServer
 from support.tokens import HEADERS, OTHER_HEADERS, TOKEN, TOKENS
 
@@ -256,8 +257,8 @@ def run_project():
     repository's test setup or settings) and returns the finished process, output captured as text."""
     def run(directory):
         environment = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "WIS_"))}
-        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=directory,
-                              env=environment, capture_output=True, text=True, timeout=300)
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *WITHOUT_FOREIGN_PLUGINS],
+                              cwd=directory, env=environment, capture_output=True, text=True, timeout=300)
     return run
 
 

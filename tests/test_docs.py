@@ -20,6 +20,7 @@ import pytest
 import requests
 
 from support.ports import free_port
+from support.projects import WITHOUT_FOREIGN_PLUGINS
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -171,8 +172,8 @@ class ServedPage:
         defines_tests = re.search(r"^def test_", code, re.M) is not None
         script = self.directory / (f"test_example_{number}.py" if defines_tests else f"example_{number}.py")
         script.write_text(code)
-        command = ([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", script.name] if defines_tests
-                   else [sys.executable, script.name])
+        pytest_run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *WITHOUT_FOREIGN_PLUGINS]
+        command = [*pytest_run, script.name] if defines_tests else [sys.executable, script.name]
         done = subprocess.run(command, cwd=self.directory, env=self.env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, f"{code}\n{done.stdout}\n{done.stderr}"
 

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support.projects import WITHOUT_FOREIGN_PLUGINS
+
 pytest_plugins = ["pytester"]
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "test-double.md"
@@ -24,13 +26,13 @@ def test_the_documented_snapshot_examples_pass_as_written(pytester):
 
     tests = example("snapshot fixtures")
     pytester.makepyfile(test_example=tests)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*WITHOUT_FOREIGN_PLUGINS, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=len(re.findall(r"^def (test_\w+)", tests, re.M)))
 
 
 def test_a_test_that_asks_for_wis_snapshot_without_the_marker_is_told_what_it_lacks(pytester):
     pytester.makepyfile(test_example="def test_it(wis_snapshot):\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*WITHOUT_FOREIGN_PLUGINS, "-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(['*the wis_snapshot fixture needs a snapshot to start from: '
                                  '@pytest.mark.wis_snapshot("<archive>.tar.gz")*'])

@@ -3,6 +3,8 @@ installed package (its pytest11 plugin)."""
 import re
 from pathlib import Path
 
+from support.projects import WITHOUT_FOREIGN_PLUGINS
+
 pytest_plugins = ["pytester"]
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "test-double.md"
@@ -14,5 +16,5 @@ def test_the_documented_pytest_example_passes_as_written(pytester):
     tests = re.findall(r"^def (test_\w+)", example.group(1), re.M)
     assert len(tests) >= 5
     pytester.makepyfile(test_example=example.group(1))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*WITHOUT_FOREIGN_PLUGINS, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=len(tests))

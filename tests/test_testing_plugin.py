@@ -1,6 +1,8 @@
 """The pytest plugin (entry point pytest11), exercised the way an integrator's suite would use it."""
 import re
 
+from support.projects import WITHOUT_FOREIGN_PLUGINS
+
 pytest_plugins = ["pytester"]
 
 INTEGRATOR_TESTS = '''
@@ -82,12 +84,12 @@ def test_created_once(wis_client, wis_journal):
 
 def test_integrator_suite_using_the_fixtures_passes(pytester):
     pytester.makepyfile(test_integration=INTEGRATOR_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*WITHOUT_FOREIGN_PLUGINS, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=8)
 
 
 def test_fixtures_are_listed_for_discovery(pytester):
-    result = pytester.runpytest_subprocess("--fixtures")
+    result = pytester.runpytest_subprocess(*WITHOUT_FOREIGN_PLUGINS, "--fixtures")
     # pytest lists a plugin's fixtures sorted by their location as text (line 102 before line 41): any order here.
     listing = result.stdout.str().partition("fixtures defined from service.pytest_plugin")[2]
     listed = re.findall(r"^(wis_\w+)", listing, re.M)
@@ -97,7 +99,7 @@ def test_fixtures_are_listed_for_discovery(pytester):
 
 def seeded_names(pytester, *args):
     """{test name: the names it printed} of one run of SEEDED_TESTS."""
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", *args)
+    result = pytester.runpytest_subprocess(*WITHOUT_FOREIGN_PLUGINS, "-p", "no:cacheprovider", "-s", *args)
     result.assert_outcomes(passed=2)
     return [list(names) for names in re.findall(r"NAMES (\S+) (\S+) (\S+)", result.stdout.str())]
 
@@ -116,7 +118,7 @@ def test_with_a_seed_every_run_and_every_test_gets_the_same_names(pytester):
 
 def test_a_failed_journal_assertion_says_what_was_seen(pytester):
     pytester.makepyfile(test_failing=FAILING_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*WITHOUT_FOREIGN_PLUGINS, "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*AssertionError: expected processCreate of `weld_1` once, saw it twice:",

@@ -4,6 +4,7 @@ import re
 import sys
 from pathlib import Path
 
+from support.projects import WITHOUT_FOREIGN_PLUGINS
 from support.tiers import tier_of_command
 
 TESTS = Path(__file__).resolve().parent
@@ -87,7 +88,7 @@ def run_tiers(pytester, *args):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_tiers_example=TESTS_OF_EACH_TIER, test_exhaustive_example=EXHAUSTIVE)
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
-    return pytester.runpytest_subprocess(*args)
+    return pytester.runpytest_subprocess(*WITHOUT_FOREIGN_PLUGINS, *args)
 
 
 def test_markers_come_from_the_fixtures_and_a_fast_test_that_starts_a_server_fails_naming_it(pytester):
