@@ -10,6 +10,7 @@ given the file's sha and verifies it. `--compare-tree DIR` runs another checkout
 Unlike bench/upload_bench.py, it has no floor, ceiling or chunks-in-flight mode.
 
     .venv/bin/python bench/chunk_bench.py [--runs 4] [--size-mb 500] [--chunk-mb 5] [--parallel 4] [--compare-tree DIR]
+        [--disk-ceiling]
 """
 import http.client
 import json

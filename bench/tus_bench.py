@@ -19,7 +19,11 @@ With `--compare-tree DIR` the service from another checkout runs too, as `before
 swap places every other run (use an even --runs): on this machine the same code measured
 0.6-0.93 x as the server run right after @tus/server against itself run next, with or without the sync.
 
+With `--disk-ceiling` a third contestant, `disk`, copies each file in chunk-sized writes with an fdatasync after each
+(no network, no parsing, no hash): what this disk allows any server that answers a chunk only once it is on disk.
+
     .venv/bin/python bench/tus_bench.py [--runs 3] [--size-mb 500] [--chunk-mb 5] [--parallel 4] [--compare-tree DIR]
+        [--disk-ceiling]
 """
 import argparse
 import base64
@@ -162,14 +166,56 @@ class Reference:
         stop(self.process)
 
 
+class DiskCeiling:
+    """The disk's ceiling for a server that answers a PATCH only once its bytes are on disk: each file copied in
+    `chunk_size` writes, each followed by an fdatasync, in this process (no network, no parsing, no hash). Its
+    "server CPU" is this process's, the copying threads' while it runs alone."""
+    name = "disk"
+
+    def __init__(self, temp):
+        self.directory = temp / "disk-ceiling"
+        self.directory.mkdir()
+
+    @staticmethod
+    def cpu_seconds():
+        return time.process_time()
+
+    def upload(self, file, size, chunk_size, sha):
+        target, latencies = self.directory / file.name, []
+        source, copy = os.open(file, os.O_RDONLY), os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for offset in range(0, size, chunk_size):
+                data = os.pread(source, chunk_size, offset)
+                started = time.perf_counter()
+                os.pwrite(copy, data, offset)
+                os.fdatasync(copy)
+                latencies.append(time.perf_counter() - started)
+        finally:
+            os.close(source)
+            os.close(copy)
+
+        def verify():
+            if sha256_seconds(target)[0] != sha:
+                raise SystemExit("the disk ceiling wrote a different file")
+            target.unlink()
+        return latencies, verify
+
+    def stop(self):
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def server_cpu_seconds(server):
+    return server.cpu_seconds() if isinstance(server, DiskCeiling) else cpu_seconds(server.process.pid)
+
+
 def measure(server, files, size, chunk_size):
     """Upload `files` at once (one thread each); return the run's figures."""
-    cpu_before, client_before = cpu_seconds(server.process.pid), time.process_time()
+    cpu_before, client_before = server_cpu_seconds(server), time.process_time()
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=len(files)) as pool:
         uploads = list(pool.map(lambda item: server.upload(item[0], size, chunk_size, item[1]), files))
     elapsed = time.perf_counter() - start
-    cpu_after, client_after = cpu_seconds(server.process.pid), time.process_time()
+    cpu_after, client_after = server_cpu_seconds(server), time.process_time()
     # Verified outside the timing (a SHA-256 of every stored file, then removed).
     results = []
     for latencies, verify in uploads:
@@ -200,6 +246,8 @@ def main(ours_class=Ours, description=__doc__):
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument("--compare-tree", type=Path, help="also run the service from this checkout (e.g. a worktree "
                         "of the code before a change) as server `before`, alternated with the others")
+    parser.add_argument("--disk-ceiling", action="store_true", help="also copy each file in chunk-sized writes, "
+                        "each fdatasynced, as server `disk`: what the disk allows a server with our durability")
     args = parser.parse_args()
     size, chunk_size = args.size_mb * MB, args.chunk_mb * MB
     ensure_tus_installed()
@@ -218,6 +266,8 @@ def main(ours_class=Ours, description=__doc__):
         servers = [ours, reference]
         if args.compare_tree:
             servers.insert(1, ours_class(temp, "before", args.compare_tree.resolve()))
+        if args.disk_ceiling:
+            servers.append(DiskCeiling(temp))
         try:
             idle = None
             report = {}
@@ -246,6 +296,9 @@ def main(ours_class=Ours, description=__doc__):
                 if "before" in medians:
                     medians["ratio"]["throughput before/tus"] = medians["before"]["mbps"] / medians["tus"]["mbps"]
                     medians["ratio"]["throughput ours/before"] = medians["ours"]["mbps"] / medians["before"]["mbps"]
+                if "disk" in medians:
+                    medians["ratio"]["throughput disk/tus"] = medians["disk"]["mbps"] / medians["tus"]["mbps"]
+                    medians["ratio"]["throughput ours/disk"] = medians["ours"]["mbps"] / medians["disk"]["mbps"]
                 report[mode] = medians
             print(f"\n{args.size_mb} MB per upload in {args.chunk_mb} MB PATCHes, medians of {args.runs} alternated "
                   f"runs after a discarded warm-up; our idle worker peak RSS {max(idle.values()) / 1024:.0f} MB")
