@@ -70,6 +70,9 @@ def process_alive(pid):
         return False
 
 
+LIBRARIES_CONFIG = Path(__file__).with_name("gunicorn_libraries.py")
+
+
 class GunicornServer:
     """Real gunicorn on a free 127.0.0.1 port with its own data directory (and its own shared stores when `backend`
     is the shared one)."""
@@ -89,10 +92,12 @@ class GunicornServer:
         # A file, not a pipe: a pipe nobody reads fills up and blocks a chatty server. Beside the data directory, so
         # it goes with the test's temporary directory; only the server keeps it open.
         self._stderr = Path(data_dir).parent / f"gunicorn-{self.port}.stderr"
+        # Without the shipped config, the master still imports the libraries before it forks (LIBRARIES_CONFIG).
+        config = () if "-c" in extra_args else ("-c", str(LIBRARIES_CONFIG))
         with open(self._stderr, "wb") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{self.port}", "--workers", str(workers),
-                 "--timeout", "120", *extra_args, "service:create_app()"],
+                 "--timeout", "120", *config, *extra_args, "service:create_app()"],
                 env=environment, stdout=subprocess.DEVNULL, stderr=stderr,
             )
         self._wait_ready()
