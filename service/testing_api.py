@@ -151,6 +151,9 @@ def restore():
     repo = get_repository(current_app)
     with repo.staging_directory() as staging:
         state = snapshots.read_snapshot(request.stream, staging)
+        # Imported here: the GraphQL stack is not loaded until something needs it.
+        from service.graphql.inputs import coerced_input
+        snapshots.check_objects(state, coerced_input)
         repo.replace_state(state.documents, state.media)
     return jsonify(status="restored", orgs=state.orgs)
 

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from service.domain import snapshots
-from service.interface import MAX_SNAPSHOT_BYTES
+from service.interface import MAX_SNAPSHOT_BYTES, MEDIA_PATH_ROOT
 from service.testing import SnapshotRefused, ThreadedServer
 from support.media import MP4, png, sha256
 from support.servers import SHIPPED_WORKER_CLASS
@@ -156,15 +156,18 @@ def test_an_empty_server_snapshots_and_restores_to_empty(client):
     assert objects(client) == {}
 
 
-def good_snapshot():
-    """A small valid snapshot of org `default`: one process, one image."""
+def good_snapshot(objects=({"id": "weld_9", "name": "Nine"},), kind="processes"):
+    """A small valid snapshot of org `default`: one process (or the `objects` of `kind`: the first entry), one image
+    (images/0123456789abcdef-a.png under MEDIA_PATH_ROOT)."""
     image = png(500, 3)
     record = {"images/0123456789abcdef-a.png": {"size": len(image), "sha256": sha256(image)}}
-    org_manifest = {"format": 1, "org": "default", "exportedAt": "2026-01-01T00:00:00Z",
-                    "counts": {"stations": 0, "processes": 1, "products": 0, "media": 1}, "media": record}
+    counts = {"stations": 0, "processes": 0, "products": 0, "media": 1}
+    counts[kind] = len(objects)
+    org_manifest = {"format": 1, "org": "default", "exportedAt": "2026-01-01T00:00:00Z", "counts": counts,
+                    "media": record}
     top = {"format": 1, "snapshot": True, "takenAt": "2026-01-01T00:00:00Z",
            "orgs": {"default": org_manifest["counts"]}}
-    return [("default/processes/weld_9.json", json.dumps({"id": "weld_9", "name": "Nine"}).encode()),
+    return [*((f"default/{kind}/{value['id']}.json", json.dumps(value).encode()) for value in objects),
             ("default/media/images/0123456789abcdef-a.png", image),
             ("default/manifest.json", json.dumps(org_manifest).encode()),
             ("manifest.json", json.dumps(top).encode())]
@@ -178,6 +181,23 @@ def test_a_forged_snapshot_restores(client):
     answer = restore(client, forge(good_snapshot()))
     assert answer.status_code == 200, answer.get_data(as_text=True)
     assert objects(client)["default"]["documents"] == {"processes": ["weld_9"]}
+
+
+def test_a_forged_snapshot_whose_objects_name_each_other_and_its_media_restores_and_reads_back(client):
+    process = {"id": "weld_9", "name": "Nine", "image": {"path": MEDIA_PATH_ROOT + "images/0123456789abcdef-a.png"},
+               "steps": [{"id": "step_1", "name": "Weld", "primaryImage": {"path": MEDIA_PATH_ROOT + "images/0123456789abcdef-a.png"}}]}
+    product = {"id": "bike_1", "name": "Bike", "finalProcessId": "weld_9", "dependencies": []}
+    entries = good_snapshot([process])
+    manifest = json.loads(entries[-2][1])
+    manifest["counts"]["products"] = 1
+    top = json.loads(entries[-1][1])
+    top["orgs"]["default"] = manifest["counts"]
+    entries = [entries[0], ("default/products/bike_1.json", json.dumps(product).encode()), entries[1],
+               ("default/manifest.json", json.dumps(manifest).encode()), ("manifest.json", json.dumps(top).encode())]
+    answer = restore(client, forge(entries))
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    assert read(client, "processes", "weld_9")[0]["input"]["image"] == process["image"]
+    assert read(client, "products", "bike_1")[0]["input"]["finalProcessId"] == "weld_9"
 
 
 def test_a_snapshot_unpacked_edited_and_packed_again_with_tar_restores(client, tmp_path):
@@ -220,6 +240,20 @@ def bad_snapshots():
     yield "id differs from its name", forge(replaced(good, "default/processes/weld_9.json", b'{"id": "weld_8"}')), \
         "its id is 'weld_8'"
     yield "not JSON", forge(replaced(good, "default/processes/weld_9.json", b"{")), "not JSON"
+    # Objects the API would refuse as input: the same checks (types, then the rules of their kind).
+    yield "a field of the wrong type", forge(good_snapshot([{"id": "weld_9", "name": {"text": "Nine"}}])), \
+        "default/processes/weld_9.json: process.name: String cannot represent a non string value"
+    yield "a field the input lacks", forge(good_snapshot([{"id": "weld_9", "name": "Nine", "colour": "red"}])), \
+        "not to include unknown field 'colour'"
+    yield "a name past the API's limit", forge(good_snapshot([{"id": "weld_9", "name": "N" * 1001}])), \
+        "process.name: "
+    yield "a rule of its kind broken", forge(good_snapshot([{"id": "weld_9", "name": "Nine", "autoSignoutMinutes": -1}])), \
+        "process.autoSignoutMinutes: must be 0 or more"
+    yield "media the snapshot lacks", forge(good_snapshot([{"id": "weld_9", "name": "Nine", "image": {
+        "path": MEDIA_PATH_ROOT + "images/0123456789abcdef-b.png"}}])), "process.image.path: no image has been uploaded"
+    yield "a product naming a process the snapshot lacks", forge(good_snapshot(
+        [{"id": "bike_1", "name": "Bike", "finalProcessId": "weld_9", "dependencies": []}], kind="products")), \
+        "product.finalProcessId: no process 'weld_9' exists"
     counts = {**org_manifest, "counts": {**org_manifest["counts"], "processes": 2}}
     yield "counts", forge(replaced(good, "default/manifest.json", json.dumps(counts).encode())), "counts"
     yield "media missing", forge([good[0], *good[2:]]), "listed in the manifest but not in the snapshot"

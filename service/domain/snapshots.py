@@ -11,8 +11,9 @@ named after the org, and a top-level manifest written last:
 
 Reading is one streaming pass: each entry is checked as it comes (names, sizes, JSON, ids, the org it claims) and
 received (media into a staging directory, hashed as they are copied; objects' JSON in memory), and what only the
-manifests can tell (counts, sizes and SHA-256 of the media, which orgs) is checked at the end. Any problem refuses the
-whole snapshot (InvalidSnapshot, naming the entry) before the state is touched: a test's starting state is all there
+manifests can tell (counts, sizes and SHA-256 of the media, which orgs) is checked at the end. Then `check_objects`
+checks every object as its create mutation would check it sent alone (types, then the rules of its kind, references to
+processes and media found in the snapshot itself). Any problem refuses the whole snapshot (InvalidSnapshot, naming the entry) before the state is touched: a test's starting state is all there
 or not at all.
 """
 import gzip
@@ -28,6 +29,11 @@ import orjson
 from service import archive
 from service.archive import KINDS, MANIFEST, MEDIA, ArchiveWriter
 from service.domain.inputs import input_of
+from service.domain.processes import check_process
+from service.domain.products import check_product
+from service.domain.reads import PROCESSES, PRODUCTS, STATIONS
+from service.domain.stations import check_station
+from service.domain.validation import InvalidInput
 from service.errors import BodyTooLarge, InvalidSnapshot
 from service.interface import (
     MAX_SNAPSHOT_DOCUMENTS, MAX_SNAPSHOT_ENTRIES, MAX_SNAPSHOT_UNPACKED, MEDIA_PATH_ROOT, ORG_PATTERN)
@@ -101,6 +107,39 @@ def read_snapshot(stream, staging):
     except OSError as error:  # gzip.BadGzipFile and the like; disk errors of the staging are ServiceErrors already
         raise InvalidSnapshot(f"not a .tar.gz snapshot ({error})") from None
     return reading.finish()
+
+
+def check_objects(state, coerce):
+    """Check each object of a StagedState as the API checks an input sent to its create mutation: `coerce(kind, input)`
+    (the schema's types: service.graphql.inputs.coerced_input) then the rules of its kind, with the processes and media
+    it names looked up in the snapshot; InvalidSnapshot naming the first object that breaks one. A restored state is
+    one the API could have built: what it holds reads back, on pages too."""
+    media = {}
+    for item in state.media:
+        media.setdefault(item.org, set()).add(item.path)
+    staged = _StagedObjects(state.documents)
+    checks = {
+        STATIONS: lambda org, value: check_station(value),
+        PROCESSES: lambda org, value: check_process(lambda org, paths: media.get(org, set()) & set(paths), org, value),
+        PRODUCTS: lambda org, value: check_product(staged, org, value),
+    }
+    for document in state.documents:
+        try:
+            checks[document.kind](document.org, coerce(document.kind, input_of(document.kind,
+                                                                               orjson.loads(document.body))))
+        except InvalidInput as error:
+            raise InvalidSnapshot(f"{document.org}/{document.kind}/{document.identifier}.json: {error}; the API would "
+                                  "refuse it as input too") from None
+
+
+class _StagedObjects:
+    """The staged documents as check_product looks processes up (the `existing` of a DocumentView)."""
+
+    def __init__(self, documents):
+        self._keys = {(document.org, document.kind, document.identifier) for document in documents}
+
+    def existing(self, org, kind, identifiers):
+        return {identifier for identifier in identifiers if (org, kind, identifier) in self._keys}
 
 
 def _is_folder(name):

@@ -5,10 +5,15 @@ from service.domain.validation import Problems
 
 def upsert_station(repo, org, data, *, if_revision=None, dry_run=False, restored=False):
     """Check a StationInput dict and store it whole; return what the store did (service.storage.contract.Saved)."""
-    problems = Problems()
-    problems.check_values("station", data)
-    problems.check_id("station.id", data.get("id"))
-    problems.check_name("station.name", data.get("name"))
-    problems.raise_if_any()
+    check_station(data)
     return repo.documents.save(org, STATIONS, data["id"], {"id": data["id"], "name": data["name"]}, restored=restored,
                                if_revision=if_revision, dry_run=dry_run)
+
+
+def check_station(station):
+    """Raise InvalidInput listing every rule the station breaks."""
+    problems = Problems()
+    problems.check_values("station", station)
+    problems.check_id("station.id", station.get("id"))
+    problems.check_name("station.name", station.get("name"))
+    problems.raise_if_any()
