@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from flask import current_app, g, request
 from werkzeug.exceptions import HTTPException
 
-from service.graphql.endpoint import BadGraphQLRequest, read_payload, read_url_parameters
+from service.graphql.http import BadGraphQLRequest, read_payload, read_url_parameters
 from service.interface import GRAPHQL_PATHS, MAX_REQUEST_BODY, parse_media_path
 from service.storage import get_repository
 

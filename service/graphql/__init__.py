@@ -10,8 +10,8 @@ from graphql import GraphQLError
 
 from service.auth import require_org
 from service.errors import ConfigurationError, Unauthenticated, graphql_code, http_status
-from service.graphql.endpoint import BadGraphQLRequest, GraphQLEndpoint, read_payload, read_url_parameters
-from service.graphql.errors import request_error
+from service.graphql.endpoint import GraphQLEndpoint
+from service.graphql.http import BadGraphQLRequest, read_payload, read_url_parameters, request_error
 from service.graphql.resolvers import BINDABLES
 from service.interface import GRAPHQL_PATHS, TOKEN_HEADER, TOKEN_HEADER_ALIAS
 from service.observability import count_graphql_errors
