@@ -9,9 +9,10 @@ def create_app(config_overrides=None):
     """Build the app: config -> storage -> observability -> CORS -> auth and sessions -> error handlers -> body limits
     -> blueprints.
 
-    The GraphQL endpoint (graphql-core, ariadne and the schema) is built here, so that no request waits for it and a
-    broken schema stops the start, unless the override LOAD_ON_FIRST_REQUEST is true: then the first request that
-    needs it builds it (the embedded test double, service.testing, which must answer /healthz fast).
+    What only some requests need (the GraphQL endpoint: graphql-core, ariadne and the schema; marshmallow for the
+    request schemas of uploads and test mode) is loaded here, so that no request waits for it and a broken schema stops
+    the start, unless the override LOAD_ON_FIRST_REQUEST is true: then the first request that needs it loads it (the
+    embedded test double, service.testing, which must answer /healthz fast).
     """
     from flask import Flask
 

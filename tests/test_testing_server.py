@@ -109,13 +109,13 @@ def test_threaded_server_works_from_a_plain_script_without_pytest(tmp_path):
     assert output.split() == ["ok", "False"]
 
 
-def test_threaded_server_loads_graphql_on_the_first_graphql_request(tmp_path):
+def test_threaded_server_loads_graphql_and_marshmallow_on_the_first_request_that_needs_them(tmp_path):
     output = run_python(
         tmp_path,
         "import json, sys, urllib.request\n"
         "from service.testing import ThreadedServer\n"
         "def loaded():\n"
-        "    return sorted(name for name in ('graphql', 'ariadne') if name in sys.modules)\n"
+        "    return sorted(name for name in ('graphql', 'ariadne', 'marshmallow') if name in sys.modules)\n"
         "def post(server, path, body):\n"
         "    request = urllib.request.Request(server.url + path, data=json.dumps(body).encode(), headers={\n"
         "        'Content-Type': 'application/json', **server.headers})\n"
@@ -124,12 +124,28 @@ def test_threaded_server_loads_graphql_on_the_first_graphql_request(tmp_path):
         "with ThreadedServer() as server:\n"
         "    print(json.dumps(loaded()))\n"
         "    print(json.dumps(post(server, '/graph/v2', {'query': '{ __typename stations(first: 5) { id } }'})))\n"
-        "    print(json.dumps(loaded()))\n")
+        "    print(json.dumps(loaded()))\n"
+        "    status, _ = post(server, '/uploads', {'destinationId': 'stepImage', 'fileName': 'a.png', 'fileSize': 1,\n"
+        "                                         'sha': 64 * '0'})\n"
+        "    print(json.dumps([status, loaded()]))\n")
     assert [json.loads(line) for line in output.splitlines()] == [
         [],
         [200, {"data": {"__typename": "Query", "stations": []}}],
         ["ariadne", "graphql"],
+        [201, ["ariadne", "graphql", "marshmallow"]],
     ]
+
+
+def test_an_app_that_does_not_load_on_first_request_loads_graphql_and_marshmallow_at_once(tmp_path):
+    # What gunicorn's workers run: no first request waits for them.
+    output = run_python(
+        tmp_path,
+        "import sys\n"
+        "from service import create_app\n"
+        f"app = create_app({{'DATA_DIR': {str(tmp_path / 'data')!r}, 'API_TOKENS': {TOKENS!r}, 'TEST_MODE': True}})\n"
+        "print(sorted(name for name in ('graphql', 'ariadne', 'marshmallow') if name in sys.modules))\n"
+        "print('graphql' in app.extensions)\n")
+    assert output.splitlines() == ["['ariadne', 'graphql', 'marshmallow']", "True"]
 
 
 def test_concurrent_first_graphql_requests_wait_for_one_endpoint_and_all_get_their_answers(monkeypatch):
