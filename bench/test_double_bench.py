@@ -2,8 +2,11 @@
 
 1. Start-up. In a fresh interpreter each time: importing service.testing, then `ThreadedServer()` to the first
    answered request (`start()` returns once /healthz answered), against a bare Flask app with one route served the
-   same way (werkzeug's threaded server in a thread, the first request through urllib). The two alternate
-   `--runs` times after one discarded warm-up each; medians of wall and CPU seconds.
+   same way (werkzeug's threaded server in a thread, the first request through urllib). Then the same to the first
+   GraphQL answer: a `{ __typename }` POST to /graph/v2 right after `start()` (the double loads graphql-core,
+   ariadne and its schema on that first GraphQL request), against a bare Ariadne app with a one-field schema served
+   the same way (/healthz first, then the POST). The cases alternate `--runs` times after one discarded warm-up
+   each; medians of wall and CPU seconds.
 2. The pytest session. `python -m pytest` on a one-test file whose test asks for the plugin's `wis_server`, against
    the same file with a session fixture serving the bare Flask app, and against an empty test with the plugin
    loaded but unused and with it disabled (`-p no:work_instruction_service`): what the plugin costs when used and
@@ -45,6 +48,17 @@ print(json.dumps({"import": imported - started, "first_answer": answered - impor
                   "cpu": time.process_time() - cpu}))
 server.stop()
 """
+# The bare app (`app`, built by the script) with /healthz, served the way ThreadedServer serves, to its first answer.
+BARE_SERVE = """
+class Quiet(WSGIRequestHandler):
+    def log_request(self, *args, **kwargs):
+        pass
+app.get("/healthz", endpoint="health")(lambda: {"status": "ok"})
+server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/healthz", timeout=10).read()
+answered = time.perf_counter()
+"""
 BARE_START = """
 import json, time
 started, cpu = time.perf_counter(), time.process_time()
@@ -52,17 +66,51 @@ import threading, urllib.request
 from flask import Flask
 from werkzeug.serving import WSGIRequestHandler, make_server
 imported = time.perf_counter()
-class Quiet(WSGIRequestHandler):
-    def log_request(self, *args, **kwargs):
-        pass
 app = Flask("bare")
-app.get("/healthz")(lambda: {"status": "ok"})
-server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/healthz", timeout=10).read()
-answered = time.perf_counter()
+""" + BARE_SERVE + """
 print(json.dumps({"import": imported - started, "first_answer": answered - imported, "wall": answered - started,
                   "cpu": time.process_time() - cpu}))
+server.shutdown()
+"""
+# To the first GraphQL answer: the same start, then a query right after the first answer.
+GRAPHQL_QUERY = """
+query_request = urllib.request.Request(URL + "/graph/v2", data=b'{"query": "{ __typename }"}',
+                                       headers={"Content-Type": "application/json", **HEADERS})
+assert json.loads(urllib.request.urlopen(query_request, timeout=10).read()) == {"data": {"__typename": "Query"}}
+graphql_answered = time.perf_counter()
+print(json.dumps({"import": imported - started, "first_answer": answered - imported,
+                  "first_graphql": graphql_answered - answered, "wall": graphql_answered - started,
+                  "cpu": time.process_time() - cpu}))
+"""
+SERVICE_GRAPHQL = """
+import json, time
+started, cpu = time.perf_counter(), time.process_time()
+import urllib.request
+from service.testing import ThreadedServer
+imported = time.perf_counter()
+server = ThreadedServer().start()
+answered = time.perf_counter()
+URL, HEADERS = server.url, {"x-service-api-org": server.token}
+""" + GRAPHQL_QUERY + """
+server.stop()
+"""
+# A bare Ariadne app: a one-field schema, built before serving, as Ariadne's examples do.
+BARE_GRAPHQL = """
+import json, time
+started, cpu = time.perf_counter(), time.process_time()
+import threading, urllib.request
+from ariadne import QueryType, graphql_sync, make_executable_schema
+from flask import Flask, request
+from werkzeug.serving import WSGIRequestHandler, make_server
+imported = time.perf_counter()
+query = QueryType()
+query.set_field("hello", lambda *_: "hello")
+schema = make_executable_schema("type Query { hello: String }", query)
+app = Flask("bare")
+app.post("/graph/v2", endpoint="graphql")(lambda: graphql_sync(schema, request.get_json())[1])
+""" + BARE_SERVE + """
+URL, HEADERS = f"http://127.0.0.1:{server.server_port}", {}
+""" + GRAPHQL_QUERY + """
 server.shutdown()
 """
 
@@ -131,9 +179,11 @@ def median_of(rows, key):
 
 
 def start_up(runs, baseline):
-    cases = {"service ThreadedServer": (SERVICE_START, ROOT), "bare Flask app": (BARE_START, ROOT)}
+    cases = {"service ThreadedServer": (SERVICE_START, ROOT), "bare Flask app": (BARE_START, ROOT),
+             "service, 1st GraphQL": (SERVICE_GRAPHQL, ROOT), "bare Ariadne app": (BARE_GRAPHQL, ROOT)}
     if baseline:
         cases["service, baseline source"] = (SERVICE_START, Path(baseline).resolve())
+        cases["baseline, 1st GraphQL"] = (SERVICE_GRAPHQL, Path(baseline).resolve())
     for script, source in cases.values():
         run_script(script, source)  # warm-up: .pyc files, the page cache
     results = {name: [] for name in cases}
@@ -141,13 +191,20 @@ def start_up(runs, baseline):
         for name, (script, source) in cases.items():
             results[name].append(run_script(script, source))
     print(f"\n1. start-up, fresh interpreter, median of {runs} (seconds)")
-    print(f"{'':24} {'import':>8} {'to 1st answer':>14} {'both':>8} {'CPU':>8}")
+    print(f"{'':24} {'import':>8} {'to 1st answer':>14} {'then GraphQL':>13} {'total':>8} {'CPU':>8}")
     for name, rows in results.items():
-        print(f"{name:24} {median_of(rows, 'import'):8.3f} {median_of(rows, 'first_answer'):14.3f} "
+        graphql = f"{median_of(rows, 'first_graphql'):13.3f}" if "first_graphql" in rows[0] else f"{'':13}"
+        print(f"{name:24} {median_of(rows, 'import'):8.3f} {median_of(rows, 'first_answer'):14.3f} {graphql} "
               f"{median_of(rows, 'wall'):8.3f} {median_of(rows, 'cpu'):8.3f}")
-    for measure in ("wall", "cpu"):
-        service, bare = (median_of(results[name], measure) for name in list(cases)[:2])
-        print(f"ratio of {measure} (import + start to first answer): {service / bare:.2f}x")
+    ratios = [("import + start to first answer", "service ThreadedServer", "bare Flask app"),
+              ("to the first GraphQL answer", "service, 1st GraphQL", "bare Ariadne app")]
+    if baseline:
+        ratios += [("baseline, to first answer", "service, baseline source", "bare Flask app"),
+                   ("baseline, to first GraphQL", "baseline, 1st GraphQL", "bare Ariadne app")]
+    for label, service, bare in ratios:
+        wall, cpu = ((median_of(results[service], measure) / median_of(results[bare], measure))
+                     for measure in ("wall", "cpu"))
+        print(f"ratio to the bare app, {label}: wall {wall:.2f}x, CPU {cpu:.2f}x")
 
 
 def pytest_session(runs):

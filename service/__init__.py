@@ -7,7 +7,13 @@ loads in every project that has the package installed, or the client) must not p
 
 def create_app(config_overrides=None):
     """Build the app: config -> storage -> observability -> CORS -> auth and sessions -> error handlers -> body limits
-    -> blueprints."""
+    -> blueprints.
+
+    What only some requests need (the GraphQL endpoint: graphql-core, ariadne and the schema; marshmallow for the
+    request schemas of uploads and test mode) is loaded here, so that no request waits for it and a broken schema stops
+    the start, unless the override LOAD_ON_FIRST_REQUEST is true: then the first request that needs it loads it (the
+    embedded test double, service.testing, which must answer /healthz fast).
+    """
     from flask import Flask
 
     from service import auth, body_limits, cors, error_handlers, health, sessions, storage

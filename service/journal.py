@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 from flask import current_app, g, request
 from werkzeug.exceptions import HTTPException
 
-from service.graphql.endpoint import BadGraphQLRequest, read_payload, read_url_parameters
+from service.graphql import endpoint_of
+from service.graphql.http import BadGraphQLRequest, read_payload, read_url_parameters
 from service.interface import GRAPHQL_PATHS, MAX_REQUEST_BODY, parse_media_path
 from service.storage import get_repository
 
@@ -58,7 +59,7 @@ def _calls(response):
     """[(operation, ids)] of the request: a GraphQL request's root fields, else one call without an operation."""
     parameters = _graphql_parameters() if request.path in GRAPHQL_PATHS else None
     if parameters is not None:
-        calls = current_app.extensions["graphql"].root_calls(*parameters)
+        calls = endpoint_of(current_app).root_calls(*parameters)
         if calls:
             return calls
     return [(None, _upload_ids(response) if request.path.startswith(UPLOADS) else _media_ids())]

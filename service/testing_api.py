@@ -2,9 +2,10 @@
 faults.
 
 Registered only when TEST_MODE is on (absent, so 404, otherwise), and they need the API token. Faults and the
-journal live in the data directory under locks, so they hold across gunicorn workers as well as threads.
+journal live in the data directory under locks, so they hold across gunicorn workers as well as threads. The request
+schemas are in service.testing_api_schemas, imported by the views that use them (marshmallow costs the embedded test
+double a tenth of a second at start-up) unless init_app imported them.
 """
-import re
 import socket
 import struct
 import tempfile
@@ -12,62 +13,20 @@ import time
 import uuid
 
 from flask import Blueprint, current_app, g, jsonify, request, send_file
-from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from service import journal
 from service.auth import require_org
 from service.domain import snapshots
 from service.storage import get_repository
 from service.storage.disk import disk_errors
-from service.uploads.schemas import load
 
 PREFIX = "/_test"
-FAULT_KINDS = ("status", "delay", "drop", "reset")
 DEFAULT_FAULT_ERROR = "fault injected by the test-mode API"
 # A snapshot this small is written in memory before it is sent; a larger one goes on to a temporary file.
 SNAPSHOT_IN_MEMORY = 8 * 1024 * 1024
 
 bp = Blueprint("testing_api", __name__, url_prefix=PREFIX)
 bp.before_request(require_org)
-
-
-class JsonNumber(fields.Float):
-    """A JSON number; a string holding one ("0.5") is refused, where marshmallow's Float would convert it."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if not isinstance(value, (int, float)):
-            raise self.make_error("invalid")
-        return super()._deserialize(value, attr, data, **kwargs)
-
-
-class FaultSchema(Schema):
-    error_messages = {"unknown": "unknown field", "type": "must be a JSON object"}
-    method = fields.String(load_default=None,
-                           validate=validate.Regexp(r"^[A-Za-z]{1,20}$", error="must be an HTTP method"))
-    # A regular expression searched in the request path: anchor it (^/uploads$) to match one route only.
-    path = fields.String(load_default=".*")
-    times = fields.Integer(strict=True, load_default=1, validate=validate.Range(min=1, max=10_000))
-    status = fields.Integer(strict=True, validate=validate.Range(min=400, max=599))
-    error = fields.String(validate=validate.Length(max=1000))
-    delay = fields.Float(validate=validate.Range(min=0, max=60, min_inclusive=False))
-    drop = fields.Boolean(validate=validate.Equal(True, error="must be true when given"))
-    # The connection is closed before any work is done: the client gets no answer at all.
-    reset = fields.Boolean(validate=validate.Equal(True, error="must be true when given"))
-    # Each matching request fails with this probability (seeded by WIS_TEST_SEED when set); `times` counts failures.
-    rate = JsonNumber(error_messages={"invalid": "must be a number from 0 to 1"},
-                      validate=validate.Range(min=0, max=1, error="must be a number from 0 to 1"))
-
-    @validates_schema
-    def one_kind(self, data, **kwargs):
-        try:
-            re.compile(data["path"])
-        except re.error as exc:
-            raise ValidationError(f"not a regular expression: {exc}", "path") from None
-        given = [kind for kind in FAULT_KINDS if kind in data]
-        if len(given) != 1:
-            raise ValidationError(f"give exactly one of {', '.join(FAULT_KINDS)}; got {len(given)}")
-        if "error" in data and "status" not in data:
-            raise ValidationError("only a status fault has an error message", "error")
 
 
 def _inject_fault():
@@ -165,22 +124,21 @@ def objects():
     return jsonify(orgs={org: _org_objects(repo, org) for org in repo.orgs()})
 
 
-class JournalQuerySchema(Schema):
-    error_messages = {"unknown": "unknown parameter"}
-    since = fields.Integer(load_default=0, error_messages={"invalid": "must be a whole number: the seq of the last "
-                                                                      "entry you have (0 for all)"},
-                           validate=validate.Range(min=0, error="must be 0 or more"))
-
-
 @bp.get("/requests")
 def requests_received():
     """The request journal, oldest first: the entries after `since`, at most the last 10,000."""
+    from service.testing_api_schemas import JournalQuerySchema
+    from service.uploads.schemas import load
+
     since = load(JournalQuerySchema(), request.args)["since"]
     return jsonify(requests=get_repository(current_app).journal.read(since))
 
 
 @bp.post("/faults")
 def add_fault():
+    from service.testing_api_schemas import FaultSchema
+    from service.uploads.schemas import load
+
     fault = load(FaultSchema(), request.get_json(silent=True))
     fault["id"] = uuid.uuid4().hex
     fault["method"] = fault["method"].upper() if fault["method"] else None
@@ -202,6 +160,8 @@ def clear_faults():
 
 def init_app(app):
     """Register the /_test/ endpoints, the fault hooks and the journal; call only when TEST_MODE is on."""
+    if not app.config.get("LOAD_ON_FIRST_REQUEST"):
+        import service.testing_api_schemas  # noqa: F401 (marshmallow now, so that no request waits for it)
     app.register_blueprint(bp)
     app.before_request(_inject_fault)
     app.after_request(_drop_if_marked)

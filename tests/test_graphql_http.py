@@ -474,6 +474,30 @@ def test_schema_load_failure_names_the_file(monkeypatch):
     assert "missing-schema.graphql" in str(excinfo.value)
 
 
+def test_create_app_builds_the_endpoint_at_once_and_a_broken_schema_stops_it(tmp_path, monkeypatch):
+    config = {"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS}
+    # Built by create_app (what gunicorn's workers run): no request waits for graphql-core and the schema.
+    assert "graphql" in create_app(config).extensions
+    monkeypatch.setattr("service.graphql.SCHEMA_FILE", "missing-schema.graphql")
+    with pytest.raises(ConfigurationError, match="missing-schema.graphql"):
+        create_app(config)
+
+
+def test_an_app_loading_on_first_request_builds_the_endpoint_then(tmp_path, monkeypatch, auth, caplog):
+    config = {"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS, "LOAD_ON_FIRST_REQUEST": True}
+    app = create_app(config)
+    assert "graphql" not in app.extensions
+    assert gql(app.test_client(), auth, "{ __typename }") == (200, {"data": {"__typename": "Query"}})
+    assert "graphql" in app.extensions
+    # A schema that cannot be loaded fails each GraphQL request, the log naming the file; the rest keeps working.
+    monkeypatch.setattr("service.graphql.SCHEMA_FILE", "missing-schema.graphql")
+    client = create_app(config).test_client()
+    assert client.get("/healthz").status_code == 200
+    for _ in range(2):
+        assert client.post("/graph/v2", headers=auth, json={"query": "{ __typename }"}).status_code == 500
+    assert "cannot load the GraphQL schema from" in caplog.text and "missing-schema.graphql" in caplog.text
+
+
 def test_resolver_failure_is_a_graphql_error_without_details(app, client, auth, monkeypatch):
     def broken(*_args):
         raise RuntimeError("secret internals")

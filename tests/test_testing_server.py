@@ -1,8 +1,12 @@
 """The embeddable threaded server (service.testing) and the test-mode state endpoints."""
 import hashlib
+import json
 import os
 import subprocess
 import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -85,14 +89,89 @@ def test_objects_lists_what_each_org_stored_and_reset_removes_it(tmp_path):
         assert session.get(f"/uploads/{stream_id}", timeout=10).status_code == 404
 
 
+def run_python(tmp_path, text):
+    """What `text` printed, run as a script by a fresh interpreter (this one imported everything long ago)."""
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 def test_threaded_server_works_from_a_plain_script_without_pytest(tmp_path):
-    script = tmp_path / "embed.py"
-    script.write_text(
+    output = run_python(
+        tmp_path,
         "import sys, requests\n"
         "from service.testing import ThreadedServer\n"
         "with ThreadedServer() as server:\n"
         "    print(requests.get(server.url + '/healthz', timeout=5).json()['status'])\n"
         "print('pytest' in sys.modules)\n")
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["ok", "False"]
+    assert output.split() == ["ok", "False"]
+
+
+def test_threaded_server_loads_graphql_and_marshmallow_on_the_first_request_that_needs_them(tmp_path):
+    output = run_python(
+        tmp_path,
+        "import json, sys, urllib.request\n"
+        "from service.testing import ThreadedServer\n"
+        "def loaded():\n"
+        "    return sorted(name for name in ('graphql', 'ariadne', 'marshmallow') if name in sys.modules)\n"
+        "def post(server, path, body):\n"
+        "    request = urllib.request.Request(server.url + path, data=json.dumps(body).encode(), headers={\n"
+        "        'Content-Type': 'application/json', **server.headers})\n"
+        "    with urllib.request.urlopen(request, timeout=30) as response:\n"
+        "        return response.status, json.loads(response.read())\n"
+        "with ThreadedServer() as server:\n"
+        "    print(json.dumps(loaded()))\n"
+        "    print(json.dumps(post(server, '/graph/v2', {'query': '{ __typename stations(first: 5) { id } }'})))\n"
+        "    print(json.dumps(loaded()))\n"
+        "    status, _ = post(server, '/uploads', {'destinationId': 'stepImage', 'fileName': 'a.png', 'fileSize': 1,\n"
+        "                                         'sha': 64 * '0'})\n"
+        "    print(json.dumps([status, loaded()]))\n")
+    assert [json.loads(line) for line in output.splitlines()] == [
+        [],
+        [200, {"data": {"__typename": "Query", "stations": []}}],
+        ["ariadne", "graphql"],
+        [201, ["ariadne", "graphql", "marshmallow"]],
+    ]
+
+
+def test_an_app_that_does_not_load_on_first_request_loads_graphql_and_marshmallow_at_once(tmp_path):
+    # What gunicorn's workers run: no first request waits for them.
+    output = run_python(
+        tmp_path,
+        "import sys\n"
+        "from service import create_app\n"
+        f"app = create_app({{'DATA_DIR': {str(tmp_path / 'data')!r}, 'API_TOKENS': {TOKENS!r}, 'TEST_MODE': True}})\n"
+        "print(sorted(name for name in ('graphql', 'ariadne', 'marshmallow') if name in sys.modules))\n"
+        "print('graphql' in app.extensions)\n")
+    assert output.splitlines() == ["['ariadne', 'graphql', 'marshmallow']", "True"]
+
+
+def test_concurrent_first_graphql_requests_wait_for_one_endpoint_and_all_get_their_answers(monkeypatch):
+    from service.graphql import endpoint as endpoint_module
+
+    built = []
+
+    class SlowToBuild(endpoint_module.GraphQLEndpoint):
+        def __init__(self, schema):
+            built.append(self)
+            time.sleep(0.2)  # keeps the build going while the other requests arrive
+            super().__init__(schema)
+
+    monkeypatch.setattr(endpoint_module, "GraphQLEndpoint", SlowToBuild)
+    count = 8
+    with ThreadedServer() as server:
+        assert "graphql" not in server.app.extensions
+        barrier = threading.Barrier(count)
+
+        def ask(number):
+            barrier.wait()
+            return requests.post(server.url + "/graph/v2", headers=server.headers, timeout=30,
+                                 json={"query": f"{{ n{number}: __typename }}"})
+
+        with ThreadPoolExecutor(count) as pool:
+            answers = list(pool.map(ask, range(count)))
+    assert [(answer.status_code, answer.json()) for answer in answers] == [
+        (200, {"data": {f"n{number}": "Query"}}) for number in range(count)]
+    assert built == [server.app.extensions["graphql"]]

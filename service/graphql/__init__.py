@@ -1,18 +1,21 @@
 """The GraphQL endpoint at `/graph/v2` (and `/graphql`, the vendor's other spelling): `POST` runs operations for the
-token's org; `GET` runs queries given as URL parameters (GraphQL over HTTP) and shows a browser the explorer."""
+token's org; `GET` runs queries given as URL parameters (GraphQL over HTTP) and shows a browser the explorer.
+
+This module and service.graphql.http import no graphql-core nor ariadne: those and the executable schema (about 0.3 s
+together) are loaded when the app's GraphQLEndpoint is built (`endpoint_of`). `init_app` builds it at once, so that
+no request of a server waits for it and a broken schema stops the app from starting; an app configured with
+LOAD_ON_FIRST_REQUEST (the embedded test double, service.testing) builds it when a request first needs it.
+"""
 import functools
 import json
+import threading
 from importlib import resources
 
-from ariadne import make_executable_schema
 from flask import Blueprint, Response, current_app, g, jsonify, render_template, request
-from graphql import GraphQLError
 
 from service.auth import require_org
 from service.errors import ConfigurationError, Unauthenticated, graphql_code, http_status
-from service.graphql.endpoint import BadGraphQLRequest, GraphQLEndpoint, read_payload, read_url_parameters
-from service.graphql.errors import request_error
-from service.graphql.resolvers import BINDABLES
+from service.graphql.http import BadGraphQLRequest, read_payload, read_url_parameters, request_error
 from service.interface import GRAPHQL_PATHS, TOKEN_HEADER, TOKEN_HEADER_ALIAS
 from service.observability import count_graphql_errors
 from service.storage import get_repository
@@ -51,6 +54,11 @@ def load_schema():
 def _executable_schema(path):
     # Built once per process and file: the schema is the same for every app (resolvers are bound at import), and
     # building it was four fifths of create_app's time, which an embedding test suite pays per app.
+    from ariadne import make_executable_schema
+    from graphql import GraphQLError
+
+    from service.graphql.resolvers import BINDABLES
+
     try:
         return make_executable_schema(path.read_text(encoding="utf-8"), *BINDABLES)
     except (OSError, UnicodeDecodeError, GraphQLError, TypeError, ValueError) as error:
@@ -118,7 +126,7 @@ def _explorer_page():
 
 def _answer(read_parameters, source, mutations):
     """Run the request whose parameters `read_parameters(source)` reads; answer JSON of the type the client prefers."""
-    endpoint = current_app.extensions["graphql"]
+    endpoint = endpoint_of(current_app)
     try:
         parameters = read_parameters(source)
     except BadGraphQLRequest as refusal:
@@ -147,7 +155,28 @@ def _answer_type():
     return JSON
 
 
+# One for all apps: building an endpoint is mostly the process's one schema (and imports), built once either way.
+_building = threading.Lock()
+
+
+def endpoint_of(app):
+    """The app's GraphQLEndpoint (in app.extensions["graphql"]), built by the first caller; callers that come while it
+    is being built (the threads of a threaded server) wait for it. A schema that cannot be loaded raises
+    ConfigurationError at each call until it can."""
+    endpoint = app.extensions.get("graphql")
+    if endpoint is None:
+        with _building:
+            endpoint = app.extensions.get("graphql")
+            if endpoint is None:
+                from service.graphql.endpoint import GraphQLEndpoint
+
+                endpoint = app.extensions["graphql"] = GraphQLEndpoint(load_schema())
+    return endpoint
+
+
 def init_app(app):
-    """Load the schema once, then serve the GraphQL paths."""
-    app.extensions["graphql"] = GraphQLEndpoint(load_schema())
+    """Serve the GraphQL paths; build the endpoint now (the schema loaded once per process) unless the app asks for it
+    on first request."""
+    if not app.config.get("LOAD_ON_FIRST_REQUEST"):
+        endpoint_of(app)
     app.register_blueprint(bp)

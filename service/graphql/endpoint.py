@@ -1,4 +1,5 @@
-"""Running one GraphQL-over-HTTP request: body checks, cached parse and validation, execution, response.
+"""Running one GraphQL request: cached parse and validation, execution, response (its parameters are read from the
+HTTP request by service.graphql.http).
 
 Parsing and validating a query text is done once per distinct text (an LRU cache): clients send the
 same few mutation texts over and over, with different variables. The cache is bounded by the length of
@@ -8,12 +9,9 @@ alive, 256 read queries with an id written in each 25 MB. Variables are coerced 
 compiled once per input type (service.graphql.coercion), falling back to graphql-core's own coercion
 for values those refuse, so that errors keep their usual form.
 """
-import json
 import threading
 from collections import OrderedDict
 from typing import NamedTuple
-
-import orjson
 
 from graphql import (
     DocumentNode,
@@ -32,8 +30,9 @@ from graphql import (
 from service.graphql.budget import BudgetedExecutor
 from service.graphql.calls import root_calls
 from service.graphql.coercion import PrecoercedExecutor, VariableCoercer, without_variable_definitions
-from service.graphql.errors import format_execution_errors, request_error, variable_errors
-from service.graphql.limits import MAX_QUERY_LENGTH, MAX_TOKENS, QueryLimits, capped
+from service.graphql.errors import format_execution_errors, variable_errors
+from service.graphql.http import request_error
+from service.graphql.limits import MAX_TOKENS, QueryLimits, capped
 
 CACHE_SIZE = 256
 # At most this many characters of query text in the cache (about 20 MB of parsed documents at worst: up to
@@ -42,69 +41,6 @@ CACHE_SIZE = 256
 # would push out dozens of the short texts that do).
 CACHE_SIZE_CHARS = 64 * 1024
 CACHED_QUERY_LENGTH = 8 * 1024
-
-
-class BadGraphQLRequest(Exception):
-    """The request cannot be run at all; answered with `status` and `{"errors": [...]}`."""
-
-    def __init__(self, errors, status=400):
-        super().__init__(errors)
-        self.errors = errors
-        self.status = status
-
-
-def _refuse_constant(name):
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _load_with_json(body):
-    """The body parsed by the json module (UTF-16 and UTF-32 too), or BadGraphQLRequest saying what is wrong."""
-    try:
-        return json.loads(body, parse_constant=_refuse_constant)
-    except RecursionError:
-        raise BadGraphQLRequest([request_error("the JSON body is nested too deeply")]) from None
-    except ValueError as error:
-        raise BadGraphQLRequest([request_error(f"the body must be a JSON object with `query` and `variables`: {error}")]) from None
-
-
-def read_payload(body):
-    """The POSTed JSON object as (query, variables, operation_name), or BadGraphQLRequest naming the problem."""
-    try:
-        # orjson is several times faster on a large body; a body it refuses gets the json module's verdict.
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        payload = _load_with_json(body)
-    if not isinstance(payload, dict):
-        raise BadGraphQLRequest([request_error("the body must be a JSON object with `query` and `variables`")])
-    return _checked(payload.get("query"), payload.get("variables"), payload.get("operationName"))
-
-
-def read_url_parameters(args):
-    """A GET request's URL parameters (GraphQL over HTTP: `query`, `variables` as a JSON text, `operationName`) as
-    (query, variables, operation_name), or BadGraphQLRequest naming the problem."""
-    variables = args.get("variables") or None
-    if variables is not None:
-        try:
-            variables = orjson.loads(variables)
-        except orjson.JSONDecodeError as error:
-            raise BadGraphQLRequest([request_error(f"the `variables` parameter must be a JSON object: {error}")]) from None
-    # An empty operationName is the same as none (GraphQL over HTTP, GET).
-    return _checked(args.get("query"), variables, args.get("operationName") or None)
-
-
-def _checked(query, variables, operation_name):
-    """The three parameters of a GraphQL request once they have the right types and sizes."""
-    if not isinstance(query, str) or not query.strip():
-        raise BadGraphQLRequest([request_error("`query` must be a non-empty string holding the GraphQL document")])
-    if len(query) > MAX_QUERY_LENGTH:
-        raise BadGraphQLRequest([request_error(
-            f"`query` is {len(query)} characters long; at most {MAX_QUERY_LENGTH} are accepted (send data in `variables`)",
-            "PAYLOAD_TOO_LARGE")], status=413)
-    if variables is not None and not isinstance(variables, dict):
-        raise BadGraphQLRequest([request_error("`variables` must be a JSON object (or null)")])
-    if operation_name is not None and not isinstance(operation_name, str):
-        raise BadGraphQLRequest([request_error("`operationName` must be a string (or null)")])
-    return query, variables or {}, operation_name
 
 
 class Prepared(NamedTuple):

@@ -22,16 +22,12 @@ from graphql.pyutils import inspect
 
 from service.domain.validation import InvalidInput
 from service.errors import ServiceError, graphql_code
+from service.graphql.http import request_error
 from service.observability import count_engine_error
 
 log = logging.getLogger(__name__)
 
 BAD_USER_INPUT = "BAD_USER_INPUT"
-
-
-def request_error(message, code="BAD_REQUEST"):
-    """A GraphQL error object for a request that could not be run at all."""
-    return {"message": message, "extensions": {"code": code}}
 
 
 def field_error(field, message, located=None):

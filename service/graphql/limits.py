@@ -17,7 +17,7 @@ from graphql.language import FragmentDefinitionNode
 
 from service.domain.reads import MAX_PAGE_SIZE
 
-MAX_QUERY_LENGTH = 100_000
+# (The length of the query text, service.graphql.http.MAX_QUERY_LENGTH, is checked before it is parsed.)
 MAX_TOKENS = 10_000
 MAX_DEPTH = 20
 MAX_FIELDS = 500

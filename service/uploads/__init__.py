@@ -5,4 +5,6 @@ from service.uploads.blueprint import bp
 
 
 def init_app(app):
+    if not app.config.get("LOAD_ON_FIRST_REQUEST"):
+        import service.uploads.schemas  # noqa: F401 (marshmallow now, so that no upload waits for it)
     app.register_blueprint(bp)

@@ -1,6 +1,10 @@
 """The upload API of SPEC 4.3-4.5 (CONTRACT 5): single-request uploads, chunked streams and their chunks, a stream's
 status and its removal. Parse and validate, call one domain function, shape the response; a request on these URLs
-that speaks tus goes to service.uploads.tus."""
+that speaks tus goes to service.uploads.tus.
+
+The views import their schemas (service.uploads.schemas, so marshmallow) when they first run: an app that loads on
+first request (LOAD_ON_FIRST_REQUEST, the embedded test double) does not pay for marshmallow before an upload; any
+other app has imported them in service.uploads.init_app."""
 import contextlib
 
 from flask import current_app, g, jsonify, request
@@ -15,7 +19,6 @@ from service.storage import get_repository
 from service.storage.contract import Outcome
 from service.uploads import multipart, tus, tus_headers
 from service.uploads.blueprint import bp
-from service.uploads.schemas import ChunkSchema, SingleUploadSchema, StreamCreateSchema, load
 
 
 def _repo():
@@ -82,6 +85,8 @@ def create_upload():
     repo, org = _repo(), g.org
     if tus.speaks_tus():
         return tus.create(repo, org)
+    from service.uploads.schemas import SingleUploadSchema, StreamCreateSchema, load
+
     if request.is_json:
         data = load(StreamCreateSchema(), request.get_json(silent=True))
         stream_id = uploads.create_stream(repo, org, data["destinationId"], data["fileName"], data["fileSize"],
@@ -106,6 +111,8 @@ def send_chunk(stream_id):
 
     def new_file(fields):
         return uploads.new_chunk_file(repo, org, stream_id, fields.get("chunkIndex"))
+
+    from service.uploads.schemas import ChunkSchema, load
 
     with _multipart(new_file) as (form, (_, incoming)):
         data = load(ChunkSchema(), form)
