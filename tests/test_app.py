@@ -1,3 +1,4 @@
+import secrets
 import stat
 
 import pytest
@@ -5,8 +6,10 @@ import requests
 
 from service import create_app
 from service.auth import parse_tokens
+from service.cli import build_parser
 from service.errors import ConfigurationError
 from service.interface import TOKEN_HEADER
+from service.storage.tokens import ensure_default_token
 
 
 def test_the_token_header_is_the_one_the_contract_names():
@@ -53,6 +56,15 @@ def test_the_default_token_file_is_readable_by_its_owner_only(monkeypatch, tmp_p
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     assert len(token_file.read_text().strip()) >= 24
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []
+
+
+def test_the_default_token_is_taken_by_the_wis_command_line_even_when_its_random_part_starts_with_a_dash(
+        monkeypatch, tmp_path):
+    monkeypatch.setattr(secrets, "token_urlsafe", lambda size: "-" + "x" * (size - 1))
+    token, created = ensure_default_token(tmp_path)
+    assert created
+    args = build_parser().parse_args(["upload", "photo.png", "--token", token])
+    assert args.token == token
 
 
 def test_the_default_token_is_printed_by_the_start_that_creates_it_and_never_again(monkeypatch, tmp_path, capsys):

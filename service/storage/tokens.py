@@ -7,12 +7,15 @@ from pathlib import Path
 
 DEFAULT_TOKEN_FILE = "default-token"
 SECRET_KEY_FILE = "secret-key"
+# A URL-safe token starts with "-" one time in 64, and `wis upload --token -Xy...` then reads as a missing value: the
+# prefix keeps the default token a word any command line takes as it is.
+DEFAULT_TOKEN_PREFIX = "wis-"
 
 
 def ensure_default_token(data_dir):
     """Return (the embedded default token, whether this call created it), creating it exactly once even when workers
     race."""
-    return _made_once(Path(data_dir) / DEFAULT_TOKEN_FILE, lambda: secrets.token_urlsafe(24))
+    return _made_once(Path(data_dir) / DEFAULT_TOKEN_FILE, lambda: DEFAULT_TOKEN_PREFIX + secrets.token_urlsafe(24))
 
 
 def ensure_secret_key(data_dir):
