@@ -42,6 +42,12 @@ Flask.test_client_class = ClosingClient
 
 
 def pytest_configure(config):
+    # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (as in some containers): the suite starts hundreds
+    # of Python processes on the same code (gunicorn workers, `wis`, nested pytest runs, each xdist worker's rewritten
+    # test modules), and compiling it again in each cost 0.2 CPU s per server process here (into __pycache__, ignored
+    # by git). Set before xdist starts its workers, which inherit the environment.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
     # The tiers: markers from the fixtures each test uses, and the check that a fast test starts nothing.
     config.pluginmanager.import_plugin("support.tiers")
     config.addinivalue_line("markers", "file_backend_only(reason): the test is about the file backend itself (its "
