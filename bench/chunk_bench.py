@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tus_bench  # noqa: E402
-from upload_bench import TOKEN, sha256_seconds  # noqa: E402
+from upload_bench import TOKEN  # noqa: E402
 
 BOUNDARY = "----chunk-bench-boundary-7f3a"
 
@@ -67,12 +67,7 @@ class Chunks(tus_bench.Ours):
             os.close(fd)
             connection.close()
         media = self.data_dir / "orgs" / "default" / "media" / "videos" / json.loads(answer)["path"].rsplit("/", 1)[1]
-
-        def verify():
-            if sha256_seconds(media)[0] != sha:
-                raise SystemExit("ours stored a different file")
-            media.unlink()
-        return latencies, verify
+        return latencies, tus_bench.removing_verifier(media, sha, "ours")
 
 
 if __name__ == "__main__":

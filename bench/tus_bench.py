@@ -113,6 +113,16 @@ def tus_upload(port, create_path, file, size, chunk_size, metadata, extra_header
     return path, latencies, dict(response.getheaders())
 
 
+def removing_verifier(path, sha, who):
+    """What `measure` calls once a run is timed: the stored file at `path` must hash to `sha` (else the benchmark stops,
+    naming `who`), then it is removed."""
+    def verify():
+        if sha256_seconds(path)[0] != sha:
+            raise SystemExit(f"{who} stored a different file")
+        path.unlink()
+    return verify
+
+
 class Ours:
     def __init__(self, temp, name="ours", root=None):
         self.name = name
@@ -126,13 +136,8 @@ class Ours:
         _, latencies, headers = tus_upload(self.port, "/uploads", file, size, chunk_size, metadata,
                                            {"x-service-api-org": TOKEN})
         media = self.data_dir / "orgs" / "default" / "media" / "videos" / headers["Media-Path"].rsplit("/", 1)[1]
-
-        def verify():
-            # The server verified the sha256 it was given before it published the file; hashed again here all the same.
-            if sha256_seconds(media)[0] != sha:
-                raise SystemExit("ours stored a different file")
-            media.unlink()
-        return latencies, verify
+        # The server verified the sha256 it was given before it published the file; hashed again here all the same.
+        return latencies, removing_verifier(media, sha, "ours")
 
     def peak_rss_kb(self):
         return {pid: memory_kb(pid, "VmHWM") for pid in self.workers}
@@ -193,12 +198,7 @@ class DiskCeiling:
         finally:
             os.close(source)
             os.close(copy)
-
-        def verify():
-            if sha256_seconds(target)[0] != sha:
-                raise SystemExit("the disk ceiling wrote a different file")
-            target.unlink()
-        return latencies, verify
+        return latencies, removing_verifier(target, sha, "the disk ceiling")
 
     def stop(self):
         shutil.rmtree(self.directory, ignore_errors=True)
