@@ -263,8 +263,8 @@ def run_project():
     repository's test setup or settings) and returns the finished process, output captured as text."""
     def run(directory):
         environment = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "WIS_"))}
-        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *WITHOUT_FOREIGN_PLUGINS],
-                              cwd=directory, env=environment, capture_output=True, text=True, timeout=300)
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *WITHOUT_FOREIGN_PLUGINS]
+        return subprocess.run(command, cwd=directory, env=environment, capture_output=True, text=True, timeout=300)
     return run
 
 

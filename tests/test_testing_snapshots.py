@@ -185,7 +185,8 @@ def test_a_forged_snapshot_restores(client):
 
 def test_a_forged_snapshot_whose_objects_name_each_other_and_its_media_restores_and_reads_back(client):
     process = {"id": "weld_9", "name": "Nine", "image": {"path": MEDIA_PATH_ROOT + "images/0123456789abcdef-a.png"},
-               "steps": [{"id": "step_1", "name": "Weld", "primaryImage": {"path": MEDIA_PATH_ROOT + "images/0123456789abcdef-a.png"}}]}
+               "steps": [{"id": "step_1", "name": "Weld",
+                          "primaryImage": {"path": MEDIA_PATH_ROOT + "images/0123456789abcdef-a.png"}}]}
     product = {"id": "bike_1", "name": "Bike", "finalProcessId": "weld_9", "dependencies": []}
     entries = good_snapshot([process])
     manifest = json.loads(entries[-2][1])
@@ -247,7 +248,8 @@ def bad_snapshots():
         "not to include unknown field 'colour'"
     yield "a name past the API's limit", forge(good_snapshot([{"id": "weld_9", "name": "N" * 1001}])), \
         "process.name: "
-    yield "a rule of its kind broken", forge(good_snapshot([{"id": "weld_9", "name": "Nine", "autoSignoutMinutes": -1}])), \
+    yield "a rule of its kind broken", \
+        forge(good_snapshot([{"id": "weld_9", "name": "Nine", "autoSignoutMinutes": -1}])), \
         "process.autoSignoutMinutes: must be 0 or more"
     yield "media the snapshot lacks", forge(good_snapshot([{"id": "weld_9", "name": "Nine", "image": {
         "path": MEDIA_PATH_ROOT + "images/0123456789abcdef-b.png"}}])), "process.image.path: no image has been uploaded"

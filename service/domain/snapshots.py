@@ -13,8 +13,8 @@ Reading is one streaming pass: each entry is checked as it comes (names, sizes, 
 received (media into a staging directory, hashed as they are copied; objects' JSON in memory), and what only the
 manifests can tell (counts, sizes and SHA-256 of the media, which orgs) is checked at the end. Then `check_objects`
 checks every object as its create mutation would check it sent alone (types, then the rules of its kind, references to
-processes and media found in the snapshot itself). Any problem refuses the whole snapshot (InvalidSnapshot, naming the entry) before the state is touched: a test's starting state is all there
-or not at all.
+processes and media found in the snapshot itself). Any problem refuses the whole snapshot (InvalidSnapshot, naming the
+entry) before the state is touched: a test's starting state is all there or not at all.
 """
 import gzip
 import json
