@@ -128,8 +128,9 @@ class FileMediaStore:
         return path
 
     def _publish_recorded(self, org, identity, name, source):
-        """The path of the media `name` the index holds for `identity`, with its age started again, when it still holds
-        those bytes; else None."""
+        """The path of the media `name` the index holds for `identity`: when it still holds those bytes, with its age
+        started again; when it was deleted since (`wis gc --delete`), with `source` linked there again, so that the
+        revisions naming that path can be restored. None when the path now holds other bytes."""
         path = media_path(KIND_BY_FOLDER[identity.folder], name)
         file = self.file_for(org, path)
         if file is None:
@@ -138,7 +139,7 @@ class FileMediaStore:
             if os.stat(file).st_size != identity.size:
                 return None
         except FileNotFoundError:
-            return None
+            return path if self._link(org, path, source) else None
         with disk_errors():
             os.utime(file)
         return path

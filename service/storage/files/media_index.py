@@ -4,7 +4,8 @@ under a given cleaned name (contract.MediaIdentity).
 `<data>/orgs/<org>/media/.same/<images|videos>/<cleaned name>/<sha256>` holds the media name that has those bytes. An
 entry is written after its media file is linked and durable, without an fsync of its own (disk.write_unsynced): a
 crash can only lose it, which costs one duplicate upload, never make it name other bytes. An entry whose media was
-deleted since (`wis gc --delete`) is not answered.
+deleted since (`wis gc --delete`) stays: it says which path those bytes had, so that uploading them again can publish
+them there again.
 
 Media put in place without an entry (by a version before the index, or by a restore of test mode) are hashed once per
 cleaned name, the first time an upload of that name asks. To know which names have such media without listing the
