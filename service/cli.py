@@ -125,15 +125,15 @@ def build_parser():
     add_server_options(import_)
     import_.set_defaults(run=import_command)
 
-    def add_object_command(name, run, help, revision=False, condition=None):
-        """A verb on one object: KIND ID [REVISION], with --if-revision and --dry-run when `condition` says what the
-        condition means."""
+    def add_object_command(name, run, help, revisions=(), condition=None):
+        """A verb on one object: KIND ID and the revision numbers named in `revisions`, with --if-revision and
+        --dry-run when `condition` says what the condition means."""
         command = commands.add_parser(name, help=help)
         command.add_argument("kind", choices=("process", "product", "station"), metavar="KIND",
                              help="process, product or station")
         command.add_argument("id", metavar="ID")
-        if revision:
-            command.add_argument("revision", type=int_at_least(1), metavar="REVISION")
+        for revision in revisions:
+            command.add_argument(revision, type=int_at_least(1), metavar=revision.upper())
         if condition:
             command.add_argument("--if-revision", type=int_at_least(0), metavar="N", help=condition)
             command.add_argument("--dry-run", action="store_true", help="check, write nothing")
@@ -143,8 +143,11 @@ def build_parser():
     add_object_command("delete", delete_command, "delete a process, product or station (its history stays)",
                        condition="only if its current revision is N")
     add_object_command("restore", restore_command, "make a past revision of an object its newest (deleted ones too)",
-                       revision=True, condition="only if its current revision is N (0: only if it does not exist now)")
+                       revisions=("revision",),
+                       condition="only if its current revision is N (0: only if it does not exist now)")
     add_object_command("history", history_command, "list the revisions of an object, newest first")
+    add_object_command("diff", diff_command, "print what changed from revision FROM to revision TO, a change a line",
+                       revisions=("from", "to"))
 
     gc = commands.add_parser("gc", help="remove expired upload streams and list (or delete) unreferenced media")
     gc.add_argument("--data-dir", default=os.environ.get("WIS_DATA_DIR"),
@@ -342,6 +345,15 @@ def history_command(args):
             if len(page) < 100:
                 break
             after = page[-1]["revision"]
+
+
+def diff_command(args):
+    with make_client(args) as client:
+        lines = client.changes(args.kind, args.id, getattr(args, "from"), args.to)
+    for line in lines:
+        print(line)
+    if not lines:
+        print(f"nothing changed from revision {getattr(args, 'from')} to revision {args.to}", file=sys.stderr)
 
 
 # -- storage commands: gc, db upgrade, migrate ------------------------------------------------------

@@ -278,11 +278,12 @@ class ObjectNotFound(ServiceError):
 
 
 class RevisionNotFound(ServiceError):
-    """A restore names a revision the object's history does not hold (never made, pruned, or a deletion)."""
+    """A restore or a comparison names a revision the object's history does not hold (never made, pruned, or a
+    deletion)."""
     code = "revision_not_found"
 
-    def __init__(self, kind, identifier, revision):
-        super().__init__(f"{_one(kind)} {identifier!r} has no revision {revision} to restore (its history lists the "
+    def __init__(self, kind, identifier, revision, purpose="to restore"):
+        super().__init__(f"{_one(kind)} {identifier!r} has no revision {revision} {purpose} (its history lists the "
                          "revisions it keeps; a deletion holds no content)")
 
 

@@ -100,3 +100,28 @@ def test_pushing_unchanged_files_again_bumps_no_revision(server, api, tmp_path, 
     capsys.readouterr()
     assert [api.get_station("push_st"), api.get_process("push_line"), api.get_product("push_prod")] == before
     assert [entry["revision"] for entry in before] == [1, 1, 1]
+
+
+def test_changes_between_revisions_from_the_client_and_wis_diff(server, api, capsys):
+    api.create_process(process("cl_diff", "one"))
+    changed = process("cl_diff", "two")
+    changed["steps"][0]["actions"][0]["inputParts"][0]["quantity"] = 4
+    api.create_process(changed)
+    words = ["name \u201cone\u201d -> \u201ctwo\u201d", "step 1 `mount`: action `tighten`: input part `bolt`: quantity 1 -> 4"]
+    assert api.process_changes("cl_diff", 1, 2) == words
+    assert api.changes("process", "cl_diff", 2, 2) == []
+    with pytest.raises(ClientError) as missing:
+        api.process_changes("cl_diff", 1, 3)
+    assert missing.value.code == "NOT_FOUND"
+
+    arguments = ["--url", server.url, "--token", TOKEN]
+    assert main(["diff", "process", "cl_diff", "1", "2", *arguments]) == 0
+    assert capsys.readouterr().out.splitlines() == words
+    assert main(["diff", "process", "cl_diff", "2", "2", *arguments]) == 0
+    printed = capsys.readouterr()
+    assert (printed.out, printed.err) == ("", "nothing changed from revision 2 to revision 2\n")
+    assert main(["diff", "process", "cl_diff", "1", "3", *arguments]) == 1
+    assert "has no revision 3 to compare" in capsys.readouterr().err
+    api.create_station({"id": "cl_diff_st", "name": "Bench"})
+    api.create_station({"id": "cl_diff_st", "name": "Bench 2"})
+    assert api.station_changes("cl_diff_st", 2, 1) == ["name \u201cBench 2\u201d -> \u201cBench\u201d"]

@@ -271,3 +271,47 @@ def test_the_search_reads_only_the_start_of_each_document(app, client, auth):
     assert documents.names("default", "processes") == [
         ("gearbox_assembly", "Gearbox assembly"), ("gearbox_test", "Gearbox end-of-line test")]
     assert documents.names("default", "stations") == [("st_1", "Press 1"), ("st_2", "Sent name first")]
+
+
+# -- the same words through the API ------------------------------------------------------------------------------------
+
+def api_changes(client, auth, kind, identifier, old, new):
+    answer = client.post("/graph/v2", headers=auth, json={
+        "query": f"query($id: String!, $f: Int!, $t: Int!) {{ {kind}Changes(id: $id, from: $f, to: $t) }}",
+        "variables": {"id": identifier, "f": old, "t": new}}).get_json()
+    return answer
+
+
+def test_an_appended_sentence_is_what_the_page_shows_changed(client, auth, changed):
+    process = stored_input(client, auth)
+    text = process["steps"][0]["instructionText"]["text"] + " Make sure the flange sits flat on all four pads."
+    process["steps"][0]["instructionText"]["text"] = text
+    save_process(client, auth, process)
+    [line] = changes_listed(client.get(f"/view/processes/{PROCESS}/history"))
+    assert line == ("step 1 `step_housing`: instruction text \u201c\u2026fixture, flange up.\u201d -> "
+                    "\u201c\u2026fixture, flange up. Make sure the flange sits flat on all four pads.\u201d")
+
+
+def test_the_api_says_the_changes_in_the_words_of_the_page(client, auth, changed):
+    gql(client, auth, 'mutation { stationCreate(input: {station: {id: "st_1", name: "Press 2"}}) }')
+    product = gql(client, auth, '{ product(id: "gb_200") { input } }')["product"]["input"]
+    product["dependencies"][0]["quantity"] = 3
+    gql(client, auth, "mutation($p: ProductInput!) { productCreate(input: {product: $p}) }", p=product)
+    for kind, kinds, identifier in (("process", "processes", PROCESS), ("product", "products", "gb_200"),
+                                    ("station", "stations", "st_1")):
+        for old, new in ((1, 2), (2, 1)):
+            page = changes_listed(client.get(f"/view/{kinds}/{identifier}/history?from={old}&to={new}"))
+            assert page, (kind, old, new)
+            assert api_changes(client, auth, kind, identifier, old, new) == {"data": {f"{kind}Changes": page}}
+    assert api_changes(client, auth, "process", PROCESS, 2, 2) == {"data": {"processChanges": []}}
+
+
+def test_the_api_refuses_revisions_without_content_naming_them(client, auth, changed):
+    gql(client, auth, 'mutation { stationDelete(id: "st_1") }')
+    for identifier, old, new, missing in ((PROCESS, 1, 9, 9), (PROCESS, 0, 2, 0), ("st_1", 2, 1, 2),
+                                          ("nobody", 1, 2, 1), ("not an id", 1, 1, 1)):
+        answer = api_changes(client, auth, "station" if identifier == "st_1" else "process", identifier, old, new)
+        [error] = answer["errors"]
+        assert answer["data"] is None
+        assert error["extensions"]["code"] == "NOT_FOUND"
+        assert f"has no revision {missing} to compare" in error["message"]

@@ -1,13 +1,14 @@
 """What the pages compute before rendering, tested directly: how values read (service.pages.present), where a
 product's processes go in its drawing (service.pages.graph), and what changed between two revisions, in words
-(service.pages.changes)."""
+(service.domain.changes)."""
 import copy
 
 import pytest
 
 from service.pages import graph
-from service.pages.changes import changes, process_changes, product_changes, station_changes
-from service.pages.present import code_spans, colors_of, limits, number, when
+from service.domain.changes import changes, process_changes, product_changes, station_changes
+from service.domain.quantities import number
+from service.pages.present import code_spans, colors_of, limits, when
 
 # -- present ---------------------------------------------------------------------------------------------------------------
 
@@ -232,12 +233,14 @@ def test_a_removed_step_names_its_actions_that_went_and_those_that_stayed_elsewh
     ]
 
 
-def test_long_texts_are_cut_in_the_words():
+def test_a_long_changed_text_is_shown_by_its_beginning_and_end():
     def edit(process):
-        process["steps"][1]["name"] = "x" * 500
+        process["steps"][1]["name"] = "b" + "x" * 500 + "e"
 
     [change] = changed(edit)
-    assert len(change) < 130 and change.endswith("\u2026\u201d")
+    assert len(change) < 220
+    assert change.startswith("step 2 `s_check`: name \u201cCheck\u201d -> \u201cbxxx")
+    assert change.endswith("x\u2026" + "x" * 52 + "e\u201d")
 
 
 def test_products_and_stations():

@@ -2,6 +2,7 @@
 from ariadne import MutationType, ObjectType, QueryType, ScalarType
 from graphql.utilities import value_from_ast_untyped
 
+from service.domain.changes import changes_between
 from service.domain.lifecycle import UPSERTS, delete_object, history_of, restore_object
 from service.domain.reads import PROCESSES, PRODUCTS, STATIONS, get_object, list_objects
 
@@ -61,6 +62,13 @@ def _history(kind):
     return resolve
 
 
+def _changes(kind):
+    def resolve(_, info, id, **revisions):
+        return changes_between(info.context["repo"], info.context["org"], kind, id, revisions["from"], revisions["to"])
+
+    return resolve
+
+
 for single, plural, kind in (("process", "processes", PROCESSES), ("product", "products", PRODUCTS),
                              ("station", "stations", STATIONS)):
     mutation.set_field(f"{single}Create", _upsert(kind, single))
@@ -69,6 +77,7 @@ for single, plural, kind in (("process", "processes", PROCESSES), ("product", "p
     query.set_field(single, _get(kind))
     query.set_field(plural, _list(kind))
     query.set_field(f"{single}History", _history(kind))
+    query.set_field(f"{single}Changes", _changes(kind))
 
 
 @step.field("torqueGroups")

@@ -5,17 +5,11 @@ import re
 from markupsafe import Markup, escape
 
 from service.domain.processes import COLOR_PATTERN
+from service.domain.quantities import number, quantity_kind, unit
 
 # A GIF uploaded as a step video (destination stepVideoGif) is shown as an image: <video> does not play GIFs.
 ANIMATION_SUFFIX = ".gif"
 STYLE_CLASSES = (("bold", "text-bold"), ("italic", "text-italic"), ("underline", "text-underline"))
-
-
-def number(value):
-    """A number as an engineer writes it: 10, not 10.0; 0.5; 1e-07 only where it must."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return str(value)
 
 
 def when(timestamp):
@@ -23,16 +17,6 @@ def when(timestamp):
     if isinstance(timestamp, str) and len(timestamp) >= 16 and timestamp[10] == "T":
         return f"{timestamp[:10]} {timestamp[11:16]} UTC"
     return timestamp or ""
-
-
-def unit(units):
-    """The unit of a `<quantity>-<unit>` designator ('torque-Nm' -> 'Nm'); '' when there is none."""
-    return units.split("-", 1)[1] if units and "-" in units else ""
-
-
-def quantity_kind(units):
-    """The quantity of a `<quantity>-<unit>` designator ('torque-Nm' -> 'torque'); '' when there is none."""
-    return units.split("-", 1)[0] if units and "-" in units else ""
 
 
 def with_unit(value, units):

@@ -5,10 +5,10 @@ import re
 from flask import current_app, g, render_template, request, url_for
 from werkzeug.exceptions import NotFound
 
+from service.domain.changes import changes, revision_input
 from service.domain.lifecycle import history_of
 from service.domain.reads import PROCESSES, PRODUCTS, STATIONS, get_object, names_of, page_of_objects
 from service.pages import graph
-from service.pages.changes import changes
 from service.pages.auth import login_required
 from service.pages.blueprint import DeletedObject, bp, page_route
 from service.pages.present import colors_of
@@ -161,13 +161,13 @@ def _comparison(repo, kind, identifier, from_revision, to_revision, problems):
         return None
     found = {}
     for number in dict.fromkeys((from_revision, to_revision)):
-        found[number] = get_object(repo, g.org, kind, identifier, revision=number)
+        found[number] = revision_input(repo, g.org, kind, identifier, number)
         if found[number] is None:
             problems.append(f"Revision {number} of this {WHAT[kind]} is not in its history: it was never made, is "
                             f"older than the revisions kept, or is a deletion, which has no content to compare.")
     if problems:
         return None
-    lines = changes(kind, found[from_revision]["input"], found[to_revision]["input"])
+    lines = changes(kind, found[from_revision], found[to_revision])
     return {"from": from_revision, "to": to_revision, "lines": lines}
 
 

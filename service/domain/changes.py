@@ -1,27 +1,52 @@
 """What changed between two revisions of an object, in the words of a process engineer: "step 3 `s_fasten`: action
-`a_tighten`: measurement max 12 -> 14 Nm", "step `s_new` added", "action `a_old` removed".
+`a_tighten`: measurement max 12 -> 14 Nm", "step `s_new` added", "action `a_old` removed". The history page, the
+`processChanges` query (and its product and station twins) and `wis diff` all say it with these lines.
 
 A diff of its own over the input form (what the create mutation takes), keyed by what the engineer knows things by:
 steps and actions by id (an action is matched across steps, so a move is a move, not a removal and an addition),
 input parts by part id, dependencies by their two processes, alerts and notes by position. A generic structural diff
 (deepdiff) would report list positions (`root['steps'][2]['actions'][0]['measurement']['max']`) that still had to be
-turned into these words, and would see every step after an inserted one as changed. Pure functions; no Flask.
+turned into these words, and would see every step after an inserted one as changed. A changed text longer than a line
+shows the words that changed, with a few words around them (service.domain.text_changes).
 
 Cost: linear in the size of the two inputs, plus n log n for the order of n steps or actions (the longest increasing
 subsequence finds the ones that kept their order; the others moved).
 """
 import bisect
 
-from service.pages.present import number, unit
+from service.domain.inputs import input_of
+from service.domain.ids import is_valid_id
+from service.domain.quantities import number, unit
+from service.domain.text_changes import matching_budget, quoted, text_change
+from service.errors import RevisionNotFound
 
-# A text longer than this is cut in a change's description (the page shows the whole revision elsewhere).
-SHOWN_TEXT = 80
 STYLE_FIELDS = (("bold", "bold"), ("italic", "italic"), ("underline", "underline"), ("color", "colour"))
 
 
 def changes(kind, old, new):
     """The changes from `old` to `new` (the input forms of two revisions of one object of `kind`), in order."""
-    return {"processes": process_changes, "products": product_changes, "stations": station_changes}[kind](old, new)
+    with matching_budget():
+        return {"processes": process_changes, "products": product_changes, "stations": station_changes}[kind](old, new)
+
+
+def revision_input(repo, org, kind, identifier, revision):
+    """The input form of revision `revision` of the object, or None when its history holds no content for it (never
+    made, pruned, or a deletion)."""
+    if not is_valid_id(identifier) or revision < 1:
+        return None
+    document = repo.documents.revision(org, kind, identifier, revision)
+    return None if document is None else input_of(kind, document)
+
+
+def changes_between(repo, org, kind, identifier, from_revision, to_revision):
+    """The changes from revision `from_revision` to `to_revision` of the object; RevisionNotFound naming the first of
+    the two its history holds no content for."""
+    inputs = {}
+    for revision in dict.fromkeys((from_revision, to_revision)):
+        inputs[revision] = revision_input(repo, org, kind, identifier, revision)
+        if inputs[revision] is None:
+            raise RevisionNotFound(kind, identifier, revision, "to compare")
+    return changes(kind, inputs[from_revision], inputs[to_revision])
 
 
 def _shown(value):
@@ -32,8 +57,7 @@ def _shown(value):
         return "on" if value else "off"
     if isinstance(value, (int, float)):
         return number(value)
-    text = str(value)
-    return f"\u201c{text if len(text) <= SHOWN_TEXT else text[:SHOWN_TEXT - 1] + chr(0x2026)}\u201d"
+    return quoted(str(value))
 
 
 def _code(identifier):
@@ -48,6 +72,8 @@ def _value_change(label, old, new, suffix=""):
         return f"{label} set to {_shown(new)}{suffix}"
     if new is None:
         return f"{label} removed (was {_shown(old)}{suffix})"
+    if isinstance(old, str) and isinstance(new, str):
+        return f"{label} {text_change(old, new)}"
     return f"{label} {_shown(old)} -> {_shown(new)}{suffix}"
 
 
