@@ -4,7 +4,7 @@ One table (RESPONSES) maps each code to its HTTP status and to its GraphQL error
 (service.error_handlers) and the GraphQL error formatter (service.graphql.errors) both read it. Nothing here imports
 Flask, so the domain and storage layers raise these freely.
 """
-from service.interface import TOKEN_HEADER
+from service.interface import TOKEN_HEADER, TOKEN_HEADER_ALIAS
 
 # code: (HTTP status, GraphQL extensions.code)
 RESPONSES = {
@@ -122,7 +122,8 @@ class InvalidChunk(ServiceError):
 
 class Unauthenticated(ServiceError):
     code = "unauthenticated"
-    message = f"missing or unknown API token: send it in the {TOKEN_HEADER} header"
+    message = (f"missing or unknown API token: send it in the {TOKEN_HEADER} header (or {TOKEN_HEADER_ALIAS}, the "
+               "vendor's spelling)")
 
 
 class StreamNotFound(ServiceError):

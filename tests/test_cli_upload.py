@@ -5,6 +5,7 @@ import pytest
 
 from service.cli import main
 from service.client import MB, Client
+from service.errors import Unauthenticated
 from service.interface import TOKEN_HEADER
 from support.client import Interrupted, downloaded_sha, interrupt_after
 from support.media import sha256_of, write_mp4, write_png
@@ -68,7 +69,7 @@ def test_expected_failures_are_one_line(server, tmp_path, capsys, monkeypatch, c
     url, token, destination = server.url, TOKEN, "stepImage"
     if case == "bad token":
         token = "not-a-token"
-        expected = f"error: missing or unknown API token: send it in the {TOKEN_HEADER} header (HTTP 401)"
+        expected = f"error: {Unauthenticated.message} (HTTP 401)"
     elif case == "no token":
         token = None
         expected = (f"error: no API token: no --token, WIS_TOKEN is not set, and {tmp_path / 'data' / 'default-token'} "

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from service.errors import Unauthenticated
 from service.interface import TOKEN_HEADER
 from support.media import PNG
 from support.tokens import HEADERS, TOKEN
@@ -86,7 +87,7 @@ def test_a_page_on_a_listed_origin_queries_uploads_and_reads_the_media_back(serv
     assert created["requestId"] and read["requestId"] and created["requestId"] != read["requestId"]
     refused = report["withoutToken"]["value"]
     assert refused["status"] == 401
-    assert refused["body"]["error"] == f"missing or unknown API token: send it in the {TOKEN_HEADER} header"
+    assert refused["body"]["error"] == Unauthenticated.message
 
     uploaded = report["uploaded"]["value"]
     assert uploaded["upload"]["status"] == 201

@@ -237,3 +237,18 @@ def test_every_link_between_the_pages_leads_somewhere():
             if anchor:
                 headings = re.findall(r"^#+ (.+)$", FENCE.sub("", linked.read_text()), re.M)
                 assert anchor in {slug(heading) for heading in headings}, f"{page.name}: {target}"
+
+
+def test_the_files_the_readmes_commands_make_in_a_checkout_are_ignored_by_git():
+    """A newcomer runs the README's commands in the checkout: the sample files they write (`> photo.png`) do not show
+    up as changes to commit."""
+    written = set()
+    for kind, text, _ in blocks(ROOT / "README.md"):
+        if kind == "console":
+            for command, _ in console_steps(text):
+                written.update(re.findall(r"(?<![0-9&])>\s*([\w./-]+)", command))
+    written.discard("/dev/null")
+    assert {"photo.png", "weld.mp4"} <= written
+    for name in sorted(written):
+        ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", name], cwd=ROOT)
+        assert ignored.returncode == 0, f"{name}, which the README's commands write, is not ignored by git"

@@ -312,12 +312,15 @@ def test_media_of_another_org_cannot_be_referenced(app, client, auth):
 
 # ---------------------------------------------------------------- auth and tenancy
 
-@pytest.mark.parametrize("headers", [{}, {TOKEN_HEADER: "wrong-token-123"}, {TOKEN_HEADER: ""}])
+@pytest.mark.parametrize("headers", [{}, {TOKEN_HEADER: "wrong-token-123"}, {TOKEN_HEADER: ""},
+                                     {"x-pico-api-org": "wrong-token-123"}])
 def test_post_needs_a_known_token(client, headers):
-    """The house `error` key, and beside it a GraphQL `errors` list that GraphQL tools can show."""
+    """The house `error` key, and beside it a GraphQL `errors` list that GraphQL tools can show; the message names
+    both spellings of the header, so a client of the vendor's documentation knows its header was the right one."""
     response = client.post("/graph/v2", json={"query": "{ stations { id } }"}, headers=headers)
     assert response.status_code == 401 and response.is_json
-    message = f"missing or unknown API token: send it in the {TOKEN_HEADER} header"
+    message = ("missing or unknown API token: send it in the x-service-api-org header (or x-pico-api-org, the vendor's "
+               "spelling)")
     assert response.get_json() == {"error": message,
                                    "errors": [{"message": message, "extensions": {"code": "UNAUTHENTICATED"}}]}
 
