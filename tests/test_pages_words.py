@@ -174,6 +174,10 @@ def test_a_long_changed_text_is_shown_by_its_beginning_and_end():
     assert change.endswith("x\u2026" + "x" * 52 + "e\u201d")
 
 
+def edge(down, up, quantity=1):
+    return {"processId": down, "upstreamProcessId": up, "quantity": quantity}
+
+
 def test_products_and_stations():
     old = {"id": "p", "name": "Gearbox", "finalProcessId": "test", "dependencies": [
         edge("test", "assembly", 1), edge("assembly", "frame")]}
