@@ -276,7 +276,8 @@ def test_the_product_drawing_wraps_long_names_and_uses_the_width_it_has(server, 
         const name = node.querySelector('.node-name');
         const lines = name.offsetHeight / parseFloat(getComputedStyle(name).lineHeight);
         return [node.dataset.process, [name.textContent, Math.round(lines)]]; }))""")
-    assert shown == {identifier: [name, 1 if len(name) <= 22 else 2] for identifier, name in MICROSCOPE_PROCESSES.items()}
+    assert shown == {identifier: [name, 1 if len(name) <= 22 else 2]
+                     for identifier, name in MICROSCOPE_PROCESSES.items()}
     drawn, natural, frame, scrolls = page.evaluate("""() => {
         const svg = document.querySelector('svg.graph'), frame = document.querySelector('.graph-frame');
         return [svg.getBoundingClientRect().width, svg.width.baseVal.value, frame.clientWidth,

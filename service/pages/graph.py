@@ -88,25 +88,32 @@ def layout(product, names):
     dependencies = product.get("dependencies") or []
     columns, column_of = _columns(final, dependencies)
     track_of, tracks = _tracks(dependencies, column_of)
-    node_width = min(max((FILL_WIDTH - 2 * MARGIN - (len(columns) - 1) * COLUMN_GAP) // len(columns), NODE_WIDTHS[0]),
-                     NODE_WIDTHS[1])
-    rows = max(len(column) for column in columns)
+    frame, width, height = _frame(columns, tracks)
+    nodes = [Node(process_id, names.get(process_id, process_id), x, y, process_id == final, process_id in names)
+             for process_id, (x, y) in frame.places.items()]
+    edges = [_edge(edge, frame, track_of[edge["processId"]] if _is_long(edge, column_of) else None)
+             for edge in dependencies]
+    return Layout(nodes, edges, width, height, frame.node_width)
+
+
+def _frame(columns, tracks):
+    """Where each process goes by its column and row, below `tracks` tracks; and the drawing's width and height."""
+    node_width = min(max((FILL_WIDTH - 2 * MARGIN - (len(columns) - 1) * COLUMN_GAP) // len(columns),
+                         NODE_WIDTHS[0]), NODE_WIDTHS[1])
     band = tracks * TRACK_GAP
-    nodes_height = rows * NODE_HEIGHT + (rows - 1) * ROW_GAP
-    places = {}
+    tallest = max(len(column) for column in columns)
+    nodes_height = tallest * NODE_HEIGHT + (tallest - 1) * ROW_GAP
+    places, rows = {}, {}
     for c, column in enumerate(columns):
         # A column of fewer rows is centred in the height of the tallest, below the tracks.
         top = MARGIN + band + (nodes_height - (len(column) * NODE_HEIGHT + (len(column) - 1) * ROW_GAP)) // 2
         for r, process_id in enumerate(column):
             places[process_id] = (MARGIN + c * (node_width + COLUMN_GAP), top + r * (NODE_HEIGHT + ROW_GAP))
+            rows[process_id] = r
     # Track 0 is the lowest, nearest the processes.
-    frame = Frame(places, {process_id: r for column in columns for r, process_id in enumerate(column)}, node_width, [MARGIN + band - TRACK_GAP // 2 - t * TRACK_GAP for t in range(tracks)])
-    nodes = [Node(process_id, names.get(process_id, process_id), x, y, process_id == final, process_id in names)
-             for process_id, (x, y) in places.items()]
-    edges = [_edge(edge, frame, track_of.get(edge["processId"]) if _is_long(edge, column_of) else None)
-             for edge in dependencies]
+    track_y = [MARGIN + band - TRACK_GAP // 2 - t * TRACK_GAP for t in range(tracks)]
     width = 2 * MARGIN + len(columns) * node_width + (len(columns) - 1) * COLUMN_GAP
-    return Layout(nodes, edges, width, 2 * MARGIN + band + nodes_height, node_width)
+    return Frame(places, rows, node_width, track_y), width, 2 * MARGIN + band + nodes_height
 
 
 def _columns(final, dependencies):
@@ -186,10 +193,11 @@ def _edge(dependency, frame, track):
         rise = start_x + RISE + STAGGER * (frame.rows[dependency["upstreamProcessId"]] % STAGGERS)
         fall = dx - FALL - STAGGER * (frame.rows[dependency["processId"]] % STAGGERS)
         track_y = frame.track_y[track]
+        # Level out of the upstream process, a round corner up, along the track, a round corner down, level into it.
         path = (f"M{start_x},{start_y} H{rise - CORNER} Q{rise},{start_y} {rise},{start_y - CORNER} "
-                f"V{track_y + CORNER} Q{rise},{track_y} {rise + CORNER},{track_y} H{fall - CORNER} "
-                f"Q{fall},{track_y} {fall},{track_y + CORNER} V{end_y - CORNER} Q{fall},{end_y} {fall + CORNER},{end_y} "
-                f"H{end_x}")
+                f"V{track_y + CORNER} Q{rise},{track_y} {rise + CORNER},{track_y} "
+                f"H{fall - CORNER} Q{fall},{track_y} {fall},{track_y + CORNER} "
+                f"V{end_y - CORNER} Q{fall},{end_y} {fall + CORNER},{end_y} H{end_x}")
         label_x, label_y = rise + CORNER + 12, track_y - 5
     return Edge(dependency["upstreamProcessId"], dependency["processId"], dependency.get("quantity", 1), path,
                 label_x, label_y)
