@@ -278,6 +278,9 @@ def test_the_product_drawing_wraps_long_names_and_uses_the_width_it_has(server, 
         return [node.dataset.process, [name.textContent, Math.round(lines)]]; }))""")
     assert shown == {identifier: [name, 1 if len(name) <= 22 else 2]
                      for identifier, name in MICROSCOPE_PROCESSES.items()}
+    # Each node is a link a screen reader names by its process: the drawing is a group of links, not an image.
+    expect(page.get_by_role("group", name=re.compile("^Workflow of")).get_by_role(
+        "link", name=MICROSCOPE_PROCESSES["of_body"])).to_have_attribute("href", "/view/processes/of_body")
     drawn, natural, frame, scrolls = page.evaluate("""() => {
         const svg = document.querySelector('svg.graph'), frame = document.querySelector('.graph-frame');
         return [svg.getBoundingClientRect().width, svg.width.baseVal.value, frame.clientWidth,
