@@ -10,40 +10,31 @@ import requests
 from playwright.sync_api import expect
 
 from service.interface import TOKEN_HEADER
-from support.example import CLIP, IMAGE, example_bodies, example_processes, example_product
+from support.example import CLIP, example_processes, example_product
+from support.pages import (HOSTILE, LONG_STATION_IDS, MICROSCOPE, MICROSCOPE_PROCESSES, graphql, seed,
+                           sign_in)
 from support.servers import BROWSER_WAIT_MS as WAIT_MS
-from support.tokens import HEADERS, TOKEN
+from support.tokens import TOKEN
 
 WIDTHS = (1440, 768)
-HOSTILE = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
-
-
-def upload(url, data, destination, name):
-    response = requests.post(f"{url}/uploads", headers=HEADERS, timeout=30, data={"destinationId": destination},
-                             files={"file": (name, data)})
-    assert response.status_code == 201, response.text
-    return response.json()["path"]
-
-
-def graphql(url, body):
-    response = requests.post(f"{url}/graph/v2", headers=HEADERS, json=body, timeout=30)
-    assert response.status_code == 200 and "errors" not in response.json(), response.text
-    return response.json()
-
-
-def seed(url):
-    """The docs' complete example with real media, and a process whose texts are markup; returns the video's path."""
-    image = upload(url, IMAGE, "stepImage", "gearbox housing.png")
-    video = upload(url, CLIP.read_bytes(), "stepVideo", "clip.mp4")
-    for body in example_bodies(image, video):
-        graphql(url, body)
-    graphql(url, {"query": "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }",
-                  "variables": {"input": {"process": {
-                      "id": "hostile_names", "name": HOSTILE, "description": HOSTILE, "steps": [
-                          {"id": "s_1", "name": HOSTILE, "instructionText": {"text": HOSTILE},
-                           "notes": [{"text": HOSTILE}],
-                           "actions": [{"id": "a_1", "description": {"text": HOSTILE}}]}]}}}})
-    return video
+# The lines the browser broke an element's text into, from where each character is drawn.
+RENDERED_LINES = """element => {
+    const lines = [];
+    let top = null;
+    const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+    for (let text = walker.nextNode(); text; text = walker.nextNode()) {
+        for (let i = 0; i < text.length; i++) {
+            const range = document.createRange();
+            range.setStart(text, i);
+            range.setEnd(text, i + 1);
+            const box = range.getClientRects()[0];
+            if (!box) continue;
+            if (top === null || Math.abs(box.top - top) > 2) { lines.push(""); top = box.top; }
+            lines[lines.length - 1] += text.data[i];
+        }
+    }
+    return lines;
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -79,15 +70,6 @@ def browse(browser, server):
     for context in contexts:
         context.close()
     assert problems == []
-
-
-def sign_in(page, path="/view/processes"):
-    """What a person does: open a page, land on the login, paste the token, submit, come back."""
-    page.goto(path)
-    expect(page).to_have_url(re.compile(r"/view/login\?next="), timeout=WAIT_MS)
-    page.get_by_label("API token").fill(TOKEN)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page).to_have_url(re.compile(re.escape(path) + "$"), timeout=WAIT_MS)
 
 
 def shoot(page, screenshots, backend, name, width):
@@ -281,3 +263,43 @@ def test_a_session_started_on_one_node_reads_pages_and_media_on_another(server, 
     refused = session.post(f"{other.url}/graph/v2", timeout=30, json={
         "query": 'mutation { stationCreate(input: {station: {id: "st_x", name: "x"}}) }'})
     assert refused.status_code == 401 and TOKEN_HEADER in refused.json()["error"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_product_drawing_wraps_long_names_and_uses_the_width_it_has(server, backend, browse, screenshots, width):
+    page = browse(width)
+    sign_in(page, f"/view/products/{MICROSCOPE}")
+    expect(page.locator("svg.graph .node")).to_have_count(len(MICROSCOPE_PROCESSES))
+    shoot(page, screenshots, backend, "product-long-names", width)
+    # Every name whole on its node: the short one on one line, the long ones wrapped on two (then an ellipsis).
+    shown = page.evaluate("""() => Object.fromEntries([...document.querySelectorAll('svg.graph .node')].map(node => {
+        const name = node.querySelector('.node-name');
+        const lines = name.offsetHeight / parseFloat(getComputedStyle(name).lineHeight);
+        return [node.dataset.process, [name.textContent, Math.round(lines)]]; }))""")
+    assert shown == {identifier: [name, 1 if len(name) <= 22 else 2]
+                     for identifier, name in MICROSCOPE_PROCESSES.items()}
+    # Each node is a link a screen reader names by its process: the drawing is a group of links, not an image.
+    expect(page.get_by_role("group", name=re.compile("^Workflow of")).get_by_role(
+        "link", name=MICROSCOPE_PROCESSES["of_body"])).to_have_attribute("href", "/view/processes/of_body")
+    drawn, natural, frame, scrolls = page.evaluate("""() => {
+        const svg = document.querySelector('svg.graph'), frame = document.querySelector('.graph-frame');
+        return [svg.getBoundingClientRect().width, svg.width.baseVal.value, frame.clientWidth,
+                frame.scrollWidth > frame.clientWidth]; }""")
+    if width == 1440:
+        # Four columns fill the page (the frame's width less its padding of 2 x 8.5 px).
+        assert drawn >= 0.95 * (frame - 17) and not scrolls
+    else:
+        # On a tablet the drawing keeps its size, legible; the frame scrolls sideways.
+        assert drawn == natural and scrolls
+
+
+def test_station_ids_wrap_only_after_an_underscore(server, backend, browse, screenshots):
+    page = browse(768)
+    sign_in(page, "/view/stations")
+    shoot(page, screenshots, backend, "stations-long-ids", 768)
+    for identifier in LONG_STATION_IDS:
+        lines = page.locator("td code", has_text=identifier).evaluate(RENDERED_LINES)
+        assert "".join(lines) == identifier
+        assert all(line.endswith("_") for line in lines[:-1]), lines
+    # The longest id does not fit the column on one line.
+    assert len(page.locator("td code", has_text=LONG_STATION_IDS[0]).evaluate(RENDERED_LINES)) > 1

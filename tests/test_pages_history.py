@@ -221,7 +221,7 @@ def test_the_search_ignores_case_as_casefold_does(client, auth):
 
 
 def listed_ids(response):
-    return re.findall(r"<code>(\w+)</code>", response.get_data(as_text=True))
+    return listed(response)
 
 
 @pytest.mark.parametrize("name", [

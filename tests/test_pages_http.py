@@ -384,7 +384,9 @@ def create_stations(client, auth, count):
 
 
 def listed(response):
-    return re.findall(r"<code>(st_\d+)</code>", response.get_data(as_text=True))
+    """The ids a list page shows, in order (each may wrap after its underscores: `st_<wbr>000`)."""
+    found = re.findall(r'<td><code class="id">([^<]*(?:<wbr>[^<]*)*)</code></td>', response.get_data(as_text=True))
+    return [identifier.replace("<wbr>", "") for identifier in found]
 
 
 def next_link(response):

@@ -1,11 +1,9 @@
-"""What the pages compute before rendering, tested directly: how values read (service.pages.present), where a
-product's processes go in its drawing (service.pages.graph), and what changed between two revisions, in words
-(service.domain.changes)."""
+"""What the pages compute before rendering, tested directly: how values read (service.pages.present) and what changed
+between two revisions, in words (service.domain.changes). The drawing of a product: test_pages_graph.py."""
 import copy
 
 import pytest
 
-from service.pages import graph
 from service.domain.changes import changes, process_changes, product_changes, station_changes
 from service.domain.quantities import number
 from service.pages.present import code_spans, colors_of, limits, when
@@ -44,73 +42,6 @@ def test_each_colour_of_a_process_is_defined_once_and_only_well_formed_ones():
                          {"instructionText": {"text": "b", "color": "#aabbcc"},
                           "actions": [{"id": "x", "description": {"text": "c", "color": "red; } body { x: y"}}]}]}
     assert colors_of(process) == [("color-aabbcc", "#aabbcc")]
-
-
-# -- the drawing of a product ------------------------------------------------------------------------------------------------
-
-def edge(down, up, quantity=1):
-    return {"processId": down, "upstreamProcessId": up, "quantity": quantity}
-
-
-def test_a_product_is_drawn_in_columns_ending_with_its_final_process():
-    # frame and motor feed the assembly (motor twice), wheels feed the final test directly, the assembly feeds it too.
-    product = {"finalProcessId": "test", "dependencies": [
-        edge("assembly", "frame"), edge("assembly", "motor", 2), edge("test", "assembly"), edge("test", "wheels"),
-        edge("motor", "winding")]}
-    names = {pid: pid.title() for pid in ("frame", "motor", "assembly", "test", "wheels", "winding")}
-    drawing = graph.layout(product, names)
-    column = {node.id: node.x for node in drawing.nodes}
-    assert len(drawing.nodes) == 6 and len(drawing.edges) == 5
-    # Every edge goes to the right; the final process stands alone in the last column.
-    assert all(column[e.upstream] < column[e.downstream] for e in drawing.edges)
-    assert [node.id for node in drawing.nodes if node.x == max(column.values())] == ["test"]
-    assert [node.id for node in drawing.nodes if node.final] == ["test"]
-    # A process stands next to the first process that needs it: wheels beside the test, not at the far left.
-    assert column["wheels"] == column["assembly"] and column["winding"] < column["motor"] < column["assembly"]
-    # Nothing overlaps, and everything is inside the drawing.
-    boxes = {(node.x, node.y) for node in drawing.nodes}
-    assert len(boxes) == 6
-    assert all(0 < node.x and node.x + drawing.node_width < drawing.width and
-               0 < node.y and node.y + drawing.node_height < drawing.height for node in drawing.nodes)
-    assert {(e.upstream, e.downstream, e.quantity) for e in drawing.edges} == {
-        ("frame", "assembly", 1), ("motor", "assembly", 2), ("assembly", "test", 1), ("wheels", "test", 1),
-        ("winding", "motor", 1)}
-
-
-def test_a_dependency_over_several_columns_passes_beside_the_processes_between():
-    # harness feeds both the assembly and the final test, which stands a column further: that edge crosses the
-    # assembly's column, through a slot of its own.
-    product = {"finalProcessId": "test", "dependencies": [
-        edge("assembly", "frame"), edge("assembly", "harness"), edge("test", "assembly"), edge("test", "harness")]}
-    drawing = graph.layout(product, {})
-    by_id = {node.id: node for node in drawing.nodes}
-    [long_edge] = [e for e in drawing.edges if (e.upstream, e.downstream) == ("harness", "test")]
-    [(across_y)] = [int(part.split(",")[1]) for part in long_edge.path.split() if part.startswith("L")]
-    assembly = by_id["assembly"]
-    assert not assembly.y <= across_y <= assembly.y + drawing.node_height
-    assert len(drawing.nodes) == 4  # the slot is no process
-
-
-def test_a_product_of_one_process_is_one_node():
-    drawing = graph.layout({"finalProcessId": "only", "dependencies": []}, {"only": "Only"})
-    assert [(node.id, node.final) for node in drawing.nodes] == [("only", True)] and drawing.edges == []
-
-
-def test_a_long_name_is_cut_on_the_node_and_a_missing_process_is_marked():
-    drawing = graph.layout({"finalProcessId": "b", "dependencies": [edge("b", "a")]}, {"b": "B" * 60})
-    by_id = {node.id: node for node in drawing.nodes}
-    assert by_id["b"].name == "B" * 60 and len(by_id["b"].label) == graph.NAME_ON_NODE
-    assert by_id["b"].label.endswith("\u2026")
-    assert not by_id["a"].exists and by_id["a"].name == "a"
-
-
-def test_rows_follow_the_neighbours_so_edges_do_not_cross():
-    # Two chains into one final process: a1 -> a2 -> final, b1 -> b2 -> final. Each chain keeps to its own row.
-    product = {"finalProcessId": "final", "dependencies": [
-        edge("final", "b2"), edge("final", "a2"), edge("a2", "a1"), edge("b2", "b1")]}
-    drawing = graph.layout(product, {})
-    row = {node.id: node.y for node in drawing.nodes}
-    assert (row["a1"] < row["b1"]) == (row["a2"] < row["b2"])
 
 
 # -- what changed between revisions ----------------------------------------------------------------------------------------
@@ -241,6 +172,10 @@ def test_a_long_changed_text_is_shown_by_its_beginning_and_end():
     assert len(change) < 220
     assert change.startswith("step 2 `s_check`: name \u201cCheck\u201d -> \u201cbxxx")
     assert change.endswith("x\u2026" + "x" * 52 + "e\u201d")
+
+
+def edge(down, up, quantity=1):
+    return {"processId": down, "upstreamProcessId": up, "quantity": quantity}
 
 
 def test_products_and_stations():

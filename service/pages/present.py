@@ -119,8 +119,14 @@ def code_spans(line):
     return Markup(_CODE_SPAN.sub(lambda found: f"<code>{found.group(1)}</code>", str(escape(line))))
 
 
+def id_breaks(identifier):
+    """An id as HTML that a narrow column may wrap after its underscores (`<wbr>`), never inside a word: ids are
+    ASCII letters, digits and underscores, so `press_line_4` breaks as `press_` `line_` `4`."""
+    return Markup("_<wbr>".join(str(escape(part)) for part in str(identifier).split("_")))
+
+
 FILTERS = {
-    "code_spans": code_spans,
+    "code_spans": code_spans, "id_breaks": id_breaks,
     "behaviour": behaviour, "torque_groups": torque_groups, "torque_group_of": torque_group_of,
     "number": number, "when": when, "unit": unit, "quantity_kind": quantity_kind, "limits": limits, "text_classes": text_classes,
     "is_animation": is_animation, "part_label": part_label, "tool_label": tool_label,
