@@ -327,7 +327,8 @@ def bounded_json(read, entry, limit):
     if entry.size > limit:
         return None, f"{entry.size} bytes, more than the {limit} an entry of JSON may have"
     try:
-        return json.loads(read().read(limit + 1)), None
+        # Its size, not the limit: a buffered read allocates what it is asked for (64 MB for each manifest) first.
+        return json.loads(read().read(entry.size)), None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         return None, f"not JSON ({error})"
 
