@@ -33,7 +33,8 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from service.domain.ids import is_valid_id
-from service.interface import MAX_REQUEST_BODY, MEDIA_NAME, MEDIA_PATH_ROOT, parse_media_path
+from service.interface import (
+    KIND_BY_SEGMENT, MAX_REQUEST_BODY, MEDIA_NAME, MEDIA_PATH_ROOT, made_media_name_problem, parse_media_path)
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -203,20 +204,19 @@ class ArchiveReader:
         used at all."""
         names, problems, bodies, media_seen = set(), [], {}, {}
         manifest = None
-        with self._reading():
-            for entry, read in self._entries():
-                if entry.name in names:
-                    raise ArchiveError(f"{entry.name}: the archive holds this entry twice")
-                names.add(entry.name)
-                if entry.name == MANIFEST:
-                    manifest = read_manifest(read, entry)
-                elif entry.name.startswith(MEDIA + "/"):
-                    media_seen[entry.name] = size_and_sha256(read())
-                else:
-                    # Only what the verdict needs is kept, not the JSON: memory grows with the number of entries,
-                    # not with their sizes.
-                    body, problem = read_object(read, entry)
-                    bodies[entry.name] = (_summary(body), problem)
+        for entry, read in self._entries():
+            if entry.name in names:
+                raise ArchiveError(f"{entry.name}: the archive holds this entry twice")
+            names.add(entry.name)
+            if entry.name == MANIFEST:
+                manifest = read_manifest(read, entry)
+            elif entry.name.startswith(MEDIA + "/"):
+                media_seen[entry.name] = size_and_sha256(read())
+            else:
+                # Only what the verdict needs is kept, not the JSON: memory grows with the number of entries, not
+                # with their sizes.
+                body, problem = read_object(read, entry)
+                bodies[entry.name] = (_summary(body), problem)
         if manifest is None:
             raise ArchiveError(f"{MANIFEST}: missing; this is not a complete archive of format {FORMAT}")
         counts = {kind: sum(1 for name in names if name.startswith(kind + "/")) for kind in (*KINDS, MEDIA)}
@@ -233,7 +233,7 @@ class ArchiveReader:
         media = {}
         records = manifest["media"]
         for name, seen in sorted(media_seen.items()):
-            problem = media_problem(name, seen, records.get(name[len(MEDIA) + 1:]))
+            problem = media_problem(name[len(MEDIA) + 1:], seen, records.get(name[len(MEDIA) + 1:]))
             if problem:
                 problems.append(EntryProblem(name, problem))
             else:
@@ -246,29 +246,31 @@ class ArchiveReader:
     def objects(self, kind) -> Iterator[tuple[str, dict]]:
         """(id, input) of each object of `kind` that passed the check, in archive order."""
         accepted = set(self._checked().ids[kind])
-        with self._reading():
-            for entry, read in self._entries():
-                identifier = entry.name[len(kind) + 1:-len(".json")]
-                if entry.name.startswith(kind + "/") and identifier in accepted:
-                    body, problem = read_object(read, entry)
-                    if problem or object_problem(entry.name, body, self.contents.org):
-                        raise ArchiveError(f"{entry.name}: changed since the archive was checked")
-                    yield identifier, body
+        for entry, read in self._entries():
+            identifier = entry.name[len(kind) + 1:-len(".json")]
+            if entry.name.startswith(kind + "/") and identifier in accepted:
+                body, problem = read_object(read, entry)
+                if problem or object_problem(entry.name, body, self.contents.org):
+                    raise ArchiveError(f"{entry.name}: changed since the archive was checked")
+                yield identifier, body
 
     def media(self) -> Iterator[MediaEntry]:
         """Each media entry that passed the check, copied to a temporary file while its SHA-256 is checked again."""
         accepted = self._checked().media
-        with tempfile.TemporaryDirectory(prefix="wis-archive-") as directory, self._reading():
+        with tempfile.TemporaryDirectory(prefix="wis-archive-") as directory:
             for entry, read in self._entries():
                 path = media_path_of(entry.name)
                 if not entry.name.startswith(MEDIA + "/") or path not in accepted:
                     continue
-                # Named as its media name without the unique prefix: uploaded again, it keeps its cleaned name (and so
-                # finds the same media on a server that has them).
-                name = entry.name.rsplit("/", 1)[1]
-                local = os.path.join(directory, name.partition("-")[2] or name)
-                with open(local, "wb") as copy:
-                    size, sha256 = size_and_sha256(read(), copy)
+                # Named as its media name without the unique prefix (the check made sure it has one): uploaded again,
+                # it keeps its cleaned name (and so finds the same media on a server that has them).
+                local = os.path.join(directory, entry.name.rsplit("/", 1)[1].partition("-")[2])
+                try:
+                    with open(local, "wb") as copy:
+                        size, sha256 = size_and_sha256(read(), copy)
+                except OSError as error:  # the local copy's: the archive's own errors are ArchiveErrors
+                    raise OSError(error.errno, f"{error.strerror} (copying {entry.name} out of the archive)",
+                                  local) from None
                 if (size, sha256) != (accepted[path]["size"], accepted[path]["sha256"]):
                     raise ArchiveError(f"{entry.name}: changed since the archive was checked")
                 yield MediaEntry(path, local, size, sha256)
@@ -282,17 +284,18 @@ class ArchiveReader:
         Streaming: an entry can be read only before the next is asked for. Inside `_reading`."""
         # gzip's own reader checks the trailer's CRC and length, which tarfile's stream mode leaves unread: an archive
         # cut inside its last bytes is refused too.
-        with gzip.open(self.path, "rb") as unzipped, tarfile.open(fileobj=unzipped, mode="r|") as archive:
+        with self._reading(), gzip.open(self.path, "rb") as unzipped, \
+                tarfile.open(fileobj=unzipped, mode="r|") as archive:
             for entry in archive:
                 check_entry(entry)
-                yield entry, lambda entry=entry: archive.extractfile(entry)
+                yield entry, lambda entry=entry: _EntryFile(archive.extractfile(entry), self._reading)
             while unzipped.read(BLOCK):
                 pass
 
     @contextlib.contextmanager
     def _reading(self):
-        """Errors of the gzip or tar layers, wherever they arise (between entries or while one is read), as the
-        ArchiveError they mean."""
+        """Errors of the gzip or tar layers, between entries or while one is read, as the ArchiveError they mean; only
+        there: a local file's errors (a full disk) are said as what they are."""
         try:
             yield
         except FileNotFoundError:
@@ -301,6 +304,17 @@ class ArchiveReader:
             # gzip.BadGzipFile is an OSError; a tar or gzip cut short is a ReadError or EOFError.
             raise ArchiveError(f"{os.fspath(self.path)}: not a whole .tar.gz archive (truncated or corrupt: {error})") \
                 from None
+
+
+class _EntryFile:
+    """An entry's file object whose read errors are the archive's (`reading`: ArchiveReader._reading)."""
+
+    def __init__(self, file, reading):
+        self._file, self._reading = file, reading
+
+    def read(self, size=-1):
+        with self._reading():
+            return self._file.read(size)
 
 
 def check_entry(entry):
@@ -380,6 +394,12 @@ def object_problem(name, body, org):
 
 
 def media_problem(name, seen, record):
+    """What is wrong with a media entry `images/<name>` of (size, sha256) `seen` and the manifest's record, or None."""
+    folder, _, file_name = name.partition("/")
+    # A name of another shape was never served: stored, its every GET would be 404.
+    problem = made_media_name_problem(KIND_BY_SEGMENT[folder], file_name)
+    if problem:
+        return problem
     size, sha256 = seen
     if record is None:
         return "the manifest has no record of it"

@@ -188,6 +188,44 @@ def test_media_of_another_size_or_unknown_to_the_manifest_or_missing_is_refused_
     assert [entry.path for entry in reader.media()] == [IMAGE]
 
 
+NOT_MADE = "not a name the service gives media (16 hex digits, '-', at most 100 letters, digits, '.', '_' or '-' with"
+
+
+@pytest.mark.parametrize("name, message", [
+    ("images/aaaa-..", NOT_MADE), ("images/00000000000000aa-photo..png", NOT_MADE),
+    ("images/00000000000000aa-.png", NOT_MADE), ("images/00000000000000AA-photo.png", NOT_MADE),
+    ("images/00000000000000aa-photo.PNG", NOT_MADE), ("images/00000000000000aa-" + "p" * 101 + ".png", NOT_MADE),
+    ("images/00000000000000aa-photo.mp4", "images are named with .jpg or .png, not .mp4"),
+    ("videos/00000000000000aa-clip.png", "videos are named with .gif or .mp4, not .png"),
+])
+def test_media_under_a_name_the_service_never_gives_is_refused_alone(tmp_path, name, message):
+    """Such media restored or imported was accepted, then every GET of it was 404 (and `aaaa-..` made `wis import`
+    say the archive was truncated or corrupt)."""
+    data = png(300, seed=5)
+    write_archive(tmp_path / "a.tar.gz", media={IMAGE: png(3000, seed=1), "/api/v1/" + name: data})
+    reader = ArchiveReader(tmp_path / "a.tar.gz")
+    [problem] = reader.check().problems
+    assert problem.entry == "media/" + name and problem.message.startswith(message)
+    assert [entry.path for entry in reader.media()] == [IMAGE]
+
+
+def test_a_local_copy_that_cannot_be_written_is_said_as_such_not_as_a_damaged_archive(tmp_path, monkeypatch):
+    write_archive(tmp_path / "a.tar.gz")
+    reader = ArchiveReader(tmp_path / "a.tar.gz")
+    reader.check()
+
+    def full_disk(file, copy=None):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(archive_module, "size_and_sha256", full_disk)
+    with pytest.raises(OSError) as raised:
+        next(reader.media())
+    assert not isinstance(raised.value, ArchiveError)
+    assert raised.value.strerror == "No space left on device (copying media/images/00000000000000aa-photo.png out of " \
+                                    "the archive)"
+    assert raised.value.filename.endswith("/photo.png")
+
+
 @pytest.mark.parametrize("body, message", [
     ({**PROCESS, "id": "p_9"}, "its id is 'p_9', not 'p_1' as its file name says"),
     ({**PROCESS, "org": "other"}, "it claims org 'other'; this archive is org 'acme''s"),

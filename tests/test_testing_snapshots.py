@@ -263,6 +263,13 @@ def bad_snapshots():
     counts = {**org_manifest, "counts": {**org_manifest["counts"], "processes": 2}}
     yield "counts", forge(replaced(good, "default/manifest.json", json.dumps(counts).encode())), "counts"
     yield "media missing", forge([good[0], *good[2:]]), "listed in the manifest but not in the snapshot"
+    for name, why in (("aaaa-..", "not a name the service gives media"),
+                      ("0123456789abcdef-a.mp4", "images are named with .jpg or .png, not .mp4")):
+        renamed = json.loads(good[2][1])
+        renamed["media"] = {f"images/{name}": renamed["media"]["images/0123456789abcdef-a.png"]}
+        yield f"media named {name}", forge([good[0], (f"default/media/images/{name}", good[1][1]),
+                                            ("default/manifest.json", json.dumps(renamed).encode()), good[3]]), \
+            f"default/media/images/{name}: {why}"
     top = json.loads(good[3][1])
     top["orgs"]["ghost"] = {}
     yield "an org it lacks", forge(replaced(good, "manifest.json", json.dumps(top).encode())), "names the orgs"
