@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 from service.domain.ids import is_valid_id
 from service.interface import (
-    KIND_BY_SEGMENT, MAX_REQUEST_BODY, MEDIA_NAME, MEDIA_PATH_ROOT, made_media_name_problem, parse_media_path)
+    KIND_BY_SEGMENT, MAX_ARCHIVE_ENTRIES, MAX_REQUEST_BODY, MEDIA_NAME, MEDIA_PATH_ROOT, made_media_name_problem, parse_media_path)
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -286,7 +286,10 @@ class ArchiveReader:
         # cut inside its last bytes is refused too.
         with self._reading(), gzip.open(self.path, "rb") as unzipped, \
                 tarfile.open(fileobj=unzipped, mode="r|") as archive:
-            for entry in archive:
+            for number, entry in enumerate(archive, 1):
+                if number > MAX_ARCHIVE_ENTRIES:
+                    raise ArchiveError(f"{entry.name}: more than {MAX_ARCHIVE_ENTRIES} entries; an archive has at most "
+                                       "that many")
                 check_entry(entry)
                 yield entry, lambda entry=entry: _EntryFile(archive.extractfile(entry), self._reading)
             while unzipped.read(BLOCK):

@@ -30,11 +30,13 @@ FORM_FIELD_LIMIT = 64 * 1024
 # Largest request body of any route: one file of REQUEST_FILE_LIMIT and its form fields. Which route's body it bounds,
 # and how, is service.body_limits's.
 MAX_REQUEST_BODY = REQUEST_FILE_LIMIT + FORM_FIELD_LIMIT
-# Test mode's snapshots (CONTRACT 12): the largest archive POST /_test/restore takes, what its entries may hold in all
-# once unpacked (a gzip bomb stops there), and how many entries it may have (each is remembered while it is read).
+# How many entries an archive may have, an org's (`wis import`) or a snapshot of every org (POST /_test/restore): each
+# is remembered while it is read.
+MAX_ARCHIVE_ENTRIES = 100_000
+# Test mode's snapshots (CONTRACT 12): the largest archive POST /_test/restore takes, and what its entries may hold in
+# all once unpacked (a gzip bomb stops there).
 MAX_SNAPSHOT_BYTES = 512 * MB
 MAX_SNAPSHOT_UNPACKED = 1024 * MB
-MAX_SNAPSHOT_ENTRIES = 100_000
 # The objects' JSON of a snapshot is held in memory while it is restored.
 MAX_SNAPSHOT_DOCUMENTS = 256 * MB
 # Chunk bookkeeping scans a stream's parts on every chunk, so a stream has a bounded number of them.

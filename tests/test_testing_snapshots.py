@@ -323,7 +323,7 @@ def test_a_snapshot_of_too_many_entries_or_too_much_json_is_refused_there(client
     good = good_snapshot()
     many = forge([(f"default/stations/st_{number}.json", json.dumps({"id": f"st_{number}"}).encode())
                   for number in range(6)] + good)
-    monkeypatch.setattr(snapshots, "MAX_SNAPSHOT_ENTRIES", 5)
+    monkeypatch.setattr(snapshots, "MAX_ARCHIVE_ENTRIES", 5)
     answer = restore(client, many)
     assert answer.status_code == 400
     assert answer.get_json()["error"] == "default/stations/st_5.json: more than 5 entries; a snapshot has at most that many"
@@ -334,7 +334,7 @@ def test_a_snapshot_of_too_many_entries_or_too_much_json_is_refused_there(client
     assert answer.status_code == 400
     assert answer.get_json()["error"] == ("default/manifest.json: lists 4 media not in the snapshot so far; a snapshot "
                                           "has at most 5 entries")
-    monkeypatch.setattr(snapshots, "MAX_SNAPSHOT_ENTRIES", 100)
+    monkeypatch.setattr(snapshots, "MAX_ARCHIVE_ENTRIES", 100)
     monkeypatch.setattr(snapshots, "MAX_SNAPSHOT_DOCUMENTS", 20)
     answer = restore(client, forge(good))
     assert answer.status_code == 413

@@ -38,7 +38,7 @@ from service.domain.stations import check_station
 from service.domain.validation import InvalidInput
 from service.errors import BodyTooLarge, InvalidSnapshot
 from service.interface import (
-    MAX_SNAPSHOT_DOCUMENTS, MAX_SNAPSHOT_ENTRIES, MAX_SNAPSHOT_UNPACKED, MEDIA_PATH_ROOT, ORG_PATTERN)
+    MAX_SNAPSHOT_DOCUMENTS, MAX_ARCHIVE_ENTRIES, MAX_SNAPSHOT_UNPACKED, MEDIA_PATH_ROOT, ORG_PATTERN)
 from service.storage.contract import StagedDocument, StagedMedia
 from service.storage.disk import disk_errors
 
@@ -171,6 +171,7 @@ class _Reading:
         # against the org's media as it comes, so a worker holds one manifest at a time, not one per org.
         self.counts = {}  # {org: its manifest's counts}
         self.awaited = {}  # {org: {"images/<name>": the manifest's record}} of media listed but not received yet
+        self.awaited_count = 0  # records in `awaited`, each an entry still to come
         self.documents = []
         self.documents_size = 0
         self.media = {}  # {org: {"images/<name>": (size, sha256, staged file)}}
@@ -180,8 +181,8 @@ class _Reading:
         """Check one entry, whose file object `read()` gives, and receive it."""
         name = entry.name
         self.entries += 1
-        if self.entries > MAX_SNAPSHOT_ENTRIES:
-            raise InvalidSnapshot(f"{name}: more than {MAX_SNAPSHOT_ENTRIES} entries; a snapshot has at most that many")
+        if self.entries > MAX_ARCHIVE_ENTRIES:
+            raise InvalidSnapshot(f"{name}: more than {MAX_ARCHIVE_ENTRIES} entries; a snapshot has at most that many")
         self.unpacked += entry.size
         if self.unpacked > MAX_SNAPSHOT_UNPACKED:
             raise BodyTooLarge(f"{name}: the snapshot's entries hold more than {MAX_SNAPSHOT_UNPACKED} bytes "
@@ -238,9 +239,10 @@ class _Reading:
         for name, (size, sha256, _) in sorted(received.items()):
             self._check_media(org, name, (size, sha256), records.get(name))
         awaited = {name: record for name, record in records.items() if name not in received}
-        if self.entries + sum(map(len, self.awaited.values())) + len(awaited) > MAX_SNAPSHOT_ENTRIES:
+        self.awaited_count += len(awaited)
+        if self.entries + self.awaited_count > MAX_ARCHIVE_ENTRIES:
             raise InvalidSnapshot(f"{org}/{MANIFEST}: lists {len(awaited)} media not in the snapshot so far; a "
-                                  f"snapshot has at most {MAX_SNAPSHOT_ENTRIES} entries")
+                                  f"snapshot has at most {MAX_ARCHIVE_ENTRIES} entries")
         self.awaited[org] = awaited
         self.counts[org] = {kind: manifest["counts"].get(kind, 0) for kind in (*KINDS, MEDIA)}
 
@@ -272,6 +274,7 @@ class _Reading:
         name = within[len(MEDIA) + 1:]
         if org in self.awaited:  # its manifest came first
             self._check_media(org, name, (size, sha256), self.awaited[org].pop(name, None))
+            self.awaited_count -= 1
         self.media.setdefault(org, {})[name] = (size, sha256, str(staged))
 
     def finish(self):
