@@ -34,7 +34,9 @@ from typing import NamedTuple
 
 from service.domain.ids import is_valid_id
 from service.interface import (
-    KIND_BY_SEGMENT, MAX_ARCHIVE_ENTRIES, MAX_REQUEST_BODY, MEDIA_NAME, MEDIA_PATH_ROOT, made_media_name_problem, parse_media_path)
+    KIND_BY_SEGMENT, MAX_ARCHIVE_ENTRIES, MAX_REQUEST_BODY, MEDIA_NAME, MEDIA_PATH_ROOT, made_media_name_problem,
+    parse_media_path)
+from service.tar_reading import BLOCK, BoundedTarInfo, EntryFile, RefusedHeader, bounded_json, size_and_sha256
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -49,7 +51,6 @@ MAX_MANIFEST = 64 * 1024 * 1024
 # Media are compressed formats already (PNG, JPEG, MP4, GIF): gzip's level 9 (tarfile's default) spent 5 s of CPU on
 # 40 MB of them to save nothing; level 1 still shrinks the JSON entries several times.
 COMPRESS_LEVEL = 1
-BLOCK = 1024 * 1024
 
 
 class ArchiveError(Exception):
@@ -285,13 +286,13 @@ class ArchiveReader:
         # gzip's own reader checks the trailer's CRC and length, which tarfile's stream mode leaves unread: an archive
         # cut inside its last bytes is refused too.
         with self._reading(), gzip.open(self.path, "rb") as unzipped, \
-                tarfile.open(fileobj=unzipped, mode="r|") as archive:
+                tarfile.open(fileobj=unzipped, mode="r|", tarinfo=BoundedTarInfo) as archive:
             for number, entry in enumerate(archive, 1):
                 if number > MAX_ARCHIVE_ENTRIES:
                     raise ArchiveError(f"{entry.name}: more than {MAX_ARCHIVE_ENTRIES} entries; an archive has at most "
                                        "that many")
                 check_entry(entry)
-                yield entry, lambda entry=entry: _EntryFile(archive.extractfile(entry), self._reading)
+                yield entry, lambda entry=entry: EntryFile(archive.extractfile(entry), self._reading)
             while unzipped.read(BLOCK):
                 pass
 
@@ -303,21 +304,12 @@ class ArchiveReader:
             yield
         except FileNotFoundError:
             raise ArchiveError(f"{os.fspath(self.path)}: no such file") from None
+        except RefusedHeader as error:
+            raise ArchiveError(f"{os.fspath(self.path)}: {error}") from None
         except (tarfile.TarError, EOFError, OSError, zlib.error) as error:
             # gzip.BadGzipFile is an OSError; a tar or gzip cut short is a ReadError or EOFError.
             raise ArchiveError(f"{os.fspath(self.path)}: not a whole .tar.gz archive (truncated or corrupt: {error})") \
                 from None
-
-
-class _EntryFile:
-    """An entry's file object whose read errors are the archive's (`reading`: ArchiveReader._reading)."""
-
-    def __init__(self, file, reading):
-        self._file, self._reading = file, reading
-
-    def read(self, size=-1):
-        with self._reading():
-            return self._file.read(size)
 
 
 def check_entry(entry):
@@ -338,16 +330,6 @@ def check_entry(entry):
         return
     raise ArchiveError(f"{name}: outside the archive's folders (manifest.json, {'/, '.join(KINDS)}/<id>.json, "
                        f"media/images/, media/videos/)")
-
-
-def bounded_json(read, entry, limit):
-    if entry.size > limit:
-        return None, f"{entry.size} bytes, more than the {limit} an entry of JSON may have"
-    try:
-        # Its size, not the limit: a buffered read allocates what it is asked for (64 MB for each manifest) first.
-        return json.loads(read().read(entry.size)), None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        return None, f"not JSON ({error})"
 
 
 def read_manifest(read, entry):
@@ -411,15 +393,3 @@ def media_problem(name, seen, record):
     if sha256 != record["sha256"].lower():
         return f"its SHA-256 is {sha256}, not {record['sha256']} as the manifest says"
     return None
-
-
-def size_and_sha256(file, copy=None):
-    """(size, hex SHA-256) of an entry's bytes, copied to `copy` as they are read when given."""
-    digest, size = hashlib.sha256(), 0
-    while block := file.read(BLOCK):
-        digest.update(block)
-        size += len(block)
-        if copy is not None:
-            copy.write(block)
-    return size, digest.hexdigest()
-

@@ -1,9 +1,12 @@
 """The archive of `wis export` / `wis import` (service.archive, format 1): what the writer makes reads back equal, and
 every kind of bad archive is refused, as a whole or entry by entry, with the entry named."""
+import gzip
 import hashlib
 import io
 import json
+import re
 import tarfile
+import tracemalloc
 
 import pytest
 
@@ -12,6 +15,7 @@ from service.archive import ArchiveError, ArchiveReader, ArchiveWriter
 from service.client import transfer
 from service.domain import snapshots
 from support.media import MP4, png, random_blob
+from support.tar_blocks import header, long_name, pax_chain, tar_end
 
 ORG = "acme"
 IMAGE = "/api/v1/images/00000000000000aa-photo.png"
@@ -281,6 +285,42 @@ def test_an_import_tells_the_first_20_refused_entries_then_how_many_more(tmp_pat
     assert len(results) == count and all(result.error.startswith("not JSON") for result in results)
     assert told[:20] == results[:20]
     assert told[20:] == [(f"{count - 20} more entries", None, "refused in the archive as well (the first 20 are above)")]
+
+
+def test_a_long_name_is_refused_before_it_is_read_whatever_its_size(tmp_path):
+    """tarfile read a GNU long name whole: 200 MB of name cost 840 MB from a 200 KB archive."""
+    peaks = {}
+    for size in (1024 * 1024, 8 * 1024 * 1024):
+        (tmp_path / "a.tar.gz").write_bytes(gzip.compress(long_name(size) + tar_end()))
+        tracemalloc.start()
+        try:
+            with pytest.raises(ArchiveError, match=f"an extended header \\(a long name, or pax records\\) of {size} bytes"):
+                ArchiveReader(tmp_path / "a.tar.gz").check()
+            peaks[size] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert max(peaks.values()) < 1024 * 1024, peaks
+
+
+@pytest.mark.parametrize("blocks, message", [
+    (pax_chain(3000), "3 in a row before one entry"),  # was a RecursionError
+    (pax_chain(2), "an extended header (a long name, or pax records) of 10 bytes, 3 in a row before one entry"),
+    (header("x", tarfile.XGLTYPE), "a global pax header ('x'); an archive holds plain files only"),
+    (header("x", tarfile.GNUTYPE_SPARSE), "a sparse file ('x'); an archive holds plain files only"),
+])
+def test_extended_headers_in_a_row_are_refused(tmp_path, blocks, message):
+    (tmp_path / "a.tar.gz").write_bytes(gzip.compress(blocks + long_name(10) + tar_end()))  # the 10-byte name 3rd
+    with pytest.raises(ArchiveError, match=re.escape(message)):
+        ArchiveReader(tmp_path / "a.tar.gz").check()
+
+
+def test_an_object_nested_deeper_than_100_levels_is_refused_alone(tmp_path):
+    write_archive(tmp_path / "a.tar.gz")
+    deep = b'{"id": "p_1", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    forged = [(entry, deep if entry.name == "processes/p_1.json" else data)
+              for entry, data in entries_of(tmp_path / "a.tar.gz")]
+    reader = ArchiveReader(forge(tmp_path / "b.tar.gz", forged))
+    assert reader.check().problems == [("processes/p_1.json", "nested deeper than 100 levels")]
 
 
 def test_an_archive_changed_after_its_check_is_refused(tmp_path):

@@ -18,6 +18,7 @@ from service.interface import MAX_SNAPSHOT_BYTES, MEDIA_PATH_ROOT
 from service.testing import SnapshotRefused, ThreadedServer
 from support.media import MP4, png, sha256
 from support.servers import SHIPPED_WORKER_CLASS
+from support.tar_blocks import long_name, pax_chain, tar_end
 from support.tokens import HEADERS, OTHER_HEADERS
 from support.uploads import uploaded_path
 
@@ -273,6 +274,14 @@ def bad_snapshots():
     top = json.loads(good[3][1])
     top["orgs"]["ghost"] = {}
     yield "an org it lacks", forge(replaced(good, "manifest.json", json.dumps(top).encode())), "names the orgs"
+    deep = b'{"id": "weld_9", "name": "Nine", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    yield "JSON nested past the stack", forge(replaced(good, "default/processes/weld_9.json", deep)), \
+        "default/processes/weld_9.json: nested deeper than 100 levels"
+    yield "JSON nested past what is stored", forge(replaced(good, "default/processes/weld_9.json", json.dumps(
+        {"id": "weld_9", "name": "Nine", "x": json.loads("[" * 300 + "]" * 300)}).encode())), "nested deeper than 100"
+    yield "3,000 pax headers before one entry", gzip.compress(pax_chain(3000) + tar_end()), "3 in a row before one entry"
+    yield "a long name of 64 KB and a byte", gzip.compress(long_name(64 * 1024 + 1) + tar_end()), \
+        "an extended header (a long name, or pax records) of 65537 bytes, 1 in a row before one entry; at most 2 of 65536"
     link = io.BytesIO()
     with tarfile.open(fileobj=link, mode="w:gz") as tar:
         info = tarfile.TarInfo("default/media/images/0123456789abcdef-b.png")

@@ -41,6 +41,7 @@ from service.interface import (
     MAX_SNAPSHOT_DOCUMENTS, MAX_ARCHIVE_ENTRIES, MAX_SNAPSHOT_UNPACKED, MEDIA_PATH_ROOT, ORG_PATTERN)
 from service.storage.contract import StagedDocument, StagedMedia
 from service.storage.disk import disk_errors
+from service.tar_reading import BLOCK, BoundedTarInfo, RefusedHeader, bounded_json, size_and_sha256
 
 FORMAT = archive.FORMAT
 # The top-level manifest names the orgs and their counts only: small.
@@ -98,12 +99,15 @@ def read_snapshot(stream, staging):
     reading = _Reading(Path(staging))
     try:
         with gzip.GzipFile(fileobj=stream, mode="rb") as unzipped, \
-                tarfile.open(fileobj=unzipped, mode="r|", bufsize=tarfile.RECORDSIZE) as entries:
+                tarfile.open(fileobj=unzipped, mode="r|", bufsize=tarfile.RECORDSIZE,
+                             tarinfo=BoundedTarInfo) as entries:
             for entry in entries:
                 reading.take(entry, lambda entry=entry: entries.extractfile(entry))
             # gzip checks its trailer (CRC, length) only when read to the end: a body cut in its last bytes is refused.
-            while unzipped.read(archive.BLOCK):
+            while unzipped.read(BLOCK):
                 pass
+    except RefusedHeader as error:
+        raise InvalidSnapshot(str(error)) from None
     except (tarfile.TarError, EOFError, zlib.error) as error:
         raise InvalidSnapshot(f"not a whole .tar.gz snapshot (truncated or corrupt: {error})") from None
     except OSError as error:  # gzip.BadGzipFile and the like; disk errors of the staging are ServiceErrors already
@@ -216,7 +220,7 @@ class _Reading:
             self._stage_document(org, within, entry, read)
 
     def _top_manifest(self, entry, read):
-        value, problem = archive.bounded_json(read, entry, MAX_TOP_MANIFEST)
+        value, problem = bounded_json(read, entry, MAX_TOP_MANIFEST)
         if problem:
             raise InvalidSnapshot(f"{MANIFEST}: {problem}")
         if not isinstance(value, dict) or value.get("format") != FORMAT or value.get("snapshot") is not True:
@@ -270,7 +274,7 @@ class _Reading:
         with disk_errors():
             staged.parent.mkdir(parents=True, exist_ok=True)
             with open(staged, "wb") as copy:
-                size, sha256 = archive.size_and_sha256(read(), copy)
+                size, sha256 = size_and_sha256(read(), copy)
         name = within[len(MEDIA) + 1:]
         if org in self.awaited:  # its manifest came first
             self._check_media(org, name, (size, sha256), self.awaited[org].pop(name, None))
