@@ -13,10 +13,12 @@ size is bounded, and one block of media). `ArchiveReader.check` reads the whole 
 - the archive as a whole is refused (ArchiveError, naming the entry) when it is not a whole gzip'd tar (truncated,
   corrupt), has no manifest or one of another format, or holds an entry an honest writer never makes: an absolute
   name, `..`, a link, a device or any entry not a regular file, a name outside the four folders, the same name twice,
-  or counts that differ from what it holds;
-- a single entry is refused (an EntryProblem, and the reader's passes skip it) when its content is wrong: media whose
-  size or SHA-256 differ from the manifest's record (or that it has no record of), an object file that is not a JSON
-  object, is larger than MAX_JSON_ENTRY, has an `id` other than its file name or claims another org.
+  counts that differ from what it holds, more than MAX_ARCHIVE_ENTRIES entries, or tar headers service.tar_reading
+  does not read;
+- a single entry is refused (an EntryProblem, and the reader's passes skip it) when its content is wrong: media named
+  as the service never names media, or whose size or SHA-256 differ from the manifest's record (or that it has no
+  record of), an object file that is not a JSON object, is larger than MAX_JSON_ENTRY or nested too deep, has an `id`
+  other than its file name or claims another org.
 `media()` and `objects()` then read the archive again and yield only the entries that passed, checking them again as
 they go (the file may have changed in between: then ArchiveError).
 """
@@ -282,7 +284,8 @@ class ArchiveReader:
 
     def _entries(self):
         """(TarInfo, a function returning its file object) of each entry, in order, after checking its name and type.
-        Streaming: an entry can be read only before the next is asked for. Inside `_reading`."""
+        Streaming: an entry can be read only before the next is asked for. The archive's errors, here and in the file
+        objects, are ArchiveErrors (`_reading`)."""
         # gzip's own reader checks the trailer's CRC and length, which tarfile's stream mode leaves unread: an archive
         # cut inside its last bytes is refused too.
         with self._reading(), gzip.open(self.path, "rb") as unzipped, \
