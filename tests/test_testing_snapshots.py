@@ -279,9 +279,10 @@ def bad_snapshots():
         "default/processes/weld_9.json: nested deeper than 100 levels"
     yield "JSON nested past what is stored", forge(replaced(good, "default/processes/weld_9.json", json.dumps(
         {"id": "weld_9", "name": "Nine", "x": json.loads("[" * 300 + "]" * 300)}).encode())), "nested deeper than 100"
-    yield "3,000 pax headers before one entry", gzip.compress(pax_chain(3000) + tar_end()), "3 in a row before one entry"
+    yield "3,000 pax headers before one entry", gzip.compress(pax_chain(3000) + tar_end()), \
+        "3 in a row before one entry"
     yield "a long name of 64 KB and a byte", gzip.compress(long_name(64 * 1024 + 1) + tar_end()), \
-        "an extended header (a long name, or pax records) of 65537 bytes, 1 in a row before one entry; at most 2 of 65536"
+        "an extended header (a long name, or pax records) of 65537 bytes, 1 in a row before one entry; at most 2 of"
     link = io.BytesIO()
     with tarfile.open(fileobj=link, mode="w:gz") as tar:
         info = tarfile.TarInfo("default/media/images/0123456789abcdef-b.png")

@@ -94,8 +94,9 @@ def test_clean_stem_keeps_only_safe_characters(original, stem):
     assert clean_stem(original) == stem
 
 
-@pytest.mark.parametrize("original", ["photo.jpg", "my photo (1).png", "../../etc/passwd", "..", "", None, "a..b.png",
-                                      ".bashrc", "-_.x._-.png", "日本語.png", "x" * 300 + ".mp4", "a" * 99 + ".-b.gif"])
+@pytest.mark.parametrize("original", ["photo.jpg", "my photo (1).png", "../../etc/passwd", "..", "", None,
+                                      "a..b.png", ".bashrc", "-_.x._-.png", "日本語.png", "x" * 300 + ".mp4",
+                                      "a" * 99 + ".-b.gif"])
 def test_every_name_the_service_gives_media_has_the_shape_an_archive_is_checked_against(original):
     """A restore and `wis import` refuse media named otherwise (service.interface.made_media_name_problem)."""
     for destination in DESTINATIONS.values():
