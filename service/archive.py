@@ -13,10 +13,12 @@ size is bounded, and one block of media). `ArchiveReader.check` reads the whole 
 - the archive as a whole is refused (ArchiveError, naming the entry) when it is not a whole gzip'd tar (truncated,
   corrupt), has no manifest or one of another format, or holds an entry an honest writer never makes: an absolute
   name, `..`, a link, a device or any entry not a regular file, a name outside the four folders, the same name twice,
-  or counts that differ from what it holds;
-- a single entry is refused (an EntryProblem, and the reader's passes skip it) when its content is wrong: media whose
-  size or SHA-256 differ from the manifest's record (or that it has no record of), an object file that is not a JSON
-  object, is larger than MAX_JSON_ENTRY, has an `id` other than its file name or claims another org.
+  counts that differ from what it holds, more than MAX_ARCHIVE_ENTRIES entries, or tar headers service.tar_reading
+  does not read;
+- a single entry is refused (an EntryProblem, and the reader's passes skip it) when its content is wrong: media named
+  as the service never names media, or whose size or SHA-256 differ from the manifest's record (or that it has no
+  record of), an object file that is not a JSON object, is larger than MAX_JSON_ENTRY or nested too deep, has an `id`
+  other than its file name or claims another org.
 `media()` and `objects()` then read the archive again and yield only the entries that passed, checking them again as
 they go (the file may have changed in between: then ArchiveError).
 """
@@ -33,7 +35,10 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from service.domain.ids import is_valid_id
-from service.interface import MAX_REQUEST_BODY, MEDIA_NAME, MEDIA_PATH_ROOT, parse_media_path
+from service.interface import (
+    KIND_BY_SEGMENT, MAX_ARCHIVE_ENTRIES, MAX_REQUEST_BODY, MEDIA_NAME, MEDIA_PATH_ROOT, made_media_name_problem,
+    parse_media_path)
+from service.tar_reading import BLOCK, BoundedTarInfo, EntryFile, RefusedHeader, bounded_json, size_and_sha256
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -48,7 +53,6 @@ MAX_MANIFEST = 64 * 1024 * 1024
 # Media are compressed formats already (PNG, JPEG, MP4, GIF): gzip's level 9 (tarfile's default) spent 5 s of CPU on
 # 40 MB of them to save nothing; level 1 still shrinks the JSON entries several times.
 COMPRESS_LEVEL = 1
-BLOCK = 1024 * 1024
 
 
 class ArchiveError(Exception):
@@ -203,20 +207,19 @@ class ArchiveReader:
         used at all."""
         names, problems, bodies, media_seen = set(), [], {}, {}
         manifest = None
-        with self._reading():
-            for entry, read in self._entries():
-                if entry.name in names:
-                    raise ArchiveError(f"{entry.name}: the archive holds this entry twice")
-                names.add(entry.name)
-                if entry.name == MANIFEST:
-                    manifest = read_manifest(read, entry)
-                elif entry.name.startswith(MEDIA + "/"):
-                    media_seen[entry.name] = size_and_sha256(read())
-                else:
-                    # Only what the verdict needs is kept, not the JSON: memory grows with the number of entries,
-                    # not with their sizes.
-                    body, problem = read_object(read, entry)
-                    bodies[entry.name] = (_summary(body), problem)
+        for entry, read in self._entries():
+            if entry.name in names:
+                raise ArchiveError(f"{entry.name}: the archive holds this entry twice")
+            names.add(entry.name)
+            if entry.name == MANIFEST:
+                manifest = read_manifest(read, entry)
+            elif entry.name.startswith(MEDIA + "/"):
+                media_seen[entry.name] = size_and_sha256(read())
+            else:
+                # Only what the verdict needs is kept, not the JSON: memory grows with the number of entries, not
+                # with their sizes.
+                body, problem = read_object(read, entry)
+                bodies[entry.name] = (_summary(body), problem)
         if manifest is None:
             raise ArchiveError(f"{MANIFEST}: missing; this is not a complete archive of format {FORMAT}")
         counts = {kind: sum(1 for name in names if name.startswith(kind + "/")) for kind in (*KINDS, MEDIA)}
@@ -233,7 +236,7 @@ class ArchiveReader:
         media = {}
         records = manifest["media"]
         for name, seen in sorted(media_seen.items()):
-            problem = media_problem(name, seen, records.get(name[len(MEDIA) + 1:]))
+            problem = media_problem(name[len(MEDIA) + 1:], seen, records.get(name[len(MEDIA) + 1:]))
             if problem:
                 problems.append(EntryProblem(name, problem))
             else:
@@ -246,29 +249,31 @@ class ArchiveReader:
     def objects(self, kind) -> Iterator[tuple[str, dict]]:
         """(id, input) of each object of `kind` that passed the check, in archive order."""
         accepted = set(self._checked().ids[kind])
-        with self._reading():
-            for entry, read in self._entries():
-                identifier = entry.name[len(kind) + 1:-len(".json")]
-                if entry.name.startswith(kind + "/") and identifier in accepted:
-                    body, problem = read_object(read, entry)
-                    if problem or object_problem(entry.name, body, self.contents.org):
-                        raise ArchiveError(f"{entry.name}: changed since the archive was checked")
-                    yield identifier, body
+        for entry, read in self._entries():
+            identifier = entry.name[len(kind) + 1:-len(".json")]
+            if entry.name.startswith(kind + "/") and identifier in accepted:
+                body, problem = read_object(read, entry)
+                if problem or object_problem(entry.name, body, self.contents.org):
+                    raise ArchiveError(f"{entry.name}: changed since the archive was checked")
+                yield identifier, body
 
     def media(self) -> Iterator[MediaEntry]:
         """Each media entry that passed the check, copied to a temporary file while its SHA-256 is checked again."""
         accepted = self._checked().media
-        with tempfile.TemporaryDirectory(prefix="wis-archive-") as directory, self._reading():
+        with tempfile.TemporaryDirectory(prefix="wis-archive-") as directory:
             for entry, read in self._entries():
                 path = media_path_of(entry.name)
                 if not entry.name.startswith(MEDIA + "/") or path not in accepted:
                     continue
-                # Named as its media name without the unique prefix: uploaded again, it keeps its cleaned name (and so
-                # finds the same media on a server that has them).
-                name = entry.name.rsplit("/", 1)[1]
-                local = os.path.join(directory, name.partition("-")[2] or name)
-                with open(local, "wb") as copy:
-                    size, sha256 = size_and_sha256(read(), copy)
+                # Named as its media name without the unique prefix (the check made sure it has one): uploaded again,
+                # it keeps its cleaned name (and so finds the same media on a server that has them).
+                local = os.path.join(directory, entry.name.rsplit("/", 1)[1].partition("-")[2])
+                try:
+                    with open(local, "wb") as copy:
+                        size, sha256 = size_and_sha256(read(), copy)
+                except OSError as error:  # the local copy's: the archive's own errors are ArchiveErrors
+                    raise OSError(error.errno, f"{error.strerror} (copying {entry.name} out of the archive)",
+                                  local) from None
                 if (size, sha256) != (accepted[path]["size"], accepted[path]["sha256"]):
                     raise ArchiveError(f"{entry.name}: changed since the archive was checked")
                 yield MediaEntry(path, local, size, sha256)
@@ -279,24 +284,31 @@ class ArchiveReader:
 
     def _entries(self):
         """(TarInfo, a function returning its file object) of each entry, in order, after checking its name and type.
-        Streaming: an entry can be read only before the next is asked for. Inside `_reading`."""
+        Streaming: an entry can be read only before the next is asked for. The archive's errors, here and in the file
+        objects, are ArchiveErrors (`_reading`)."""
         # gzip's own reader checks the trailer's CRC and length, which tarfile's stream mode leaves unread: an archive
         # cut inside its last bytes is refused too.
-        with gzip.open(self.path, "rb") as unzipped, tarfile.open(fileobj=unzipped, mode="r|") as archive:
-            for entry in archive:
+        with self._reading(), gzip.open(self.path, "rb") as unzipped, \
+                tarfile.open(fileobj=unzipped, mode="r|", tarinfo=BoundedTarInfo) as archive:
+            for number, entry in enumerate(archive, 1):
+                if number > MAX_ARCHIVE_ENTRIES:
+                    raise ArchiveError(f"{entry.name}: more than {MAX_ARCHIVE_ENTRIES} entries; an archive has at most "
+                                       "that many")
                 check_entry(entry)
-                yield entry, lambda entry=entry: archive.extractfile(entry)
+                yield entry, lambda entry=entry: EntryFile(archive.extractfile(entry), self._reading)
             while unzipped.read(BLOCK):
                 pass
 
     @contextlib.contextmanager
     def _reading(self):
-        """Errors of the gzip or tar layers, wherever they arise (between entries or while one is read), as the
-        ArchiveError they mean."""
+        """Errors of the gzip or tar layers, between entries or while one is read, as the ArchiveError they mean; only
+        there: a local file's errors (a full disk) are said as what they are."""
         try:
             yield
         except FileNotFoundError:
             raise ArchiveError(f"{os.fspath(self.path)}: no such file") from None
+        except RefusedHeader as error:
+            raise ArchiveError(f"{os.fspath(self.path)}: {error}") from None
         except (tarfile.TarError, EOFError, OSError, zlib.error) as error:
             # gzip.BadGzipFile is an OSError; a tar or gzip cut short is a ReadError or EOFError.
             raise ArchiveError(f"{os.fspath(self.path)}: not a whole .tar.gz archive (truncated or corrupt: {error})") \
@@ -321,15 +333,6 @@ def check_entry(entry):
         return
     raise ArchiveError(f"{name}: outside the archive's folders (manifest.json, {'/, '.join(KINDS)}/<id>.json, "
                        f"media/images/, media/videos/)")
-
-
-def bounded_json(read, entry, limit):
-    if entry.size > limit:
-        return None, f"{entry.size} bytes, more than the {limit} an entry of JSON may have"
-    try:
-        return json.loads(read().read(limit + 1)), None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        return None, f"not JSON ({error})"
 
 
 def read_manifest(read, entry):
@@ -379,6 +382,12 @@ def object_problem(name, body, org):
 
 
 def media_problem(name, seen, record):
+    """What is wrong with a media entry `images/<name>` of (size, sha256) `seen` and the manifest's record, or None."""
+    folder, _, file_name = name.partition("/")
+    # A name of another shape was never served: stored, its every GET would be 404.
+    problem = made_media_name_problem(KIND_BY_SEGMENT[folder], file_name)
+    if problem:
+        return problem
     size, sha256 = seen
     if record is None:
         return "the manifest has no record of it"
@@ -387,15 +396,3 @@ def media_problem(name, seen, record):
     if sha256 != record["sha256"].lower():
         return f"its SHA-256 is {sha256}, not {record['sha256']} as the manifest says"
     return None
-
-
-def size_and_sha256(file, copy=None):
-    """(size, hex SHA-256) of an entry's bytes, copied to `copy` as they are read when given."""
-    digest, size = hashlib.sha256(), 0
-    while block := file.read(BLOCK):
-        digest.update(block)
-        size += len(block)
-        if copy is not None:
-            copy.write(block)
-    return size, digest.hexdigest()
-

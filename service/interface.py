@@ -30,11 +30,13 @@ FORM_FIELD_LIMIT = 64 * 1024
 # Largest request body of any route: one file of REQUEST_FILE_LIMIT and its form fields. Which route's body it bounds,
 # and how, is service.body_limits's.
 MAX_REQUEST_BODY = REQUEST_FILE_LIMIT + FORM_FIELD_LIMIT
-# Test mode's snapshots (CONTRACT 12): the largest archive POST /_test/restore takes, what its entries may hold in all
-# once unpacked (a gzip bomb stops there), and how many entries it may have (each is remembered while it is read).
+# How many entries an archive may have, an org's (`wis import`) or a snapshot of every org (POST /_test/restore): each
+# is remembered while it is read.
+MAX_ARCHIVE_ENTRIES = 100_000
+# Test mode's snapshots (CONTRACT 12): the largest archive POST /_test/restore takes, and what its entries may hold in
+# all once unpacked (a gzip bomb stops there).
 MAX_SNAPSHOT_BYTES = 512 * MB
 MAX_SNAPSHOT_UNPACKED = 1024 * MB
-MAX_SNAPSHOT_ENTRIES = 100_000
 # The objects' JSON of a snapshot is held in memory while it is restored.
 MAX_SNAPSHOT_DOCUMENTS = 256 * MB
 # Chunk bookkeeping scans a stream's parts on every chunk, so a stream has a bounded number of them.
@@ -88,6 +90,15 @@ SEGMENT_BY_KIND = {"image": "images", "video": "videos"}
 KIND_BY_SEGMENT = {segment: kind for kind, segment in SEGMENT_BY_KIND.items()}
 MEDIA_NAME = re.compile(r"[A-Za-z0-9._-]{1,255}")
 _MEDIA_PATH = re.compile(re.escape(MEDIA_PATH_ROOT) + r"(images|videos)/(.*)", re.S)
+# The names the service gives media (service.domain.uploads.media_name): a unique prefix of 16 hex digits, '-', the
+# original name's stem cleaned to letters, digits, '.', '_' and '-' (at most MEDIA_STEM_LIMIT, no '..', none of '._-'
+# at its ends), then the extension of the format sniffed, one its kind takes. Only such names were ever served.
+MEDIA_STEM_LIMIT = 100
+_MADE_MEDIA_NAME = re.compile(r"[0-9a-f]{16}-(?P<stem>[A-Za-z0-9._-]{1,%d})(?P<extension>\.[a-z0-9]+)"
+                              % MEDIA_STEM_LIMIT)
+MEDIA_EXTENSIONS = {kind: sorted({FORMATS[fmt].extension for destination in DESTINATIONS.values()
+                                  if destination.kind == kind for fmt in destination.formats})
+                    for kind in SEGMENT_BY_KIND}
 
 
 def sniff_format(head):
@@ -114,3 +125,15 @@ def parse_media_path(path):
     if not match or not MEDIA_NAME.fullmatch(match.group(2)) or match.group(2) in {".", ".."}:
         return None
     return KIND_BY_SEGMENT[match.group(1)], match.group(2)
+
+
+def made_media_name_problem(kind, name):
+    """Why `name` is not a name the service gives media of `kind` ('image' or 'video'), or None."""
+    match = _MADE_MEDIA_NAME.fullmatch(name)
+    stem = match["stem"] if match else ""
+    if not match or ".." in stem or stem[0] in "._-" or stem[-1] in "._-":
+        return (f"not a name the service gives media (16 hex digits, '-', at most {MEDIA_STEM_LIMIT} letters, digits, "
+                "'.', '_' or '-' with no '..' and none at either end, then the extension of its format)")
+    if match["extension"] not in MEDIA_EXTENSIONS[kind]:
+        return f"{kind}s are named with {' or '.join(MEDIA_EXTENSIONS[kind])}, not {match['extension']}"
+    return None

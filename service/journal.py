@@ -4,12 +4,15 @@ which calls the code under test made (`GET /_test/requests`, service.testing_api
 An entry is recorded once the answer is made, before it is sent, so a client that has its answer finds the request in
 the journal. It holds what identifies the call and nothing a client would not want written down: no header (so never
 the token), no query string, no body. A GraphQL request gets one entry for each root field it runs (an importer that
-sends three aliased `processCreate` in one request made three calls); they share the request's `requestId`. Requests
-to the test endpoints themselves (/_test/...) are not recorded: reading the journal would fill it.
+sends three aliased `processCreate` in one request made three calls); they share the request's `requestId`. A request
+refused for its token (401) ran nothing and gets one entry, naming its first root field: a client without a token
+cannot fill the journal faster than one entry a request. Requests to the test endpoints themselves (/_test/...) are
+not recorded: reading the journal would fill it.
 """
 import logging
 import time
 from datetime import datetime, timezone
+from http import HTTPStatus
 
 from flask import current_app, g, request
 from werkzeug.exceptions import HTTPException
@@ -52,7 +55,10 @@ def _entries(response):
         "durationMs": duration_ms,
     }
     tail = {"requestId": g.get("request_id"), "fault": g.get("fault_id")}
-    return [{**common, "operation": operation, "ids": ids, **tail} for operation, ids in _calls(response)]
+    calls = _calls(response)
+    if response.status_code == HTTPStatus.UNAUTHORIZED:
+        calls = calls[:1]
+    return [{**common, "operation": operation, "ids": ids, **tail} for operation, ids in calls]
 
 
 def _calls(response):

@@ -4,6 +4,8 @@ import re
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
+from service.fault_paths import CostlyPattern, check_pattern
+
 FAULT_KINDS = ("status", "delay", "drop", "reset")
 
 
@@ -36,9 +38,11 @@ class FaultSchema(Schema):
     @validates_schema
     def one_kind(self, data, **kwargs):
         try:
-            re.compile(data["path"])
+            check_pattern(data["path"])
         except re.error as exc:
             raise ValidationError(f"not a regular expression: {exc}", "path") from None
+        except CostlyPattern as exc:
+            raise ValidationError(f"not accepted: {exc}", "path") from None
         given = [kind for kind in FAULT_KINDS if kind in data]
         if len(given) != 1:
             raise ValidationError(f"give exactly one of {', '.join(FAULT_KINDS)}; got {len(given)}")

@@ -1,15 +1,21 @@
 """The archive of `wis export` / `wis import` (service.archive, format 1): what the writer makes reads back equal, and
 every kind of bad archive is refused, as a whole or entry by entry, with the entry named."""
+import gzip
 import hashlib
 import io
 import json
+import re
 import tarfile
+import tracemalloc
 
 import pytest
 
 from service import archive as archive_module
 from service.archive import ArchiveError, ArchiveReader, ArchiveWriter
+from service.client import transfer
+from service.domain import snapshots
 from support.media import MP4, png, random_blob
+from support.tar_blocks import header, long_name, pax_chain, tar_end
 
 ORG = "acme"
 IMAGE = "/api/v1/images/00000000000000aa-photo.png"
@@ -188,6 +194,44 @@ def test_media_of_another_size_or_unknown_to_the_manifest_or_missing_is_refused_
     assert [entry.path for entry in reader.media()] == [IMAGE]
 
 
+NOT_MADE = "not a name the service gives media (16 hex digits, '-', at most 100 letters, digits, '.', '_' or '-' with"
+
+
+@pytest.mark.parametrize("name, message", [
+    ("images/aaaa-..", NOT_MADE), ("images/00000000000000aa-photo..png", NOT_MADE),
+    ("images/00000000000000aa-.png", NOT_MADE), ("images/00000000000000AA-photo.png", NOT_MADE),
+    ("images/00000000000000aa-photo.PNG", NOT_MADE), ("images/00000000000000aa-" + "p" * 101 + ".png", NOT_MADE),
+    ("images/00000000000000aa-photo.mp4", "images are named with .jpg or .png, not .mp4"),
+    ("videos/00000000000000aa-clip.png", "videos are named with .gif or .mp4, not .png"),
+])
+def test_media_under_a_name_the_service_never_gives_is_refused_alone(tmp_path, name, message):
+    """Such media restored or imported was accepted, then every GET of it was 404 (and `aaaa-..` made `wis import`
+    say the archive was truncated or corrupt)."""
+    data = png(300, seed=5)
+    write_archive(tmp_path / "a.tar.gz", media={IMAGE: png(3000, seed=1), "/api/v1/" + name: data})
+    reader = ArchiveReader(tmp_path / "a.tar.gz")
+    [problem] = reader.check().problems
+    assert problem.entry == "media/" + name and problem.message.startswith(message)
+    assert [entry.path for entry in reader.media()] == [IMAGE]
+
+
+def test_a_local_copy_that_cannot_be_written_is_said_as_such_not_as_a_damaged_archive(tmp_path, monkeypatch):
+    write_archive(tmp_path / "a.tar.gz")
+    reader = ArchiveReader(tmp_path / "a.tar.gz")
+    reader.check()
+
+    def full_disk(file, copy=None):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(archive_module, "size_and_sha256", full_disk)
+    with pytest.raises(OSError) as raised:
+        next(reader.media())
+    assert not isinstance(raised.value, ArchiveError)
+    assert raised.value.strerror == "No space left on device (copying media/images/00000000000000aa-photo.png out of " \
+                                    "the archive)"
+    assert raised.value.filename.endswith("/photo.png")
+
+
 @pytest.mark.parametrize("body, message", [
     ({**PROCESS, "id": "p_9"}, "its id is 'p_9', not 'p_1' as its file name says"),
     ({**PROCESS, "org": "other"}, "it claims org 'other'; this archive is org 'acme''s"),
@@ -215,6 +259,70 @@ def test_an_object_entry_not_json_or_too_large_is_refused_alone(tmp_path, monkey
     assert [problem.entry for problem in contents.problems] == ["processes/p_1.json", "stations/st_1.json"]
     assert contents.problems[0].message.endswith("more than the 100 an entry of JSON may have")
     assert contents.problems[1].message.startswith("not JSON")
+
+
+def bad_entries_archive(path, count):
+    """An archive of `count` empty object entries (each refused as not JSON) and its manifest."""
+    entries = [file_entry(f"processes/p_{number:06d}.json", b"") for number in range(count)]
+    manifest = {"format": 1, "org": ORG, "exportedAt": "2026-01-01T00:00:00Z",
+                "counts": {"stations": 0, "processes": count, "products": 0, "media": 0}, "media": {}}
+    return forge(path, [*entries, file_entry("manifest.json", json.dumps(manifest).encode())])
+
+
+def test_an_archive_of_more_entries_than_a_snapshot_may_hold_is_refused_there(tmp_path, monkeypatch):
+    """200,000 empty entries cost `wis import` 37 s and 219 MB before it printed a line for each."""
+    assert archive_module.MAX_ARCHIVE_ENTRIES == snapshots.MAX_ARCHIVE_ENTRIES == 100_000  # one bound for both
+    monkeypatch.setattr(archive_module, "MAX_ARCHIVE_ENTRIES", 5)
+    assert len(ArchiveReader(bad_entries_archive(tmp_path / "a.tar.gz", 4)).check().problems) == 4  # and a manifest
+    with pytest.raises(ArchiveError, match=r"^manifest.json: more than 5 entries; an archive has at most that many$"):
+        ArchiveReader(bad_entries_archive(tmp_path / "b.tar.gz", 5)).check()
+
+
+@pytest.mark.parametrize("count", [30, 300])
+def test_an_import_tells_the_first_20_refused_entries_then_how_many_more(tmp_path, count):
+    told = []
+    results = transfer.import_archive(None, bad_entries_archive(tmp_path / "a.tar.gz", count), on_result=told.append)
+    assert len(results) == count and all(result.error.startswith("not JSON") for result in results)
+    assert told[:20] == results[:20]
+    assert told[20:] == [
+        (f"{count - 20} more entries", None, "refused in the archive as well (the first 20 are above)")]
+
+
+def test_a_long_name_is_refused_before_it_is_read_whatever_its_size(tmp_path):
+    """tarfile read a GNU long name whole: 200 MB of name cost 840 MB from a 200 KB archive."""
+    peaks = {}
+    for size in (1024 * 1024, 8 * 1024 * 1024):
+        (tmp_path / "a.tar.gz").write_bytes(gzip.compress(long_name(size) + tar_end()))
+        tracemalloc.start()
+        try:
+            refused = re.escape(f"an extended header (a long name, or pax records) of {size} bytes")
+            with pytest.raises(ArchiveError, match=refused):
+                ArchiveReader(tmp_path / "a.tar.gz").check()
+            peaks[size] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert max(peaks.values()) < 1024 * 1024, peaks
+
+
+@pytest.mark.parametrize("blocks, message", [
+    (pax_chain(3000), "3 in a row before one entry"),  # was a RecursionError
+    (pax_chain(2), "an extended header (a long name, or pax records) of 10 bytes, 3 in a row before one entry"),
+    (header("x", tarfile.XGLTYPE), "a global pax header ('x'); an archive holds plain files only"),
+    (header("x", tarfile.GNUTYPE_SPARSE), "a sparse file ('x'); an archive holds plain files only"),
+])
+def test_extended_headers_in_a_row_are_refused(tmp_path, blocks, message):
+    (tmp_path / "a.tar.gz").write_bytes(gzip.compress(blocks + long_name(10) + tar_end()))  # the 10-byte name 3rd
+    with pytest.raises(ArchiveError, match=re.escape(message)):
+        ArchiveReader(tmp_path / "a.tar.gz").check()
+
+
+def test_an_object_nested_deeper_than_100_levels_is_refused_alone(tmp_path):
+    write_archive(tmp_path / "a.tar.gz")
+    deep = b'{"id": "p_1", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    forged = [(entry, deep if entry.name == "processes/p_1.json" else data)
+              for entry, data in entries_of(tmp_path / "a.tar.gz")]
+    reader = ArchiveReader(forge(tmp_path / "b.tar.gz", forged))
+    assert reader.check().problems == [("processes/p_1.json", "nested deeper than 100 levels")]
 
 
 def test_an_archive_changed_after_its_check_is_refused(tmp_path):

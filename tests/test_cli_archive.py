@@ -111,6 +111,20 @@ def test_a_refused_entry_is_reported_with_what_depends_on_it_and_the_rest_is_imp
     assert media_count(server) == 2
 
 
+def test_media_under_a_name_the_service_never_gives_is_refused_naming_it_not_as_a_damaged_archive(
+        server, capsys, tmp_path):
+    odd = "/api/v1/images/aaaa-.."
+    frame = {**FRAME, "image": {"path": odd}}
+    code, out, err = wis(capsys, "import", write_archive(tmp_path / "a.tar.gz", media={**MEDIA, odd: png(500, seed=4)},
+                                                         processes=(frame, ASSEMBLY)), server=server)
+    assert code == 1
+    assert out[0].startswith("media/images/aaaa-..: error: not a name the service gives media (16 hex digits")
+    assert ("process frame_weld: error: process.image.path: its media /api/v1/images/aaaa-.. was not imported "
+            "(refused in the archive)") in out
+    assert "process assembly: CREATED" in out and "truncated or corrupt" not in err + "".join(out)
+    assert media_count(server) == 3
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda data: data[: len(data) // 2], "not a whole .tar.gz archive"),
     (lambda data: b"not an archive", "not a whole .tar.gz archive"),

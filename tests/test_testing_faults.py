@@ -1,7 +1,13 @@
 """Fault injection (POST/DELETE /_test/faults): status, delay, dropped responses, reset connections and faults that fire
 by probability (seeded or not), on werkzeug and gunicorn."""
+import contextlib
+
 import pytest
 import requests
+
+from service import fault_paths
+from service.storage import faults as faults_module
+from service.storage.faults import FaultStore
 
 from service.testing import ServiceSession, ThreadedServer
 from support.media import SMALL_PNG
@@ -87,12 +93,85 @@ def test_test_endpoints_are_never_faulted(session):
     ({"status": 503, "rate": "0.5"}, "rate"), ({"status": 503, "rate": True}, "rate"),
     ({"status": 503, "rate": None}, "rate"), ({"status": 503, "rate": [0.5]}, "rate"),
     ({"reset": False}, "reset"), ({"reset": "yes please"}, "reset"), ({"reset": True, "drop": True}, "request body"),
+    ({"path": "(a+)+$", "status": 500}, "path"), ({"path": ".*a.*a.*b", "status": 500}, "path"),
+    ({"path": r"(a)\1", "status": 500}, "path"), ({"path": "x" * 1001, "status": 500}, "path"),
 ])
 def test_malformed_faults_are_400_naming_the_field_and_store_nothing(session, fault, field):
     response = session.post("/_test/faults", json=fault)
     assert response.status_code == 400
     assert response.json()["error"].startswith(field)
     assert session.get("/_test/faults").json() == {"faults": []}
+
+
+@pytest.mark.parametrize("pattern, why", [
+    ("(a+)+$", "a group repeated a variable number of times ((a+)+, (ab)*, (x|y){1,5}) may backtrack without bound"),
+    ("(x|y)*", "a group repeated a variable number of times"),
+    (".*a.*a.*b", "its alternatives and quantifiers give more than 10,000,000 ways to match at one position"),
+    ("/uploads/[0-9a-f]+/x", "its search may backtrack through about 13,026,013 steps on a path of 1000 characters"),
+    ("(a|a){30}x", "a group of alternatives or quantifiers repeated 30 times gives more than 10,000,000 ways"),
+    ("x(?=y)", "back-references, lookarounds"),
+])
+def test_a_path_whose_search_could_backtrack_without_bound_is_refused_with_why(session, pattern, why):
+    """`(a+)+$` searched in `/aaaaaaaaaaaaaaaaaaaaaaaaaaaaa!` took 6 s, under the lock every worker waits for."""
+    response = session.post("/_test/faults", json={"path": pattern, "status": 503})
+    assert response.status_code == 400
+    assert response.json()["error"].startswith(f"path: not accepted: {why}")
+    assert session.get("/_test/faults").json() == {"faults": []}
+
+
+@pytest.mark.parametrize("pattern", [".*", "", "^/uploads$", "^/uploads/", "/graph", "^/healthz$", "^.*a.*b",
+                                     "^/api/v1/(images|videos)/[^/]+\\.(png|jpg)$", "^/uploads/[0-9a-f]+/x", "a{999}b"])
+def test_a_path_whose_search_is_bounded_is_accepted(session, pattern):
+    add_fault(session, path=pattern, status=503)
+    assert session.get("/_test/faults").json()["faults"][0]["path"] == pattern
+
+
+def test_a_path_is_searched_in_the_first_1000_characters_of_the_request_path():
+    """What the bound counts: a longer path (the embedded server takes request lines up to 64 KB) costs no more."""
+    assert fault_paths.matches("x$", "/" + "a" * 998 + "x" + "a")
+    assert not fault_paths.matches("x", "/" + "a" * 999 + "x")
+
+
+def test_the_faults_lock_is_not_held_while_a_path_is_searched(tmp_path, monkeypatch):
+    store = FaultStore(tmp_path)
+    held, searched = [], []
+    real_lock, real_matches = faults_module.lock, faults_module.matches
+
+    @contextlib.contextmanager
+    def watched_lock(path):
+        with real_lock(path):
+            held.append(path)
+            try:
+                yield
+            finally:
+                held.pop()
+
+    def watched_matches(pattern, path):
+        searched.append((pattern, bool(held)))
+        return real_matches(pattern, path)
+
+    monkeypatch.setattr(faults_module, "lock", watched_lock)
+    monkeypatch.setattr(faults_module, "matches", watched_matches)
+    for pattern in ("^/uploads$", "^/healthz$"):
+        store.add({"id": pattern, "method": None, "path": pattern, "times": 2, "status": 503})
+    assert store.take("GET", "/healthz")["id"] == "^/healthz$"
+    assert store.take("GET", "/nothing") is None
+    assert searched == [(pattern, False) for pattern in ("^/uploads$", "^/healthz$")] * 2
+    assert [(fault["id"], fault["times"], fault["matched"]) for fault in store.list()] == [
+        ("^/uploads$", 2, 0), ("^/healthz$", 1, 1)]
+
+
+def test_at_most_100_faults_are_pending(session, monkeypatch):
+    assert faults_module.MAX_FAULTS == 100
+    monkeypatch.setattr(faults_module, "MAX_FAULTS", 5)  # the embedded server runs in this process
+    for number in range(5):
+        add_fault(session, path=f"^/nothing/{number}$", status=503)
+    response = session.post("/_test/faults", json={"path": "^/healthz$", "status": 503})
+    assert response.status_code == 400
+    assert response.json()["error"] == ("5 faults are pending, the most a server keeps (each is searched in every "
+                                        "request); DELETE /_test/faults clears them")
+    assert len(session.get("/_test/faults").json()["faults"]) == 5
+    assert session.get("/healthz").status_code == 200
 
 
 def healthz_statuses(url, count):

@@ -78,6 +78,17 @@ def test_a_call_a_fault_answered_is_named_too(client):
     assert [entry["fault"] for entry in entries] == [fault["id"]] * 2
 
 
+@pytest.mark.parametrize("fields", [1, 200])
+def test_a_request_refused_for_its_token_is_one_entry_however_many_fields_it_names(client, fields):
+    """A client without a token must not fill the journal: one entry per 401, whatever it asks for."""
+    aliases = " ".join(f'p{n}: process(id: "weld_{n}") {{ id }}' for n in range(fields))
+    for headers in ({}, {"x-service-api-org": "not-a-token"}):
+        assert gql(client, f"{{ {aliases} }}", headers=headers).status_code == 401
+    gql(client, '{ a: process(id: "weld_1") { id } b: process(id: "weld_2") { id } }')
+    assert calls(journal(client)) == [("POST", "/graph/v2", 401, "process", ["weld_0"])] * 2 + [
+        ("POST", "/graph/v2", 200, "process", ["weld_1"]), ("POST", "/graph/v2", 200, "process", ["weld_2"])]
+
+
 def test_uploads_record_the_stream_id_and_the_media_path(client):
     image = upload(client, HEADERS, png(300, seed=1)).get_json()["path"]
     client.get(image, headers=HEADERS)

@@ -5,8 +5,10 @@ import gzip
 import io
 import json
 import subprocess
+import sys
 import tarfile
 import threading
+import tracemalloc
 
 import pytest
 import requests
@@ -16,6 +18,7 @@ from service.interface import MAX_SNAPSHOT_BYTES, MEDIA_PATH_ROOT
 from service.testing import SnapshotRefused, ThreadedServer
 from support.media import MP4, png, sha256
 from support.servers import SHIPPED_WORKER_CLASS
+from support.tar_blocks import long_name, pax_chain, tar_end
 from support.tokens import HEADERS, OTHER_HEADERS
 from support.uploads import uploaded_path
 
@@ -232,6 +235,8 @@ def bad_snapshots():
     yield "wrong format", forge(replaced(good, "manifest.json", b'{"format": 2, "snapshot": true, "orgs": {}}')), \
         "not the manifest of a snapshot of format 1"
     yield "no top manifest", forge(good[:3]), "manifest.json: missing"
+    yield "a top manifest that is not an object", forge(replaced(good, "manifest.json", b"5")), \
+        "manifest.json: not the manifest of a snapshot of format 1"
     yield "parent folder", forge([("default/../../etc/passwd", b"x"), *good]), "a name with '..'"
     yield "absolute", forge([("/default/processes/weld_1.json", b"{}"), *good]), "outside the snapshot's folders"
     yield "outside the folders", forge([("default/secrets/key.json", b"{}"), *good]), "outside the archive's folders"
@@ -259,9 +264,25 @@ def bad_snapshots():
     counts = {**org_manifest, "counts": {**org_manifest["counts"], "processes": 2}}
     yield "counts", forge(replaced(good, "default/manifest.json", json.dumps(counts).encode())), "counts"
     yield "media missing", forge([good[0], *good[2:]]), "listed in the manifest but not in the snapshot"
+    for name, why in (("aaaa-..", "not a name the service gives media"),
+                      ("0123456789abcdef-a.mp4", "images are named with .jpg or .png, not .mp4")):
+        renamed = json.loads(good[2][1])
+        renamed["media"] = {f"images/{name}": renamed["media"]["images/0123456789abcdef-a.png"]}
+        yield f"media named {name}", forge([good[0], (f"default/media/images/{name}", good[1][1]),
+                                            ("default/manifest.json", json.dumps(renamed).encode()), good[3]]), \
+            f"default/media/images/{name}: {why}"
     top = json.loads(good[3][1])
     top["orgs"]["ghost"] = {}
     yield "an org it lacks", forge(replaced(good, "manifest.json", json.dumps(top).encode())), "names the orgs"
+    deep = b'{"id": "weld_9", "name": "Nine", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    yield "JSON nested past the stack", forge(replaced(good, "default/processes/weld_9.json", deep)), \
+        "default/processes/weld_9.json: nested deeper than 100 levels"
+    yield "JSON nested past what is stored", forge(replaced(good, "default/processes/weld_9.json", json.dumps(
+        {"id": "weld_9", "name": "Nine", "x": json.loads("[" * 300 + "]" * 300)}).encode())), "nested deeper than 100"
+    yield "3,000 pax headers before one entry", gzip.compress(pax_chain(3000) + tar_end()), \
+        "3 in a row before one entry"
+    yield "a long name of 64 KB and a byte", gzip.compress(long_name(64 * 1024 + 1) + tar_end()), \
+        "an extended header (a long name, or pax records) of 65537 bytes, 1 in a row before one entry; at most 2 of"
     link = io.BytesIO()
     with tarfile.open(fileobj=link, mode="w:gz") as tar:
         info = tarfile.TarInfo("default/media/images/0123456789abcdef-b.png")
@@ -312,16 +333,73 @@ def test_a_snapshot_of_too_many_entries_or_too_much_json_is_refused_there(client
     good = good_snapshot()
     many = forge([(f"default/stations/st_{number}.json", json.dumps({"id": f"st_{number}"}).encode())
                   for number in range(6)] + good)
-    monkeypatch.setattr(snapshots, "MAX_SNAPSHOT_ENTRIES", 5)
+    monkeypatch.setattr(snapshots, "MAX_ARCHIVE_ENTRIES", 5)
     answer = restore(client, many)
     assert answer.status_code == 400
     assert answer.get_json()["error"] == "default/stations/st_5.json: more than 5 entries; a snapshot has at most that many"
-    monkeypatch.setattr(snapshots, "MAX_SNAPSHOT_ENTRIES", 100)
+    # A manifest listing more media than a snapshot can hold is refused when it is read, not kept to the end.
+    manifest = json.loads(good[2][1])
+    manifest["media"].update({f"images/0123456789abcdef-{n}.png": {"size": 1, "sha256": "0" * 64} for n in range(4)})
+    answer = restore(client, forge(replaced(good, "default/manifest.json", json.dumps(manifest).encode())))
+    assert answer.status_code == 400
+    assert answer.get_json()["error"] == ("default/manifest.json: lists 4 media not in the snapshot so far; a snapshot "
+                                          "has at most 5 entries")
+    monkeypatch.setattr(snapshots, "MAX_ARCHIVE_ENTRIES", 100)
     monkeypatch.setattr(snapshots, "MAX_SNAPSHOT_DOCUMENTS", 20)
     answer = restore(client, forge(good))
     assert answer.status_code == 413
     assert answer.get_json()["error"].startswith("default/processes/weld_9.json: the snapshot's objects hold more than 20")
     assert objects(client) == {}
+
+
+def snapshot_of_orgs(count, padding):
+    """A valid snapshot of `count` empty orgs whose manifests each carry `padding` bytes more (an unknown field)."""
+    counts = {"stations": 0, "processes": 0, "products": 0, "media": 0}
+    orgs = [f"org_{number}" for number in range(count)]
+    entries = [(f"{org}/manifest.json", json.dumps({
+        "format": 1, "org": org, "exportedAt": "2026-01-01T00:00:00Z", "counts": counts, "media": {},
+        "padding": "x" * padding}).encode()) for org in orgs]
+    top = {"format": 1, "snapshot": True, "takenAt": "2026-01-01T00:00:00Z", "orgs": dict.fromkeys(orgs, counts)}
+    return forge([*entries, ("manifest.json", json.dumps(top).encode())]), dict.fromkeys(orgs, counts)
+
+
+def test_a_restore_holds_one_org_manifest_at_a_time_however_many_orgs(tmp_path):
+    """Every org's parsed manifest was kept until the end: a 12 MB body peaked a worker at 1.2 GB."""
+    peaks = {}
+    for count in (2, 8):
+        archive, counts = snapshot_of_orgs(count, 2 * 1024 * 1024)
+        tracemalloc.start()
+        try:
+            state = snapshots.read_snapshot(io.BytesIO(archive), tmp_path / str(count))
+            peaks[count] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert state.orgs == counts
+    # One manifest of 2 MB at a time (its bytes, its text, its parsed value): four times the orgs, the same peak.
+    assert peaks[8] < peaks[2] + 1024 * 1024 < 8 * 1024 * 1024, peaks
+
+
+def calls_to_read(archive, staging):
+    """How many calls of C functions (str.startswith, dict lookups...) reading a snapshot takes: its work, counted."""
+    count = 0
+
+    def count_calls(frame, event, argument):
+        nonlocal count
+        count += event == "c_call"
+
+    sys.setprofile(count_calls)
+    try:
+        snapshots.read_snapshot(io.BytesIO(archive), staging)
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+def test_the_work_of_a_restore_grows_with_its_entries_not_their_square(tmp_path):
+    """Each org's entries were counted by going through every entry's name: 100,000 entries of one org each cost
+    10^10 comparisons."""
+    few, many = (calls_to_read(snapshot_of_orgs(count, 0)[0], tmp_path / str(count)) for count in (100, 400))
+    assert many < 4.5 * few, (few, many)
 
 
 def test_the_endpoints_need_the_token_and_test_mode(make_app):

@@ -4,7 +4,7 @@ import re
 import pytest
 
 from service.domain.uploads import check_size, clean_stem, media_name, new_media_prefix, size_in_mb
-from service.interface import MB, sniff_format
+from service.interface import DESTINATIONS, MB, made_media_name_problem, sniff_format
 from service.errors import FileTooLarge
 from service.storage.files import FileRepository
 
@@ -92,6 +92,16 @@ def test_request_limit_named_when_only_it_is_broken():
 ])
 def test_clean_stem_keeps_only_safe_characters(original, stem):
     assert clean_stem(original) == stem
+
+
+@pytest.mark.parametrize("original", ["photo.jpg", "my photo (1).png", "../../etc/passwd", "..", "", None,
+                                      "a..b.png", ".bashrc", "-_.x._-.png", "日本語.png", "x" * 300 + ".mp4",
+                                      "a" * 99 + ".-b.gif"])
+def test_every_name_the_service_gives_media_has_the_shape_an_archive_is_checked_against(original):
+    """A restore and `wis import` refuse media named otherwise (service.interface.made_media_name_problem)."""
+    for destination in DESTINATIONS.values():
+        for fmt in destination.formats:
+            assert made_media_name_problem(destination.kind, media_name(original, fmt, "0123456789abcdef")) is None
 
 
 def test_media_name_takes_the_extension_of_the_sniffed_format(tmp_path):

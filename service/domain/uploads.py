@@ -13,15 +13,14 @@ from service.errors import (
     UnknownDestination, WrongFormat, WrongProtocol,
 )
 from service.interface import (
-    DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES, media_path, parse_media_path,
-    sniff_format,
+    DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, MEDIA_STEM_LIMIT, REQUEST_FILE_LIMIT, SNIFF_BYTES, media_path,
+    parse_media_path, sniff_format,
 )
 from service.storage.contract import Chunk, StreamRecord
 
 # A chunkIndex as clients send it; anything else is left to the form's validation.
 CHUNK_INDEX = re.compile(r"[0-9]{1,5}")
 CONTENT_TYPES = {fmt.extension: fmt.content_type for fmt in FORMATS.values()}
-NAME_STEM_LIMIT = 100
 MEDIA_PREFIX_BYTES = 8
 
 
@@ -87,7 +86,7 @@ def clean_stem(file_name):
     stem = re.sub(r"[^A-Za-z0-9._-]", "", stem)
     # Runs of dots collapse so no '..' survives; edge dots and dashes go so names stay tidy.
     stem = re.sub(r"\.{2,}", ".", stem).strip("._-")
-    return stem[:NAME_STEM_LIMIT].rstrip("._-") or "upload"
+    return stem[:MEDIA_STEM_LIMIT].rstrip("._-") or "upload"
 
 
 def media_name(file_name, fmt, prefix):

@@ -6,15 +6,18 @@ whichever worker draws it. `matched` counts the requests a fault has matched, `t
 """
 import hashlib
 import random
-import re
 
 import orjson
 
+from service.errors import InvalidRequest
+from service.fault_paths import matches
 from service.storage.disk import atomic_write_bytes, lock
 
 FAULTS_FILE = "test-mode/faults.json"
 # What changes as a fault is used, so not part of what defines it (and its seeded draws).
 _COUNTERS = ("id", "times", "matched")
+# Every request is searched against each pending fault (service.fault_paths bounds one search).
+MAX_FAULTS = 100
 
 
 class FaultStore:
@@ -30,28 +33,37 @@ class FaultStore:
             return []
 
     def add(self, fault):
-        """Store a fault after the pending ones; return it as stored."""
+        """Store a fault after the pending ones; return it as stored. InvalidRequest when MAX_FAULTS are pending."""
         stored = dict(fault, matched=0)
         with lock(self.path):
-            self._write(self.list() + [stored])
+            pending = self.list()
+            if len(pending) >= MAX_FAULTS:
+                raise InvalidRequest(f"{len(pending)} faults are pending, the most a server keeps (each is searched in "
+                                     "every request); DELETE /_test/faults clears them")
+            self._write(pending + [stored])
         return stored
 
     def take(self, method, path):
         """The first fault matching a request that fires, with one of its uses taken, or None."""
         if not self.path.exists():
             return None
+        # Searched before the lock is taken (the file is replaced whole, so it reads whole without it): a pattern's
+        # search holds up this request only, never every worker's.
+        matching = {fault["id"] for fault in self.list()
+                    if fault["method"] in (None, method) and matches(fault["path"], path)}
+        if not matching:
+            return None
         with lock(self.path):
-            faults = self.list()
-            matching = [fault for fault in faults
-                        if fault["method"] in (None, method) and re.search(fault["path"], path)]
-            for fault in matching:
+            faults = self.list()  # a fault added since is left to the next requests
+            for fault in faults:
+                if fault["id"] not in matching:
+                    continue
                 fault["matched"] += 1
                 if "rate" not in fault or self._draw(fault) < fault["rate"]:
                     fault["times"] -= 1
                     self._write([f for f in faults if f["times"] > 0])
                     return fault
-            if matching:
-                self._write(faults)
+            self._write(faults)
         return None
 
     def clear(self):
