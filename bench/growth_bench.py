@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from payload import MUTATION, process  # noqa: E402 (bench/ is not a package)
 
 from service import create_app  # noqa: E402
-from service.domain.inputs import normalised  # noqa: E402
+from service.domain.input_form import normalised  # noqa: E402
 from service.domain.processes import with_defaults  # noqa: E402
 from service.domain.reads import PROCESSES  # noqa: E402
 from service.storage import get_repository  # noqa: E402

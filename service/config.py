@@ -9,7 +9,7 @@ from service.errors import ConfigurationError
 DEFAULTS = {
     # Where documents, media and upload streams live.
     "DATA_DIR": "./data",
-    # Raw "org:token,token2" string; parsed by service.auth.
+    # Raw "org:token,token2" string; parsed by service.web.auth.
     "API_TOKENS": "",
     "STREAM_TTL_HOURS": 24.0,
     # Upload streams an org may have open at once (created, neither complete nor expired): each holds disk or rows

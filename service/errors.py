@@ -1,9 +1,12 @@
 """The one exception family of the service: each error is named after its condition and has a stable `code`.
 
 One table (RESPONSES) maps each code to its HTTP status and to its GraphQL error code; the upload error handler
-(service.error_handlers) and the GraphQL error formatter (service.graphql.errors) both read it. Nothing here imports
+(service.web.error_handlers) and the GraphQL error formatter (service.web.graphql.errors) both read it. Nothing here imports
 Flask, so the domain and storage layers raise these freely.
 """
+import contextlib
+import errno
+
 from service.interface import TOKEN_HEADER, TOKEN_HEADER_ALIAS
 
 # code: (HTTP status, GraphQL extensions.code)
@@ -168,6 +171,24 @@ class StorageFailed(ServiceError):
     kind = "failed"
     message = ("the server's storage failed (I/O error) while handling this request; "
                "it did not take effect, try again later")
+
+
+NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
+# A failing disk, or a filesystem the kernel remounted read-only after errors: the server's fault, worth a retry.
+IO_FAILURE = {errno.EIO, errno.EROFS}
+
+
+@contextlib.contextmanager
+def disk_errors():
+    """Turn 'disk full' into StorageFull (507) and an I/O error into StorageFailed (503): clear JSON, not a 500."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise StorageFull() from exc
+        if exc.errno in IO_FAILURE:
+            raise StorageFailed() from exc
+        raise
 
 
 class StorageBusy(StorageFailed):

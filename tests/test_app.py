@@ -5,11 +5,11 @@ import pytest
 import requests
 
 from service import create_app
-from service.auth import parse_tokens
+from service.web.auth import parse_tokens
 from service.cli import build_parser
 from service.errors import ConfigurationError
 from service.interface import TOKEN_HEADER
-from service.storage.tokens import ensure_default_token
+from service.storage.common.data_dir_secrets import ensure_default_token
 
 
 def test_the_token_header_is_the_one_the_contract_names():

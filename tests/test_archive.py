@@ -1,4 +1,4 @@
-"""The archive of `wis export` / `wis import` (service.archive, format 1): what the writer makes reads back equal, and
+"""The archive of `wis export` / `wis import` (service.interface.archive, format 1): what the writer makes reads back equal, and
 every kind of bad archive is refused, as a whole or entry by entry, with the entry named."""
 import gzip
 import hashlib
@@ -10,8 +10,8 @@ import tracemalloc
 
 import pytest
 
-from service import archive as archive_module
-from service.archive import ArchiveError, ArchiveReader, ArchiveWriter
+from service.interface import archive as archive_module
+from service.interface.archive import ArchiveError, ArchiveReader, ArchiveWriter
 from service.client import transfer
 from service.domain import snapshots
 from support.media import MP4, png, random_blob

@@ -1,4 +1,4 @@
-"""The request-body policy of every route (service.body_limits), end to end on real gunicorn: a body is held to its
+"""The request-body policy of every route (service.web.body_limits), end to end on real gunicorn: a body is held to its
 route's limit the same way whatever its Content-Type and whether it comes with a Content-Length or chunked, and a 413
 names exactly what was too large: the request body, or (for an upload form, a declared fileSize or Upload-Length) the
 file, in CONTRACT 5's words."""

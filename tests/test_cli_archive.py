@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from service.archive import ArchiveWriter
+from service.interface.archive import ArchiveWriter
 from service.cli import main
 from service.client import Client
 from support.client import downloaded_sha

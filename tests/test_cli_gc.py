@@ -2,7 +2,8 @@
 import pytest
 
 from service.cli import main
-from service.domain.media_gc import referenced_media, unreferenced_media
+from service.domain.media_gc import unreferenced_media
+from service.interface.media_references import referenced_media
 from service.storage import get_repository
 from support.media import PNG
 from support.uploads import expire_every_stream, uploaded_path
@@ -117,7 +118,7 @@ def test_gc_delete_keeps_media_a_process_starts_using_after_the_listing(data, cl
                                                                           monkeypatch):
     """A process pushed between `wis gc`'s listing and its delete keeps its media (CONTRACT 13): each deletion checks
     the references again under the org's references lock, which process writes naming media take too."""
-    import service.cli
+    import service.cli.operations
 
     def listing_then_a_new_process(repo, older_than=None):
         garbage = unreferenced_media(repo, older_than)
@@ -126,7 +127,7 @@ def test_gc_delete_keeps_media_a_process_starts_using_after_the_listing(data, cl
                                       "steps": [{"id": "load", "primaryImage": {"path": data["unused"]}}]})
         return garbage
 
-    monkeypatch.setattr(service.cli, "unreferenced_media", listing_then_a_new_process)
+    monkeypatch.setattr(service.cli.operations, "unreferenced_media", listing_then_a_new_process)
     code, out, err = gc(capsys, data["dir"], "--min-age-hours", "0", "--delete")
 
     assert (code, out) == (0, [f"other\t{data['others']}"])

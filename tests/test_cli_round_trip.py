@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from service.archive import ArchiveReader
+from service.interface.archive import ArchiveReader
 from service.cli import main
 from service.client import Client
 from support.backends import FileBackend

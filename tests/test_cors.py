@@ -4,7 +4,7 @@ import pytest
 
 from service import create_app
 from service.config import load_config
-from service.cors import ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS
+from service.web.cors import ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS
 from service.errors import ConfigurationError
 from service.interface import MAX_REQUEST_BODY, TOKEN_HEADER
 from support.media import PNG

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.domain.derivations import ScanActionIds, bill_of_materials, derive, is_torque_action
-from service.domain.ids import ID_PATTERN, is_valid_id
+from service.interface.ids import ID_PATTERN, is_valid_id
 
 
 def process(*steps):

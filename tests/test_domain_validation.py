@@ -1,7 +1,8 @@
 """Every input rule of CONTRACT.md 3, checked on the domain functions directly."""
 import pytest
 
-from service.domain.ids import is_valid_id
+from service.interface.ids import is_valid_id
+from service.domain import processes as process_rules, validation
 from service.domain.processes import upsert_process
 from service.domain.products import upsert_product
 from service.domain.reads import PROCESSES, PRODUCTS, STATIONS, get_object, present
@@ -475,10 +476,29 @@ def test_station_rules(repo):
 def test_the_id_pattern_is_written_one_way_in_the_schema_the_messages_and_the_docs():
     from pathlib import Path
 
-    from service.domain.ids import ID_PATTERN, ID_RULE
+    from service.interface.ids import ID_PATTERN, ID_RULE
 
     written = f"^{ID_PATTERN.pattern}$"
     root = Path(__file__).resolve().parents[1]
     for text in (ID_RULE, (root / "schema.graphql").read_text(), (root / "docs" / "api.md").read_text()):
         assert written in text
         assert "^[a-z0-9_]{3,50}$" not in text
+
+
+def test_a_process_naming_media_is_checked_once_and_its_media_looked_up_again_under_the_lock(repo, monkeypatch):
+    """The checks that judge the input alone run once (one walk of its values); under the org's references lock
+    (service.domain.processes) only the media are looked up again, since only they can have changed (a
+    `wis gc --delete`)."""
+    image = "/api/v1/images/0123456789abcdef-housing.png"
+    store_media(repo, "default", image)
+    walks, media_checks = [], []
+    real_walk = validation.Problems.check_values
+    monkeypatch.setattr(validation.Problems, "check_values",
+                        lambda self, field, value: walks.append(field) or real_walk(self, field, value))
+    # getattr and raising=False: the code before had no such function (and failed on the walks).
+    real_media_check = getattr(process_rules, "check_media_uploaded", None)
+    monkeypatch.setattr(process_rules, "check_media_uploaded",
+                        lambda *args: media_checks.append(args[1]) or real_media_check(*args), raising=False)
+    upsert_process(repo, "default", process(image={"path": image}))
+    assert walks == ["process"] and media_checks == ["default"]
+    assert stored(repo)["image"] == {"path": image}

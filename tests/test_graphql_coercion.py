@@ -1,4 +1,4 @@
-"""Variables coerced by the compiled functions of service.graphql.coercion are exactly graphql-core's.
+"""Variables coerced by the compiled functions of service.web.graphql.coercion are exactly graphql-core's.
 
 Values graphql-core refuses must be refused (the request then takes graphql-core's own path and its error
 messages); values it accepts must come out equal, keys in the same order, so the same document is stored.
@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.domain.reads import PROCESSES
-from service.graphql.coercion import Refused
+from service.web.graphql.coercion import Refused
 from service.storage import get_repository
 from support.documents import BENCH_MUTATION, bench_process
 

@@ -8,7 +8,7 @@ from service import create_app
 from service.config import load_config
 from service.domain.reads import PROCESSES, STATIONS
 from service.errors import ConfigurationError
-from service.graphql import load_schema
+from service.web.graphql import load_schema
 from service.storage import get_repository
 from service.interface import TOKEN_HEADER
 from support.datadir import store_media
@@ -471,7 +471,7 @@ def test_each_distinct_query_text_is_parsed_once(app, client, auth):
 
 
 def test_schema_load_failure_names_the_file(monkeypatch):
-    monkeypatch.setattr("service.graphql.SCHEMA_FILE", "missing-schema.graphql")
+    monkeypatch.setattr("service.web.graphql.SCHEMA_FILE", "missing-schema.graphql")
     with pytest.raises(ConfigurationError) as excinfo:
         load_schema()
     assert "missing-schema.graphql" in str(excinfo.value)
@@ -481,7 +481,7 @@ def test_create_app_builds_the_endpoint_at_once_and_a_broken_schema_stops_it(tmp
     config = {"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS}
     # Built by create_app (what gunicorn's workers run): no request waits for graphql-core and the schema.
     assert "graphql" in create_app(config).extensions
-    monkeypatch.setattr("service.graphql.SCHEMA_FILE", "missing-schema.graphql")
+    monkeypatch.setattr("service.web.graphql.SCHEMA_FILE", "missing-schema.graphql")
     with pytest.raises(ConfigurationError, match="missing-schema.graphql"):
         create_app(config)
 
@@ -493,7 +493,7 @@ def test_an_app_loading_on_first_request_builds_the_endpoint_then(tmp_path, monk
     assert gql(app.test_client(), auth, "{ __typename }") == (200, {"data": {"__typename": "Query"}})
     assert "graphql" in app.extensions
     # A schema that cannot be loaded fails each GraphQL request, the log naming the file; the rest keeps working.
-    monkeypatch.setattr("service.graphql.SCHEMA_FILE", "missing-schema.graphql")
+    monkeypatch.setattr("service.web.graphql.SCHEMA_FILE", "missing-schema.graphql")
     client = create_app(config).test_client()
     assert client.get("/healthz").status_code == 200
     for _ in range(2):

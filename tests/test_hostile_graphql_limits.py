@@ -12,8 +12,8 @@ import pytest
 import requests
 
 from service.domain.reads import PROCESSES
-from service.graphql.budget import BudgetedExecutor
-from service.graphql.limits import FIELD_BUDGET, RESPONSE_BUDGET
+from service.web.graphql.budget import BudgetedExecutor
+from service.web.graphql.limits import FIELD_BUDGET, RESPONSE_BUDGET
 from service.interface import MAX_INPUT_OBJECTS, MAX_NAME_LENGTH, MAX_REQUEST_BODY, MAX_TEXT_LENGTH
 from service.storage import get_repository
 from support.tokens import HEADERS

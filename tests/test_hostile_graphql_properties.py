@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service import create_app
-from service.graphql import load_schema
+from service.web.graphql import load_schema
 from service.storage import get_repository
 from support.datadir import snapshot, store_media
 from support.tokens import HEADERS, TOKENS

@@ -15,7 +15,7 @@ import urllib.parse
 import pytest
 
 from service import create_app
-from service.graphql.endpoint import CACHE_SIZE, CACHE_SIZE_CHARS, CACHED_QUERY_LENGTH, DocumentCache
+from service.web.graphql.endpoint import CACHE_SIZE, CACHE_SIZE_CHARS, CACHED_QUERY_LENGTH, DocumentCache
 from support.documents import BENCH_MUTATION, bench_process
 from support.media import MP4, PNG, blob
 from support.tokens import HEADERS, TOKENS

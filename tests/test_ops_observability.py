@@ -10,7 +10,7 @@ import time
 import pytest
 
 from service import create_app
-from service.observability import json_handler
+from service.web.observability import json_handler
 from service.storage import get_repository
 from support.metrics import metric_value
 from support.tokens import HEADERS, TOKEN, TOKENS

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from service.processes import process_gone
+from service.storage.common.process_ids import process_gone
 from service.storage.shared.streams.spool import remove_orphans
 
 

@@ -1,4 +1,4 @@
-"""The drawing of a product (service.pages.graph): where processes and dependencies go, tested directly, and the
+"""The drawing of a product (service.web.pages.graph): where processes and dependencies go, tested directly, and the
 product page's size over HTTP (both backends). A dependency that spans several columns is one path whatever it spans,
 so the drawing and the page grow linearly with the product; the browser tests (test_pages_browser.py) look at it."""
 import random
@@ -7,7 +7,7 @@ import tracemalloc
 
 import pytest
 
-from service.pages import graph
+from service.web.pages import graph
 from support.products import PROCESS_MUTATION, PRODUCT_MUTATION, SHAPES, process_ids, process_input, product_input
 from support.tokens import TOKEN
 

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from service.storage import get_repository
-from service.storage.encoding import NAME_HEAD_SIZE
+from service.storage.common.encoding import NAME_HEAD_SIZE
 from support.tokens import OTHER_TOKEN
 from test_pages_http import create_stations, listed, log_in, next_link, seed_example, text_of
 

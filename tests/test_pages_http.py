@@ -19,9 +19,9 @@ from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 from service.config import load_config
 from service.errors import ConfigurationError
 from service.interface import FORM_FIELD_LIMIT
-from service.sessions import COOKIE_NAME, SALT
+from service.web.sessions import COOKIE_NAME, SALT
 from service.storage import open_repository
-from service.storage.tokens import SECRET_KEY_FILE
+from service.storage.common.data_dir_secrets import SECRET_KEY_FILE
 from support.documents import upsert_process
 from support.example import CLIP, IMAGE, example_bodies, example_processes
 from support.tokens import OTHER_TOKEN, TOKEN, TOKENS

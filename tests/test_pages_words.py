@@ -1,4 +1,4 @@
-"""What the pages compute before rendering, tested directly: how values read (service.pages.present) and what changed
+"""What the pages compute before rendering, tested directly: how values read (service.web.pages.present) and what changed
 between two revisions, in words (service.domain.changes). The drawing of a product: test_pages_graph.py."""
 import copy
 
@@ -6,7 +6,7 @@ import pytest
 
 from service.domain.changes import changes, process_changes, product_changes, station_changes
 from service.domain.quantities import number
-from service.pages.present import code_spans, colors_of, limits, when
+from service.web.pages.present import code_spans, colors_of, limits, when
 
 # -- present ---------------------------------------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The resumable SHA-256 of streams (service/storage/sha256_state.py): OpenSSL's, saving and resuming exactly as
+"""The resumable SHA-256 of streams (service/storage/common/sha256_state.py): OpenSSL's, saving and resuming exactly as
 rehashes' PySha256 does, so tus records, boundary records and shared-backend rows written before stay readable, and
 every digest equals hashlib's."""
 import hashlib
@@ -8,7 +8,7 @@ import random
 import pytest
 from rehashes import PySha256
 
-from service.storage.sha256_state import OpenSslSha256, Sha256State
+from service.storage.common.sha256_state import OpenSslSha256, Sha256State
 
 DATA = os.urandom(300_000)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from service import create_app
-from service.checksums import file_sha256
+from service.interface.checksums import file_sha256
 from service.interface import media_path
 from service.storage.shared import SharedRepository
 from service.storage.shared.database import Database

@@ -1,4 +1,4 @@
-"""The file backend's locks (service/storage/disk.py DiskLock): exclusive between threads of one worker and between
+"""The file backend's locks (service/storage/common/disk.py DiskLock): exclusive between threads of one worker and between
 worker processes, released by the kernel when a holder dies, bounded waits that end in a clear 503, and a lock file
 removed under a waiter (a stream deleted) never leaves two holders."""
 import os
@@ -10,11 +10,11 @@ import time
 import pytest
 
 from service.errors import http_status
-from service.storage.disk import LockTimeout, lock
+from service.storage.common.disk import LockTimeout, lock
 
 HOLD_IN_CHILD = """
 import sys, time
-from service.storage.disk import lock
+from service.storage.common.disk import lock
 held = lock(sys.argv[1], timeout=5).acquire()
 print("held", flush=True)
 time.sleep(60)

@@ -5,9 +5,9 @@ import contextlib
 import pytest
 import requests
 
-from service import fault_paths
-from service.storage import faults as faults_module
-from service.storage.faults import FaultStore
+from service.storage.testmode import fault_paths
+from service.storage.testmode import faults as faults_module
+from service.storage.testmode.faults import FaultStore
 
 from service.testing import ServiceSession, ThreadedServer
 from support.media import SMALL_PNG

@@ -7,7 +7,7 @@ import pytest
 import requests
 
 from service.storage import get_repository
-from service.storage.journal import KEEP, JournalStore
+from service.storage.testmode.journal_store import KEEP, JournalStore
 from service.testing import RequestJournal, ThreadedServer
 from support.media import MP4, png
 from support.servers import SHIPPED_WORKER_CLASS

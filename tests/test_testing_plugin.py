@@ -91,7 +91,7 @@ def test_integrator_suite_using_the_fixtures_passes(pytester):
 def test_fixtures_are_listed_for_discovery(pytester):
     result = pytester.runpytest_subprocess(*WITHOUT_FOREIGN_PLUGINS, "--fixtures")
     # pytest lists a plugin's fixtures sorted by their location as text (line 102 before line 41): any order here.
-    listing = result.stdout.str().partition("fixtures defined from service.pytest_plugin")[2]
+    listing = result.stdout.str().partition("fixtures defined from service.testing.pytest_plugin")[2]
     listed = re.findall(r"^(wis_\w+)", listing, re.M)
     assert sorted(listed) == sorted(["wis_token", "wis_server", "wis_seed", "wis_clean", "wis_session", "wis_client",
                                      "wis_journal", "wis_fault", "wis_snapshot"])

@@ -12,7 +12,7 @@ import requests
 from service import create_app
 from service.config import load_config
 from service.errors import ConfigurationError
-from service.storage.fresh_names import SeededHex
+from service.storage.testmode.fresh_names import SeededHex
 from support.media import MP4, SMALL_PNG
 from support.over_http import TUS_HEADERS, tus_metadata
 from support.servers import SHIPPED_WORKER_CLASS

@@ -149,7 +149,7 @@ def test_an_app_that_does_not_load_on_first_request_loads_graphql_and_marshmallo
 
 
 def test_concurrent_first_graphql_requests_wait_for_one_endpoint_and_all_get_their_answers(monkeypatch):
-    from service.graphql import endpoint as endpoint_module
+    from service.web.graphql import endpoint as endpoint_module
 
     built = []
 

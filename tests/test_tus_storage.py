@@ -12,8 +12,8 @@ import pytest
 
 from service.errors import UploadLocked
 from service.storage import get_repository
-from service.storage import disk as storage_disk
-from service.storage.files.streams.tus import SLOT_SIZE, TusAppend, TusRecord
+from service.storage.common import disk as storage_disk
+from service.storage.files.streams.tus_append import SLOT_SIZE, TusAppend, TusRecord
 
 pytestmark = pytest.mark.file_backend_only("they check the file backend's tus record and prefix on disk")
 

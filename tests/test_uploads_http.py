@@ -8,10 +8,11 @@ import time
 import pytest
 
 from service import create_app
+from service.errors import disk_errors
 from service.domain import uploads
 from service.storage import SWEEP_INTERVAL_SECONDS, get_repository
-from service.storage.disk import disk_errors
-from service.storage.incoming import IncomingFile
+
+from service.storage.common.incoming import IncomingFile
 from service.interface import MB, TOKEN_HEADER
 from support.datadir import stored_names
 from support.media import GIF, JPEG, MP4, PNG, blob, sha256
@@ -573,3 +574,16 @@ def test_a_body_that_is_not_the_multipart_it_claims_is_400(client, auth, content
     response = client.post("/uploads", headers=auth, data=body, content_type=content_type)
     assert response.status_code == 400
     assert named in response.get_json()["error"]
+
+
+def test_a_chunk_asks_once_whether_its_stream_is_a_tus_upload(client, auth, monkeypatch):
+    """The view refuses a tus upload's chunk before reading its body; the store's rules do not ask again under the
+    stream's lock (a stream's protocol is fixed when it is created)."""
+    asked = []
+    real = uploads.require_chunked
+    monkeypatch.setattr(uploads, "require_chunked", lambda record: asked.append(record.protocol) or real(record))
+    data = MP4 + b"x" * 100
+    stream_id = create_stream(client, auth, data)
+    assert send_chunk(client, auth, stream_id, 0, 2, data[:60]).status_code == 200
+    assert send_chunk(client, auth, stream_id, 1, 2, data[60:]).status_code == 201
+    assert asked == ["chunks", "chunks"]

@@ -1,4 +1,4 @@
-"""The multipart decoder of the uploads (service.uploads.multipart._Decoder) answers exactly as werkzeug's
+"""The multipart decoder of the uploads (service.web.uploads.multipart._Decoder) answers exactly as werkzeug's
 MultipartDecoder, which it changes only to copy less: the same events with the same data, for bodies whose file data
 is full of line breaks and near-boundaries, cut into pieces anywhere, including bodies that end early."""
 import random
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from werkzeug.sansio.multipart import Epilogue, MultipartDecoder, NeedData
 
-from service.uploads.multipart import _Decoder
+from service.web.uploads.multipart import _Decoder
 
 BOUNDARY = b"----bound-7f3a"
 # Bytes that make a part's data look like the start of a boundary, in pieces.

@@ -7,15 +7,15 @@ import time
 
 import pytest
 
-from service.checksums import file_sha256
+from service.interface.checksums import file_sha256
 from service.errors import StreamNotFound
-from service.storage import disk as storage_disk
-from service.storage import incoming as storage_incoming
+from service.storage.common import disk as storage_disk
+from service.storage.common import incoming as storage_incoming
 from service.storage.contract import StreamRecord, StreamState
 from service.storage.files import FileRepository
 from service.storage.files.streams.append import PrefixAppend
 from service.storage.files.streams.ledger import BOUNDARY, RECORDS_AT, SLOT_SIZE, Ledger
-from service.storage.incoming import IncomingFile
+from service.storage.common.incoming import IncomingFile
 
 TTL = 3600
 ORG = "default"

@@ -1,10 +1,10 @@
-"""The write-behind threads of tus PATCH bodies (service/storage/write_behind.py): every consumer sees every block in
+"""The write-behind threads of tus PATCH bodies (service/storage/common/write_behind.py): every consumer sees every block in
 order, a failure reaches the request's thread and nothing after it is consumed, and no thread outlives the body."""
 import threading
 
 import pytest
 
-from service.storage.write_behind import INLINE_LIMIT, WriteBehind
+from service.storage.common.write_behind import INLINE_LIMIT, WriteBehind
 
 LARGE = INLINE_LIMIT
 

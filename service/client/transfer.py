@@ -1,5 +1,5 @@
 """`export` and `import`: one org's objects and media, through the API of any server, into and out of an archive of
-format 1 (service.archive; CONTRACT 10).
+format 1 (service.interface.archive; CONTRACT 10).
 
 Export reads every station, process and product in input form (the `input` field, a page at a time) and writes each
 at once, then downloads the media the processes name, one at a time through a temporary file. Import checks the whole
@@ -16,16 +16,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from service.archive import KINDS, MEDIA, ArchiveReader, ArchiveWriter, media_path_of
+from service.interface.archive import KINDS, MEDIA, ArchiveReader, ArchiveWriter, media_path_of
 from service.client import dry_run
 from service.client.errors import ClientError, ServerUnreachable, describe
 from service.client.push import PushResult
-from service.domain.media_gc import media_references, referenced_media
+from service.interface.media_references import media_references, referenced_media
 
 PAGE = 500
 # How many of an archive's refused entries an import reports one by one.
 SHOWN_PROBLEMS = 20
-# service.archive's folder of each kind, and the client's word for it.
+# service.interface.archive's folder of each kind, and the client's word for it.
 KIND_OF_FOLDER = {"stations": "station", "processes": "process", "products": "product"}
 
 

@@ -14,8 +14,8 @@ subsequence finds the ones that kept their order; the others moved).
 """
 import bisect
 
-from service.domain.inputs import input_of
-from service.domain.ids import is_valid_id
+from service.domain.input_form import input_of
+from service.interface.ids import is_valid_id
 from service.domain.quantities import number, unit
 from service.domain.text_changes import matching_budget, quoted, text_change
 from service.errors import RevisionNotFound

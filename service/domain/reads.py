@@ -2,8 +2,8 @@
 from typing import NamedTuple, Optional
 
 from service.domain.derivations import derive
-from service.domain.ids import is_valid_id
-from service.domain.inputs import PROCESSES, input_of
+from service.interface.ids import is_valid_id
+from service.domain.input_form import PROCESSES, input_of
 from service.domain.validation import Problems
 
 PRODUCTS = "products"

@@ -1,7 +1,7 @@
 """Snapshots of the whole state (CONTRACT 12): every org's objects and media as one archive, and that archive read back
 as the new state. Test mode's `/_test/snapshot` and `/_test/restore`.
 
-A snapshot is a `.tar.gz` holding, for each org, the archive of CONTRACT 10 (service.archive, format 1) in a folder
+A snapshot is a `.tar.gz` holding, for each org, the archive of CONTRACT 10 (service.interface.archive, format 1) in a folder
 named after the org, and a top-level manifest written last:
 
     <org>/stations/<id>.json, <org>/processes/<id>.json, <org>/products/<id>.json   each object's input
@@ -28,20 +28,20 @@ from typing import NamedTuple
 
 import orjson
 
-from service import archive
-from service.archive import KINDS, MANIFEST, MEDIA, ArchiveWriter
-from service.domain.inputs import input_of
+from service.interface import archive
+from service.interface.archive import KINDS, MANIFEST, MEDIA, ArchiveWriter
+from service.domain.input_form import input_of
 from service.domain.processes import check_process
 from service.domain.products import check_product
 from service.domain.reads import PROCESSES, PRODUCTS, STATIONS
 from service.domain.stations import check_station
 from service.domain.validation import InvalidInput
-from service.errors import BodyTooLarge, InvalidSnapshot
+from service.errors import BodyTooLarge, InvalidSnapshot, disk_errors
 from service.interface import (
     MAX_SNAPSHOT_DOCUMENTS, MAX_ARCHIVE_ENTRIES, MAX_SNAPSHOT_UNPACKED, MEDIA_PATH_ROOT, ORG_PATTERN)
 from service.storage.contract import StagedDocument, StagedMedia
-from service.storage.disk import disk_errors
-from service.tar_reading import BLOCK, BoundedTarInfo, RefusedHeader, bounded_json, size_and_sha256
+
+from service.interface.tar_reading import BLOCK, BoundedTarInfo, RefusedHeader, bounded_json, size_and_sha256
 
 FORMAT = archive.FORMAT
 # The top-level manifest names the orgs and their counts only: small.
@@ -117,7 +117,7 @@ def read_snapshot(stream, staging):
 
 def check_objects(state, coerce):
     """Check each object of a StagedState as the API checks an input sent to its create mutation: `coerce(kind, input)`
-    (the schema's types: service.graphql.inputs.coerced_input) then the rules of its kind, with the processes and media
+    (the schema's types: service.web.graphql.input_check.coerced_input) then the rules of its kind, with the processes and media
     it names looked up in the snapshot; InvalidSnapshot naming the first object that breaks one. A restored state is
     one the API could have built: what it holds reads back, on pages too."""
     media = {}

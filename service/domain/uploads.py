@@ -1,7 +1,7 @@
 """Upload rules: destinations and their limits, format sniffing, media names, and the upload operations.
 
 Views hand these functions the repository, the org and already-validated fields; the bytes arrive as an
-`IncomingFile` (service.storage.incoming) that was hashed and sniffed while it was written to disk.
+`IncomingFile` (service.storage.common.incoming) that was hashed and sniffed while it was written to disk.
 """
 import os
 import re
@@ -176,8 +176,8 @@ class ChunkApiRules:
 
     def admit(self, record, chunk, held):
         """The record with the chunk count, and at chunk 0 the format its first bytes show; 400 for a chunk that does
-        not fit the stream."""
-        require_chunked(record)
+        not fit the stream. Its protocol is not checked again here: a stream's protocol is fixed when it is created,
+        and the view refused a tus upload's chunk (require_chunked) before reading its body."""
         _check_chunk(record, chunk, held)
         if record.total_chunks is None or chunk.index == 0:
             record = record.replace(total_chunks=chunk.total)

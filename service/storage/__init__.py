@@ -7,7 +7,7 @@ import time
 
 from service.config import database_url_variable
 from service.storage.files import FileRepository
-from service.storage.schedule import SWEEP_INTERVAL_SECONDS
+from service.storage.common.schedule import SWEEP_INTERVAL_SECONDS
 
 __all__ = ["SWEEP_INTERVAL_SECONDS", "open_repository", "init_app", "get_repository"]
 

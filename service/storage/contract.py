@@ -13,8 +13,8 @@ from typing import BinaryIO, ContextManager, NamedTuple, Protocol, TypeVar, runt
 
 from service.errors import RevisionConflict
 from service.interface import CHUNKS_PROTOCOL, TUS_PROTOCOL, parse_media_path
-from service.storage.faults import FaultStore
-from service.storage.journal import JournalStore
+from service.storage.testmode.faults import FaultStore
+from service.storage.testmode.journal_store import JournalStore
 
 # -- documents --------------------------------------------------------------------------------------------------------
 
@@ -409,7 +409,7 @@ class Repository(Protocol):
     streams: StreamStore
     faults: FaultStore  # the test-mode faults: the same class on both backends
     journal: JournalStore  # the test-mode request journal of this node: the same class on both backends
-    names_counter: "Counter"  # test mode's count of made-up names (service.storage.fresh_names)
+    names_counter: "Counter"  # test mode's count of made-up names (service.storage.testmode.fresh_names)
     new_hex: Callable[[int], str]  # the source of the names the server makes up: random, or seeded in test mode
 
     def orgs(self) -> list[str]:

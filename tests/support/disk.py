@@ -4,7 +4,7 @@ import os
 import tempfile
 from collections import Counter
 
-from service.storage import disk, incoming
+from service.storage.common import disk, incoming
 from service.storage.files import documents, media
 from service.storage.files.streams import append, layout, ledger, store, stream
 

@@ -11,21 +11,22 @@ from pathlib import Path
 
 import orjson
 
+from service.errors import disk_errors
 from service.storage.contract import DEFAULT_HISTORY_REVISIONS, utc_timestamp
-from service.storage.counter import FileCounter
-from service.storage.disk import disk_errors, lock, remove_stale_temporaries
-from service.storage.faults import FaultStore
+from service.storage.files.counter import FileCounter
+from service.storage.common.disk import lock, remove_stale_temporaries
+from service.storage.testmode.faults import FaultStore
 from service.storage.files import names
 from service.storage.files.documents import FileDocumentStore
 from service.storage.files.media import FileMediaStore
 from service.storage.files.streams import FileStreamStore
-from service.storage.fresh_names import name_source
-from service.storage.journal import JournalStore
-from service.storage.node_local import NodeLocal
-from service.storage.schedule import SweepSchedule
-from service.storage.tokens import ensure_secret_key
+from service.storage.testmode.fresh_names import name_source
+from service.storage.testmode.journal_store import JournalStore
+from service.storage.common.node_local import NodeLocal
+from service.storage.common.schedule import SweepSchedule
+from service.storage.common.data_dir_secrets import ensure_secret_key
 
-# Test mode's count of the names made up since the state was emptied (service.storage.fresh_names).
+# Test mode's count of the names made up since the state was emptied (service.storage.testmode.fresh_names).
 NAMES_COUNTER = "test-mode/names-counter"
 # Held while a new state replaces the old one, so that two replacements never interleave.
 REPLACING_LOCK = "test-mode/replacing-state"

@@ -17,12 +17,12 @@ import re
 
 import orjson
 
-from service.errors import ObjectNotFound
+from service.errors import ObjectNotFound, disk_errors
 from service.storage.contract import (
     CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, RESTORED, UPDATED, Revision, Saved,
     check_revision, oldest_kept, utc_timestamp, without_meta)
-from service.storage.disk import atomic_write_bytes, disk_errors, fsync_directory, lock, remove_stale_temporaries
-from service.storage.encoding import NAME_HEAD_SIZE, encode, name_in_head
+from service.storage.common.disk import atomic_write_bytes, fsync_directory, lock, remove_stale_temporaries
+from service.storage.common.encoding import NAME_HEAD_SIZE, encode, name_in_head
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 SUFFIX = ".json"
@@ -219,7 +219,7 @@ class FileDocumentStore:
 
     def names(self, org, kind):
         """(id, name) of every object of a kind, in id order, from the first NAME_HEAD_SIZE bytes of each document (a
-        document read whole only when its head does not hold its name: service.storage.encoding.name_in_head)."""
+        document read whole only when its head does not hold its name: service.storage.common.encoding.name_in_head)."""
         found, directory = [], os.fspath(self._directory(org, kind))
         for identifier in self.ids(org, kind):
             try:  # unbuffered, and a path made as a string: pathlib's joins cost more than the read

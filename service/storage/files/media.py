@@ -9,12 +9,13 @@ upload of that name asks (`.built` marks a name done).
 import contextlib
 import os
 
-from service.checksums import file_sha256
+from service.errors import disk_errors
+from service.interface.checksums import file_sha256
 from service.interface import media_path, parse_media_path
 from service.storage.contract import MEDIA_FOLDERS, MediaIdentity, OpenMedia
-from service.storage.disk import TEMPORARY_PREFIX, TEMPORARY_SUFFIX, disk_errors, fsync_directory, lock
+from service.storage.common.disk import TEMPORARY_PREFIX, TEMPORARY_SUFFIX, fsync_directory, lock
 from service.storage.files.names import id_to_name
-from service.storage.incoming import IncomingFile
+from service.storage.common.incoming import IncomingFile
 
 # Single uploads are received here, beside the media they become, so publishing is a link, not a copy.
 STAGING = ".incoming"
