@@ -13,7 +13,6 @@ MB = 1024 * 1024
 TOKEN_HEADER = "x-service-api-org"
 # The vendor's public documentation spells it this way too; accepted everywhere TOKEN_HEADER is (CONTRACT 12).
 TOKEN_HEADER_ALIAS = "x-pico-api-org"
-TOKEN_HEADERS = (TOKEN_HEADER, TOKEN_HEADER_ALIAS)
 # The GraphQL endpoint (CONTRACT 3), and the path the vendor's public documentation gives it (CONTRACT 12).
 GRAPHQL_PATH = "/graph/v2"
 GRAPHQL_PATH_ALIAS = "/graphql"

@@ -72,12 +72,6 @@ def step_label(step, number_in_order):
     return f"Step {number_in_order}: {name}" if name else f"Step {number_in_order}"
 
 
-def image_alt(step, number_in_order):
-    """What a step's image shows, for a reader who cannot see it: the step's instruction text, else its label."""
-    text = (step.get("instructionText") or {}).get("text")
-    return f"{step_label(step, number_in_order)}. {text}" if text else step_label(step, number_in_order)
-
-
 def part_label(part):
     """'bolt_m8 (M8x20 bolt)', or the id alone."""
     return f"{part['id']} ({part['description']})" if part.get("description") else part["id"]

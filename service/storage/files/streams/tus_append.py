@@ -131,10 +131,6 @@ class TusAppend:
         """Wait until every block handed to `write` is written and hashed."""
         self._behind.drain()
 
-    def commit(self):
-        """Nothing before the body ends: the file backend serves one node, whose crash no other node resumes from,
-        and its commit fdatasyncs the whole body once (a commit per part would add a sync per 16 MiB)."""
-
     def upload_head(self, size):
         """The first `size` bytes of the upload (committed and just written)."""
         self._drain()
