@@ -1,4 +1,4 @@
-"""Products of the shapes that cost a drawing most, as GraphQL inputs (tests/test_pages_graph.py and
+"""Products of the shapes that cost a drawing most, as GraphQL inputs (tests/web/pages/test_pages_graph.py and
 bench/product_page_bench.py):
 
     chain to final  p0 -> p1 -> ... -> final, and every process also straight to the final one: each of those

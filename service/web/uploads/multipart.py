@@ -24,7 +24,7 @@ MAX_PARTS = 100
 class _Decoder(MultipartDecoder):
     """werkzeug's MultipartDecoder, with `_parse_data` (its one method that takes a part's data from the buffer)
     answering the same without copying the buffer: the partial boundary is looked for in the buffer's tail only, and
-    the data is copied out once. tests/test_uploads_multipart.py holds it to werkzeug's answers."""
+    the data is copied out once. tests/web/uploads/test_uploads_multipart.py holds it to werkzeug's answers."""
 
     def _parse_data(self, data, *, start):
         data_start = LINE_BREAK_RE.match(data).end() if start else 0

@@ -1,15 +1,15 @@
 """tus from a browser (CONTRACT 7 and 9): tus-js-client's browser build, in a page served from another origin than
 the service, uploads an image in several PATCHes to gunicorn (WIS_CORS_ORIGINS naming the page's origin) in headless
 Chromium; the page then reads the media path from the exposed Media-Path header and fetches the bytes back."""
-from pathlib import Path
 
 import pytest
 import requests
 
 from support.servers import JS_DIR
 from support.tokens import HEADERS, TOKEN
+from support.paths import DATA
 
-PAGE = Path(__file__).with_name("pages") / "tus_client.html"
+PAGE = DATA / "pages" / "tus_client.html"
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from support.projects import WITHOUT_FOREIGN_PLUGINS
 from support.tiers import tier_of_command
+from support.paths import TESTS
 
-TESTS = Path(__file__).resolve().parent
 
 CONFTEST = f"""
 import sys

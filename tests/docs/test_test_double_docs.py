@@ -1,13 +1,13 @@
 """The pytest example of docs/test-double.md passes as written, in a project of its own that has only the
 installed package (its pytest11 plugin)."""
 import re
-from pathlib import Path
 
 from support.projects import WITHOUT_FOREIGN_PLUGINS
+from support.paths import REPOSITORY
 
 pytest_plugins = ["pytester"]
 
-DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "test-double.md"
+DOCUMENT = REPOSITORY / "docs" / "test-double.md"
 
 
 def test_the_documented_pytest_example_passes_as_written(pytester):

@@ -21,8 +21,9 @@ import requests
 
 from support.ports import free_port
 from support.projects import WITHOUT_FOREIGN_PLUGINS
+from support.paths import REPOSITORY
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPOSITORY
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BIN = Path(sys.executable).parent
 SHOWN_URL = "http://127.0.0.1:8000"

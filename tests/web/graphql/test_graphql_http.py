@@ -211,7 +211,7 @@ def test_first_defaults_to_100_and_is_at_most_1000(app, client, auth):
 
 
 @pytest.mark.file_backend_only("spies on the file store's get; the shared store reads a page in one query "
-                                 "(tests/test_shared_documents.py checks its plan)")
+                                 "(tests/engines/test_shared_documents.py checks its plan)")
 def test_a_page_opens_only_its_own_documents(app, client, auth, monkeypatch):
     documents = get_repository(app).documents
     for number in range(20):

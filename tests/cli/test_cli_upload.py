@@ -6,7 +6,6 @@ import pytest
 from service.cli import main
 from service.client import MB, Client
 from service.errors import Unauthenticated
-from service.interface import TOKEN_HEADER
 from support.client import Interrupted, downloaded_sha, interrupt_after
 from support.media import sha256_of, write_mp4, write_png
 from support.ports import free_port

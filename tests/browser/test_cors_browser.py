@@ -1,19 +1,18 @@
 """CORS (CONTRACT 9) in a real browser: a page served from another origin than the service (gunicorn, its
 WIS_CORS_ORIGINS naming that origin) runs GraphQL, uploads an image and reads it back in headless Chromium; the same
-page served from an origin not listed is refused by the browser. The page is tests/pages/cors_client.html."""
+page served from an origin not listed is refused by the browser. The page is tests/data/pages/cors_client.html."""
 import base64
-from pathlib import Path
 
 import pytest
 import requests
 
 from service.errors import Unauthenticated
-from service.interface import TOKEN_HEADER
 from support.media import PNG
 from support.tokens import HEADERS, TOKEN
+from support.paths import DATA
 
 
-PAGE = Path(__file__).with_name("pages") / "cors_client.html"
+PAGE = DATA / "pages" / "cors_client.html"
 # What Chromium says in the console when CORS keeps a page from an answer.
 CORS_REFUSAL = "has been blocked by CORS policy"
 

@@ -3,13 +3,13 @@ installed package (its pytest11 plugin): the script makes the snapshot, the test
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 from support.projects import WITHOUT_FOREIGN_PLUGINS
+from support.paths import REPOSITORY
 
 pytest_plugins = ["pytester"]
 
-DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "test-double.md"
+DOCUMENT = REPOSITORY / "docs" / "test-double.md"
 
 
 def example(name):

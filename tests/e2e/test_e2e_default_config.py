@@ -21,9 +21,10 @@ import requests
 from service.client import Client
 from service.interface import TOKEN_HEADER
 from support.ports import free_port
+from support.paths import REPOSITORY
 
 BIN = Path(sys.executable).parent
-REPOSITORY = Path(__file__).resolve().parents[1]
+REPOSITORY = REPOSITORY
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
 # Over the 10 MB single-request limit, so the client sends it as a chunked stream.
 MP4 = b"\0\0\0\x18ftypmp42" + hashlib.sha256(b"video").digest() * (11 * 1024 * 1024 // 32)

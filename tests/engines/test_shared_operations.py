@@ -5,7 +5,6 @@ import shlex
 import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -20,8 +19,9 @@ from support.ports import free_port
 from support.servers import WIS, run_wis
 from support.tokens import HEADERS, TOKENS
 from support.uploads import create_stream, send_chunk, stream_status, upload
+from support.paths import REPOSITORY
 
-REPOSITORY = Path(__file__).resolve().parents[1]
+REPOSITORY = REPOSITORY
 # Settings of the outer environment that would leak into a `wis` run: each test gives its own.
 OUTER = ("WIS_", "DATABASE_URL", "AWS_")
 

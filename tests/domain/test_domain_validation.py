@@ -12,6 +12,7 @@ from service.errors import UnstorableDocument
 from service.interface import MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, MAX_NAME_LENGTH, MAX_TEXT_LENGTH
 from service.storage import get_repository
 from support.datadir import store_media
+from support.paths import REPOSITORY
 
 ORG = "default"
 
@@ -474,12 +475,11 @@ def test_station_rules(repo):
 
 
 def test_the_id_pattern_is_written_one_way_in_the_schema_the_messages_and_the_docs():
-    from pathlib import Path
 
     from service.interface.ids import ID_PATTERN, ID_RULE
 
     written = f"^{ID_PATTERN.pattern}$"
-    root = Path(__file__).resolve().parents[1]
+    root = REPOSITORY
     for text in (ID_RULE, (root / "schema.graphql").read_text(), (root / "docs" / "api.md").read_text()):
         assert written in text
         assert "^[a-z0-9_]{3,50}$" not in text

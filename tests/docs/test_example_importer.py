@@ -1,8 +1,9 @@
 """examples/importer: an integrator's project whose tests use only the fixtures of the installed package (its
 pytest11 plugin) passes as written, run the way its owner would run it."""
-from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[1] / "examples" / "importer"
+from support.paths import REPOSITORY
+
+PROJECT = REPOSITORY / "examples" / "importer"
 
 
 def test_the_example_importer_project_passes_with_only_the_installed_plugin(run_project):

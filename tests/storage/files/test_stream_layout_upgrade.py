@@ -9,15 +9,15 @@ import hashlib
 import os
 import random
 import shutil
-from pathlib import Path
 
 import pytest
 
 from service import create_app
 from support.tokens import HEADERS, TOKENS
 from support.uploads import send_chunk, stream_status
+from support.paths import DATA
 
-FIXTURE = Path(__file__).parent / "data" / "streams-before-ledger"
+FIXTURE = DATA / "streams-before-ledger"
 CHUNK_STREAM, TUS_UPLOAD = "7aa0d249ddd35b0b016050c7263b7ff7", "de5087cdedb4cb3ae6d234b019bcf96b"
 VIDEO = b"\x00\x00\x00\x18ftypmp42" + random.Random("ledger-fixture-video").randbytes(3500 - 12)
 IMAGE = b"\x89PNG\r\n\x1a\n" + random.Random("ledger-fixture-image").randbytes(3000 - 8)

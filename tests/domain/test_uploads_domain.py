@@ -8,6 +8,8 @@ from service.interface import DESTINATIONS, MB, made_media_name_problem, sniff_f
 from service.errors import FileTooLarge
 from service.storage.files import FileRepository
 
+from support.paths import REPOSITORY
+
 
 @pytest.mark.parametrize("head, expected", [
     (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01", "jpeg"),
@@ -114,9 +116,8 @@ def test_media_name_takes_the_extension_of_the_sniffed_format(tmp_path):
 
 def test_the_docs_table_of_media_names_is_what_the_service_makes():
     import re
-    from pathlib import Path
 
-    docs = (Path(__file__).resolve().parents[1] / "docs" / "uploads.md").read_text()
+    docs = (REPOSITORY / "docs" / "uploads.md").read_text()
     table = docs.split("<!-- media names -->", 1)[1].split("\n\n", 1)[0]
     rows = re.findall(r"^\| `(.+?)`(?: \((\w+) bytes\))? \| `<16 hex>-(.+?)` \|$", table, re.M)
     assert len(rows) >= 5

@@ -14,6 +14,8 @@ from openapi_spec_validator import validate
 import service
 from service.interface import MAX_REQUEST_BODY, MAX_SNAPSHOT_BYTES
 
+from support.paths import REPOSITORY
+
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 MP4 = b"\0\0\0\x18ftypmp42" + b"\1" * 500
 
@@ -42,7 +44,7 @@ def test_every_file_the_document_names_is_in_the_repository(document):
     """Its readers (clients, integrators) have the repository, not the files its authors worked from."""
     named = re.findall(r"[\w./-]+\.md\b", json.dumps(document))
     assert named, "the document points its readers at the docs"
-    root = Path(__file__).resolve().parents[1]  # the checkout (the package may be installed elsewhere)
+    root = REPOSITORY  # the checkout (the package may be installed elsewhere)
     assert [name for name in named if not (root / name).is_file()] == []
 
 

@@ -17,6 +17,7 @@ from service.web.graphql.limits import FIELD_BUDGET, RESPONSE_BUDGET
 from service.interface import MAX_INPUT_OBJECTS, MAX_NAME_LENGTH, MAX_REQUEST_BODY, MAX_TEXT_LENGTH
 from service.storage import get_repository
 from support.tokens import HEADERS
+from support.paths import REPOSITORY
 
 HANG_GUARD = 60
 PROCESS_CREATE = "mutation($input: ProcessCreateInput!) { processCreate(input: $input) }"
@@ -265,11 +266,10 @@ def test_the_process_with_the_most_fields_is_answered_whole_within_the_budget(ap
 
 
 def test_the_schema_states_the_limits_the_service_applies():
-    from pathlib import Path
 
     from service.interface import MAX_INPUT_SIZE
 
-    schema = (Path(__file__).resolve().parents[1] / "schema.graphql").read_text()
+    schema = (REPOSITORY / "schema.graphql").read_text()
     for limit in (MAX_TEXT_LENGTH, MAX_NAME_LENGTH, MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, RESPONSE_BUDGET, FIELD_BUDGET):
         assert f"{limit:,}" in schema
 

@@ -11,9 +11,10 @@ from service.domain.processes import with_defaults
 from service.domain.reads import PROCESSES
 from service.storage import get_repository
 from support.datadir import store_media
+from support.paths import REPOSITORY
 
 ORG = "default"
-API_DOCS = Path(__file__).resolve().parents[1] / "docs" / "api.md"
+API_DOCS = REPOSITORY / "docs" / "api.md"
 IMAGE = "/api/v1/images/3f9a0c1d2e4b5a69-gearbox_housing.png"
 
 

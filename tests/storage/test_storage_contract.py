@@ -1,6 +1,6 @@
 """The storage contract as code: both backends offer every method of the Protocols in service/storage/contract.py
 with the same parameters, and the layers above call nothing else. What each room of the storage layer may import
-(never the other backend, no web framework) is tests/test_architecture.py's."""
+(never the other backend, no web framework) is tests/project/test_architecture.py's."""
 import ast
 import inspect
 from pathlib import Path
@@ -55,8 +55,17 @@ def repository(request, tmp_path):
 
 def protocol_methods(protocol):
     """The methods a Protocol names, its own and those of the Protocols it extends (DocumentStore: DocumentView's)."""
-    return {name: member for base in reversed(protocol.__mro__) if base.__module__ == contract.__name__
+    return {name: member for base in reversed(protocol.__mro__) if of_the_contract(base)
             for name, member in vars(base).items() if callable(member) and not name.startswith("_")}
+
+
+def of_the_contract(base):
+    return base.__module__.startswith(contract.__name__ + ".")
+
+
+def protocol_attributes(protocol):
+    """The attributes a Protocol names (the stores of a Repository, its counters), its own and its bases'."""
+    return {name for base in protocol.__mro__ if of_the_contract(base) for name in vars(base).get("__annotations__", {})}
 
 
 def test_each_backend_is_a_repository_of_the_contract(repository):
@@ -97,9 +106,47 @@ def test_the_layers_above_storage_call_only_what_the_contract_names():
     for path in modules:
         for store, name in calls_on_the_repository(path):
             protocol = contract.Repository if store is None else STORES[store]
-            attributes = contract.Repository.__annotations__ if store is None else {}
+            attributes = protocol_attributes(contract.Repository) if store is None else set()
             if name in attributes or name in protocol_methods(protocol):
                 continue
             offending.add(f"{path.relative_to(SERVICE)}: repo.{store + '.' if store else ''}{name}")
     assert offending == set()
     assert ("streams", "add_chunk") in calls_on_the_repository(SERVICE / "domain" / "uploads.py")
+
+
+def audience_members(protocol):
+    return set(protocol_methods(protocol)) | protocol_attributes(protocol)
+
+
+def repository_uses(path):
+    """Names used on a repository in a module: `repo.<name>` and `get_repository(...).<name>`."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Attribute):
+            continue
+        value = node.value
+        if isinstance(value, ast.Name) and value.id == "repo" or \
+                isinstance(value, ast.Call) and getattr(value.func, "id", None) == "get_repository":
+            found.add(node.attr)
+    return found
+
+
+def test_the_repository_is_split_by_audience_and_each_part_has_its_callers():
+    """The stores for the domain, views and resolvers; the operations for the server's upkeep (the sweep, readiness,
+    metrics, the session key, the command line); the test-mode state for the test double only."""
+    stores, operations, test_mode = (audience_members(protocol) for protocol in
+                                     (contract.Stores, contract.Operations, contract.TestModeState))
+    assert not stores & operations and not stores & test_mode and not operations & test_mode
+    assert stores | operations | test_mode == audience_members(contract.Repository)
+    callers = {}
+    for path in SERVICE.rglob("*.py"):
+        if "storage" in path.relative_to(SERVICE).parts:
+            continue
+        for name in repository_uses(path):
+            audience = "stores" if name in stores else "operations" if name in operations else \
+                "test mode" if name in test_mode else "elsewhere"
+            callers.setdefault(audience, set()).add(str(path.relative_to(SERVICE)))
+    assert all(path.startswith("testing/") for path in callers["test mode"]), callers["test mode"]
+    assert callers["operations"] <= {"cli/operations.py", "web/health.py", "web/observability.py",
+                                     "web/sessions.py"}, callers["operations"]
+    assert "domain/uploads.py" in callers["stores"]
