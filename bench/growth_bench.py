@@ -30,7 +30,7 @@ from payload import MUTATION, process  # noqa: E402 (bench/ is not a package)
 from service import create_app  # noqa: E402
 from service.domain.input_form import normalised  # noqa: E402
 from service.domain.processes import with_defaults  # noqa: E402
-from service.domain.reads import PROCESSES  # noqa: E402
+from service.interface.kinds import PROCESSES  # noqa: E402
 from service.storage import get_repository  # noqa: E402
 
 TOKEN = "bench-token-0001"

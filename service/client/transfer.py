@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from service.interface.archive import KINDS, MEDIA, ArchiveReader, ArchiveWriter, media_path_of
+from service.interface.kinds import KINDS
+from service.interface.archive import MEDIA, ArchiveReader, ArchiveWriter, media_path_of
 from service.client import dry_run
 from service.client.errors import ClientError, ServerUnreachable, describe
 from service.client.push import PushResult

@@ -1,9 +1,9 @@
 """The stored form of an object: its input as the create mutation takes it (defaults applied, nulls left out), and the
 input of a document stored before inputs were kept (CONTRACT 10)."""
 from service.domain.derivations import SCAN
+from service.interface.kinds import PROCESSES
 from service.storage.contract import without_meta
 
-PROCESSES = "processes"
 # Fields that only derivation writes: a stored process holding one was stored by a version that kept derived data.
 DERIVED_ACTION_FIELDS = ("kind", "torque", "scanPart")
 

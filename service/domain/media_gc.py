@@ -1,5 +1,5 @@
 """Media garbage: uploaded files that no process of their org refers to (SPEC.md 8: never removed automatically)."""
-from service.domain.reads import PROCESSES
+from service.interface.kinds import PROCESSES
 from service.interface.media_references import referenced_media
 
 def unreferenced_media(repo, older_than=None):

@@ -4,7 +4,7 @@ import re
 
 from service.domain.derivations import quantity_of
 from service.domain.input_form import normalised
-from service.domain.reads import PROCESSES
+from service.interface.kinds import PROCESSES
 from service.domain.validation import Problems, quoted
 from service.interface import media_path, parse_media_path
 

@@ -29,11 +29,12 @@ from typing import NamedTuple
 import orjson
 
 from service.interface import archive
-from service.interface.archive import KINDS, MANIFEST, MEDIA, ArchiveWriter
+from service.interface.kinds import KINDS
+from service.interface.archive import MANIFEST, MEDIA, ArchiveWriter
 from service.domain.input_form import input_of
 from service.domain.processes import check_process
 from service.domain.products import check_product
-from service.domain.reads import PROCESSES, PRODUCTS, STATIONS
+from service.interface.kinds import PROCESSES, PRODUCTS, STATIONS
 from service.domain.stations import check_station
 from service.domain.validation import InvalidInput
 from service.errors import BodyTooLarge, InvalidSnapshot, disk_errors

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from service.interface.ids import is_valid_id
+from service.interface.kinds import KINDS
 from service.interface import (
     KIND_BY_SEGMENT, MAX_ARCHIVE_ENTRIES, MAX_REQUEST_BODY, MEDIA_NAME, MEDIA_PATH_ROOT, made_media_name_problem,
     parse_media_path)
@@ -43,7 +44,6 @@ from service.interface.tar_reading import BLOCK, BoundedTarInfo, EntryFile, Refu
 FORMAT = 1
 MANIFEST = "manifest.json"
 # The object kinds in the order an import sends them: a process may name stations, a product names processes.
-KINDS = ("stations", "processes", "products")
 MEDIA = "media"
 MEDIA_FOLDERS = ("images", "videos")
 # An object whose JSON is larger than a request body could never be sent to a server; the manifest lists every media

@@ -5,7 +5,8 @@ from service.interface.ids import is_valid_id
 from service.domain import processes as process_rules, validation
 from service.domain.processes import upsert_process
 from service.domain.products import upsert_product
-from service.domain.reads import PROCESSES, PRODUCTS, STATIONS, get_object, present
+from service.interface.kinds import PROCESSES, PRODUCTS, STATIONS
+from service.domain.reads import get_object, present
 from service.domain.stations import upsert_station
 from service.domain.validation import InvalidInput
 from service.errors import UnstorableDocument

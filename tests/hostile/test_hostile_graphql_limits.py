@@ -11,7 +11,7 @@ import tracemalloc
 import pytest
 import requests
 
-from service.domain.reads import PROCESSES
+from service.interface.kinds import PROCESSES
 from service.web.graphql.budget import BudgetedExecutor
 from service.web.graphql.limits import FIELD_BUDGET, RESPONSE_BUDGET
 from service.interface import MAX_INPUT_OBJECTS, MAX_NAME_LENGTH, MAX_REQUEST_BODY, MAX_TEXT_LENGTH

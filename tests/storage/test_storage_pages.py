@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from service.domain.reads import PROCESSES
+from service.interface.kinds import PROCESSES
 from service.storage.files import documents as documents_module
 from service.storage import get_repository
 

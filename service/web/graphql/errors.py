@@ -22,7 +22,6 @@ from graphql.pyutils import inspect
 
 from service.domain.validation import InvalidInput
 from service.errors import ServiceError, graphql_code
-from service.web.graphql.http import request_error
 from service.web.observability import count_engine_error
 
 log = logging.getLogger(__name__)

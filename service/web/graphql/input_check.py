@@ -4,10 +4,10 @@ from graphql import GraphQLError
 from graphql.utilities import coerce_input_value, validate_input_value
 
 from service.domain.validation import InvalidInput
+from service.interface.kinds import SINGULAR
 from service.web.graphql import load_schema
 
 INPUT_TYPES = {"stations": "StationInput", "processes": "ProcessInput", "products": "ProductInput"}
-SINGULAR = {"stations": "station", "processes": "process", "products": "product"}
 
 
 def coerced_input(kind, value):

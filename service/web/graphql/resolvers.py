@@ -4,7 +4,8 @@ from graphql.utilities import value_from_ast_untyped
 
 from service.domain.changes import changes_between
 from service.domain.lifecycle import UPSERTS, delete_object, history_of, restore_object
-from service.domain.reads import PROCESSES, PRODUCTS, STATIONS, get_object, list_objects
+from service.interface.kinds import PROCESSES, PRODUCTS, STATIONS
+from service.domain.reads import get_object, list_objects
 
 query = QueryType()
 mutation = MutationType()

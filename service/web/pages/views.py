@@ -7,7 +7,8 @@ from werkzeug.exceptions import NotFound
 
 from service.domain.changes import changes, revision_input
 from service.domain.lifecycle import history_of
-from service.domain.reads import PROCESSES, PRODUCTS, STATIONS, get_object, names_of, page_of_objects
+from service.interface.kinds import PROCESSES, PRODUCTS, STATIONS
+from service.domain.reads import get_object, names_of, page_of_objects
 from service.web.pages import graph
 from service.web.pages.auth import login_required
 from service.web.pages.blueprint import DeletedObject, bp, page_route

@@ -22,7 +22,7 @@ from graphql.pyutils import Undefined
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.domain.reads import PROCESSES
+from service.interface.kinds import PROCESSES
 from service.web.graphql.coercion import Refused
 from service.storage import get_repository
 from support.documents import BENCH_MUTATION, bench_process

@@ -6,7 +6,7 @@ import pytest
 
 from service import create_app
 from service.config import load_config
-from service.domain.reads import PROCESSES, STATIONS
+from service.interface.kinds import PROCESSES, STATIONS
 from service.errors import ConfigurationError
 from service.web.graphql import load_schema
 from service.storage import get_repository

@@ -8,7 +8,7 @@ import pytest
 
 from service.domain.derivations import derive
 from service.domain.processes import with_defaults
-from service.domain.reads import PROCESSES
+from service.interface.kinds import PROCESSES
 from service.storage import get_repository
 from support.datadir import store_media
 from support.paths import REPOSITORY
