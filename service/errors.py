@@ -27,6 +27,7 @@ RESPONSES = {
     "object_not_found": (404, "NOT_FOUND"),
     "revision_not_found": (404, "NOT_FOUND"),
     "revision_conflict": (409, "CONFLICT"),
+    "events_expired": (410, "EVENTS_EXPIRED"),
     "process_in_use": (409, "CONFLICT"),
     "offset_mismatch": (409, "CONFLICT"),
     "wrong_protocol": (409, "CONFLICT"),
@@ -332,3 +333,13 @@ class ProcessInUse(ServiceError):
             listed += f" and {len(products) - named_in_message} more (extensions.products lists them all)"
         super().__init__(f"process {identifier!r} is used by the products {listed}: change or delete them first; "
                          "nothing was deleted")
+
+
+class EventsExpired(ServiceError):
+    """A read of events after a seq whose successors were pruned (CONTRACT 14): the reader must read the state again."""
+    code = "events_expired"
+
+    def __init__(self, after, oldest):
+        super().__init__(f"after: the events after {after} are no longer kept (the oldest kept is {oldest}); read the "
+                         f"objects again, then follow the events from the latest seq")
+        self.extensions = {"oldest": oldest}

@@ -7,6 +7,8 @@ Protocols name (tests/storage/test_storage_contract.py checks both backends agai
 from service.storage.contract.documents import (  # noqa: F401 (the contract's names, from one place)
     CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, DOCUMENT_META_FIELDS, RESTORED, UPDATED, DocumentStore, DocumentView,
     Revision, Saved, StagedDocument, check_revision, oldest_kept, utc_timestamp, without_meta)
+from service.storage.contract.events import (  # noqa: F401
+    DEFAULT_EVENTS_RETENTION, CommitWatcher, Event, EventBounds, EventStore, NewEvent)
 from service.storage.contract.media import (  # noqa: F401
     MEDIA_FOLDERS, MediaIdentity, MediaStore, OpenMedia, StagedMedia)
 from service.storage.contract.repository import (  # noqa: F401

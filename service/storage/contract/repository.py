@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import ContextManager, Protocol, runtime_checkable
 
 from service.storage.contract.documents import DocumentStore, StagedDocument
+from service.storage.contract.events import EventStore
 from service.storage.contract.media import MediaStore, StagedMedia
 from service.storage.contract.streams import StreamStore
 from service.storage.testmode.faults import FaultStore
@@ -26,6 +27,7 @@ class Stores(Protocol):
     documents: DocumentStore
     media: MediaStore
     streams: StreamStore
+    events: EventStore
     new_hex: Callable[[int], str]  # the source of the names the server makes up: random, or seeded in test mode
 
     def orgs(self) -> list[str]:

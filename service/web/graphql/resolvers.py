@@ -3,13 +3,15 @@ from ariadne import MutationType, ObjectType, QueryType, ScalarType
 from graphql.utilities import value_from_ast_untyped
 
 from service.domain.changes import changes_between
+from service.domain.events import event_type, latest_event_seq, list_events
 from service.domain.lifecycle import UPSERTS, delete_object, history_of, restore_object
-from service.interface.kinds import PROCESSES, PRODUCTS, STATIONS
+from service.interface.kinds import PROCESSES, PRODUCTS, SINGULAR, STATIONS
 from service.domain.reads import get_object, list_objects
 
 query = QueryType()
 mutation = MutationType()
 step = ObjectType("Step")
+event = ObjectType("Event")
 # Any JSON value (an object's stored input), answered as it is.
 json_scalar = ScalarType("JSON", serializer=lambda value: value, value_parser=lambda value: value,
                          literal_parser=lambda node, variables=None: value_from_ast_untyped(node, variables))
@@ -81,6 +83,33 @@ for single, plural, kind in (("process", "processes", PROCESSES), ("product", "p
     query.set_field(f"{single}Changes", _changes(kind))
 
 
+@query.field("events")
+def resolve_events(_, info, first, after=None, types=None):
+    return list_events(info.context["repo"], info.context["org"], after, first, types)
+
+
+@query.field("latestEventSeq")
+def resolve_latest_event_seq(_, info):
+    return latest_event_seq(info.context["repo"], info.context["org"])
+
+
+event.set_field("type", lambda stored, _info: event_type(stored))
+event.set_field("kind", lambda stored, _info: SINGULAR[stored.kind])
+
+
+def _object_of_event(kind):
+    def resolve(stored, info):
+        if stored.kind != kind:
+            return None
+        return get_object(info.context["repo"], info.context["org"], kind, stored.id, stored.revision)
+
+    return resolve
+
+
+for kind in (PROCESSES, PRODUCTS, STATIONS):
+    event.set_field(SINGULAR[kind], _object_of_event(kind))
+
+
 @step.field("torqueGroups")
 def resolve_torque_groups(stored_step, _info):
     """Derived groups hold action ids; hand back the actions themselves."""
@@ -89,4 +118,4 @@ def resolve_torque_groups(stored_step, _info):
             for group in stored_step.get("torqueGroups") or []]
 
 
-BINDABLES = [query, mutation, step, json_scalar]
+BINDABLES = [query, mutation, step, event, json_scalar]

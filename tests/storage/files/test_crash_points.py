@@ -2,8 +2,8 @@
 just before its nth file operation; the parent then starts the service again on what is left on disk.
 
 For each n: every JSON file parses and every stream's ledger holds a whole commit, a process is either as before or as
-after the interrupted upsert, no file at a media path is partial, and an interrupted upload resumes from what the
-server reports and completes.
+after the interrupted upsert with exactly one event per committed change and its seqs without a gap (CONTRACT 14), no
+file at a media path is partial, and an interrupted upload resumes from what the server reports and completes.
 """
 import json
 import os
@@ -99,6 +99,20 @@ def history(client, identifier="line_1"):
     return [(entry["revision"], entry["change"]) for entry in answer["data"]["processHistory"]]
 
 
+def events(client):
+    """[(seq, type, revision)] of the org's events, and its latest seq."""
+    answer = graphql(client, "{ latestEventSeq events(first: 500) { seq type revision } }")["data"]
+    listed = [(event["seq"], event["type"], event["revision"]) for event in answer["events"]]
+    assert answer["latestEventSeq"] == (listed[-1][0] if listed else 0)
+    return listed
+
+
+def changes_as_events(client, identifier="line_1"):
+    """The events the history of a process says there must be: one per entry, in revision order, seq 1, 2, ..."""
+    return [(seq, f"process.{change.lower()}", revision)
+            for seq, (revision, change) in enumerate(reversed(history(client, identifier)), start=1)]
+
+
 def name_at(client, revision):
     answer = graphql(client, 'query($r: Int) { process(id: "line_1", revision: $r) { name } }', r=revision)
     return (answer["data"]["process"] or {}).get("name")
@@ -116,9 +130,12 @@ def test_a_crash_at_any_step_of_an_upsert_leaves_the_old_or_the_new_process(tmp_
         # The history agrees with the current document: no entry of the interrupted write unless it committed.
         assert history(client) == [(2, "UPDATED"), (1, "CREATED")][2 - stored["revision"]:]
         assert name_at(client, stored["revision"]) == stored["name"] and name_at(client, 1) == "before"
+        # Exactly one event per committed change, numbered without a gap; the next change takes the next seq.
+        assert events(client) == changes_as_events(client)
         assert upsert_process(client, HEADERS, line_process("again"))["data"] == {"processCreate": "UPDATED"}
         assert history(client)[0] == (stored["revision"] + 1, "UPDATED")
         assert name_at(client, stored["revision"] + 1) == "again"
+        assert events(client) == changes_as_events(client)
 
     steps = every_crash(tmp_path, baseline, lambda client: upsert_process(client, HEADERS, line_process("after")),
                         check)
@@ -136,9 +153,11 @@ def test_a_crash_at_any_step_of_a_delete_leaves_the_process_or_its_deletion(tmp_
             assert history(client) == [(2, "DELETED"), (1, "CREATED")]
         else:
             assert (stored["name"], history(client)) == ("before", [(1, "CREATED")])
+        assert events(client) == changes_as_events(client)
         assert upsert_process(client, HEADERS, line_process("again"))["data"] == {
             "processCreate": "CREATED" if stored is None else "UPDATED"}
         assert history(client)[0] == (3 if stored is None else 2, "CREATED" if stored is None else "UPDATED")
+        assert events(client) == changes_as_events(client)
 
     delete = 'mutation { processDelete(id: "line_1") }'
     steps = every_crash(tmp_path, baseline, lambda client: graphql(client, delete), check)
@@ -155,9 +174,11 @@ def test_a_crash_at_any_step_of_a_restore_after_a_delete_leaves_a_consistent_his
         stored = read_process(client, HEADERS)
         restored = [] if stored is None else [(3, "RESTORED")]
         assert history(client) == restored + [(2, "DELETED"), (1, "CREATED")]
+        assert events(client) == changes_as_events(client)
         assert upsert_process(client, HEADERS, line_process("again"))["data"] == {
             "processCreate": "CREATED" if stored is None else "UPDATED"}
         assert history(client)[0][0] == 3 + len(restored)
+        assert events(client) == changes_as_events(client)
 
     restore = 'mutation { processRestore(id: "line_1", revision: 1) }'
     steps = every_crash(tmp_path, baseline, lambda client: graphql(client, restore), check)
