@@ -4,7 +4,7 @@ a group of commands; each adds its commands to the parser and runs them."""
 import argparse
 import sys
 
-from service.cli import objects, operations, serve, transfers
+from service.cli import events, objects, operations, serve, transfers
 from service.cli.common import UsageError
 from service.client import ClientError, describe
 from service.errors import ConfigurationError, StorageFailed
@@ -16,7 +16,7 @@ def build_parser():
                                      "push work instructions from files, export and import an org, delete and "
                                      "restore objects, collect garbage.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (serve, transfers, objects, operations):
+    for group in (serve, transfers, objects, events, operations):
         group.add_commands(commands)
     return parser
 

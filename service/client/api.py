@@ -1,6 +1,7 @@
 """The Client: GraphQL upserts and reads, uploads, downloads and push, over one Transport."""
 import re
 
+from service.client import events as events_module
 from service.client import push as push_module
 from service.client.errors import ClientError
 from service.client.transport import Repeat, Transport, error_message
@@ -217,6 +218,25 @@ class Client:
     def station_changes(self, station_id, from_revision, to_revision):
         """What changed between two revisions of a station; as process_changes."""
         return self._changes("station", station_id, from_revision, to_revision)
+
+    # -- change events (CONTRACT 14) --------------------------------------------------------------
+
+    def events(self, after=None, first=100, types=None):
+        """Up to `first` (1 to 1000) of the org's events after the seq `after` (None or 0: from the oldest kept),
+        oldest first, each {"seq", "type", "timestamp", "kind", "id", "revision", "change", "name"}; `types` keeps those
+        of these types (`"process.updated"`, `"product.*"`). ClientError with code EVENTS_EXPIRED (and
+        `extensions["oldest"]`) when events after `after` were pruned."""
+        return events_module.events_page(self, after, first, types)
+
+    def latest_event_seq(self):
+        """The org's last event seq (0 before any)."""
+        return self.graphql("{ latestEventSeq }")["latestEventSeq"]
+
+    def follow(self, after=None, types=None):
+        """A generator of the org's events as they commit, each as its envelope ({"type", "timestamp", "data"}),
+        from the one after `after` (None: from now on); it reconnects by itself with Last-Event-ID, so nothing is
+        missed or repeated. See service.client.events.follow."""
+        return events_module.follow(self.transport, after, types)
 
     # By kind ("process", "product", "station"), for callers that handle every kind alike (wis import, wis delete):
 

@@ -26,6 +26,7 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 
 from service import create_app
 from service.interface import MEDIA_PATH_ROOT, TOKEN_HEADER
+from service.testing.change_log import ChangeLog  # noqa: F401 (the test double's reader of change events)
 
 READY_TIMEOUT = 10
 # A snapshot of hundreds of MB takes seconds to write or read back.

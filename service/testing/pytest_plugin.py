@@ -109,6 +109,15 @@ def wis_journal(wis_clean):
 
 
 @pytest.fixture
+def wis_events(wis_clean):
+    """The org's change events committed during this test (service.testing.ChangeLog)."""
+    from service.testing import ChangeLog
+
+    with wis_clean.session() as session:
+        yield ChangeLog(session)
+
+
+@pytest.fixture
 def wis_fault(wis_session):
     """A function that injects a fault into the next matching requests and returns it as stored."""
 
