@@ -1,7 +1,7 @@
 """`wis import` and `wis export` of one org (CONTRACT 10) against `tar czf` of the same data directory, in the same run.
 
 An archive of `--processes` processes (one step each, every step's image one of the media files, round-robin) and
-`--media-mb` MB of incompressible PNG media in files of `--file-mb` MB is made once with service.archive. Each round
+`--media-mb` MB of incompressible PNG media in files of `--file-mb` MB is made once with service.interface.archive. Each round
 starts an empty server under the shipped gunicorn configuration (file backend), then times:
 - `wis import` of that archive into it (media uploaded, paths rewritten, objects created);
 - `wis export` of the org it now holds into a new archive, and `tar czf` of the server's data directory, in
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tus_bench import cpu_seconds  # noqa: E402
 from upload_bench import MB, TOKEN, start_ours, stop  # noqa: E402
 
-from service.archive import ArchiveWriter  # noqa: E402
+from service.interface.archive import ArchiveWriter  # noqa: E402
 
 WIS = Path(sys.executable).with_name("wis")
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -1,7 +1,7 @@
 """The least a Python WSGI app can do per chunk, a reference for bench/upload_bench.py (not the service).
 
 Each request is one chunk of the upload API, sent in order: its multipart body is parsed with werkzeug's sans-IO
-decoder 1 MB at a time (as service/uploads/multipart.py does), the file part is appended to one file while hashlib
+decoder 1 MB at a time (as service/web/uploads/multipart.py does), the file part is appended to one file while hashlib
 hashes it (the work of the service's running SHA-256, which the benchmark checks on the file instead), and the file
 is fsynced before the answer, so what was acknowledged is on disk. There is no Flask, no
 token, no stream bookkeeping and no resumable hash state: the distance between this and the service is what those

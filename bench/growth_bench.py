@@ -9,7 +9,7 @@ In-process (Flask test client, a real data directory, every document fsynced), e
   (the same page), with 100, 1,000 and 10,000 processes stored.
 Prints each figure, its ratio to the figure of the next smaller size and the ratio of the sizes; a figure whose ratio exceeds the
 size ratio by more than the noise allowance is reported as SUPER-LINEAR. That a page opens only its own
-documents is asserted in tests/test_storage_pages.py, not timed here.
+documents is asserted in tests/storage/test_storage_pages.py, not timed here.
 
     .venv/bin/python bench/growth_bench.py [--repeat 5]
 """
@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from payload import MUTATION, process  # noqa: E402 (bench/ is not a package)
 
 from service import create_app  # noqa: E402
-from service.domain.inputs import normalised  # noqa: E402
+from service.domain.input_form import normalised  # noqa: E402
 from service.domain.processes import with_defaults  # noqa: E402
-from service.domain.reads import PROCESSES  # noqa: E402
+from service.interface.kinds import PROCESSES  # noqa: E402
 from service.storage import get_repository  # noqa: E402
 
 TOKEN = "bench-token-0001"

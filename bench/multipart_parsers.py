@@ -2,8 +2,8 @@
 
 The body is what requests sends for one chunk (`data={"chunkIndex", "totalChunks"}, files={"file": ...}`: the two
 fields, then a 5 MB file part of random bytes). It is read 1 MB at a time from a BytesIO, as
-service/uploads/multipart.py reads wsgi.input, and parsed by
-  (a) the service's own parser, service/uploads/multipart.py (werkzeug's sans-IO MultipartDecoder; fields into a
+service/web/uploads/multipart.py reads wsgi.input, and parsed by
+  (a) the service's own parser, service/web/uploads/multipart.py (werkzeug's sans-IO MultipartDecoder; fields into a
       bytearray, file data written to a sink), and
   (b) streaming-form-data's compiled StreamingFormDataParser, with a Target that writes the file part to the same
       kind of sink and ValueTargets for the two fields.
@@ -23,7 +23,7 @@ import requests
 from streaming_form_data import StreamingFormDataParser
 from streaming_form_data.targets import BaseTarget, ValueTarget
 
-from service.uploads import multipart
+from service.web.uploads import multipart
 
 READ_SIZE = multipart.READ_SIZE
 
@@ -44,7 +44,7 @@ class Sink:
 
 
 def parse_werkzeug(body, content_type):
-    """The service's own parser (service/uploads/multipart.py, over werkzeug's sans-IO MultipartDecoder)."""
+    """The service's own parser (service/web/uploads/multipart.py, over werkzeug's sans-IO MultipartDecoder)."""
     fields, files = multipart.parse(io.BytesIO(body), content_type, len(body), lambda fields_so_far: Sink())
     return fields, files["file"][1]
 

@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from payload import process  # noqa: E402 (bench/ is not a package)
 from service import create_app  # noqa: E402
-from service.domain.reads import PROCESSES, page_of_objects  # noqa: E402
+from service.interface.kinds import PROCESSES  # noqa: E402
+from service.domain.reads import page_of_objects  # noqa: E402
 from service.storage import get_repository  # noqa: E402
 
 ORG = "default"

@@ -4,7 +4,7 @@ Sends the benchmark's realistic processCreate (bench/payload.py, 20 steps by def
 (Flask test client, real data directory, fsync included) under cProfile, cycling through 20 process ids, and
 prints the milliseconds per request without the profiler (and how many of them the cycle collector took, how many
 collections ran), then the functions taking the most time. The cycle collector is set as in a gunicorn worker
-(service.cycle_collector.tune) unless `--gc default` asks for Python's defaults.
+(service.server.cycle_collector.tune) unless `--gc default` asks for Python's defaults.
 For a sampling profile of a real gunicorn worker: `pip install py-spy`, then
 `py-spy record -p <worker pid> -f raw -o profile.txt` while bench/graphql_bench.py runs.
 
@@ -22,7 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from payload import request_body  # noqa: E402 (bench/ is not a package)
 
-from service import create_app, cycle_collector  # noqa: E402
+from service import create_app  # noqa: E402
+from service.server import cycle_collector  # noqa: E402
 
 TOKEN = "bench-token-0001"
 

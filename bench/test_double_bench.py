@@ -241,7 +241,8 @@ def pytest_session(runs):
 
 def journal_cost(runs, count):
     sys.path.insert(0, str(ROOT))
-    from service import create_app, journal
+    from service import create_app
+    from service.testing import recorder as journal
     from service.storage import get_repository
 
     with tempfile.TemporaryDirectory() as directory:

@@ -16,7 +16,8 @@ def create_app(config_overrides=None):
     """
     from flask import Flask
 
-    from service import auth, body_limits, cors, error_handlers, health, sessions, storage
+    from service import storage
+    from service.web import auth, body_limits, cors, error_handlers, health, sessions
     from service.config import load_config
 
     app = Flask(__name__)
@@ -26,7 +27,7 @@ def create_app(config_overrides=None):
     storage.init_app(app)
     # Imported here, not at the top: service.gunicorn_config sets PROMETHEUS_MULTIPROC_DIR first,
     # and prometheus_client reads it once, when it is imported.
-    from service import observability
+    from service.web import observability
 
     observability.init_app(app)
     cors.init_app(app)
@@ -36,7 +37,7 @@ def create_app(config_overrides=None):
     body_limits.init_app(app)
 
     # These import observability too, hence the same late import.
-    from service import graphql, openapi, pages, uploads
+    from service.web import graphql, openapi, pages, uploads
 
     graphql.init_app(app)
     uploads.init_app(app)
@@ -44,7 +45,7 @@ def create_app(config_overrides=None):
     openapi.init_app(app)
     health.init_app(app)
     if app.config["TEST_MODE"]:
-        from service import testing_api
+        from service.testing import api as testing_api
 
         testing_api.init_app(app)
     return app

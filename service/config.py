@@ -9,7 +9,7 @@ from service.errors import ConfigurationError
 DEFAULTS = {
     # Where documents, media and upload streams live.
     "DATA_DIR": "./data",
-    # Raw "org:token,token2" string; parsed by service.auth.
+    # Raw "org:token,token2" string; parsed by service.web.auth.
     "API_TOKENS": "",
     "STREAM_TTL_HOURS": 24.0,
     # Upload streams an org may have open at once (created, neither complete nor expired): each holds disk or rows
@@ -17,6 +17,8 @@ DEFAULTS = {
     "MAX_OPEN_STREAMS": 1000,
     # Revisions kept in each object's history (CONTRACT 10); the oldest are pruned by the write past it; 0 keeps all.
     "HISTORY_REVISIONS": 100,
+    # Days change events are kept (CONTRACT 14), pruned by the sweep; 0 keeps them all.
+    "EVENTS_RETENTION_DAYS": 30.0,
     # Test mode turns on the state and fault-injection endpoints for integrators' test suites.
     "TEST_MODE": False,
     # Test mode only: an integer that makes the names the server makes up (stream ids, media name prefixes) and the
@@ -73,6 +75,13 @@ def _count(value):
     return number
 
 
+def _days(value):
+    days = float(value)
+    if not days >= 0 or days == float("inf"):
+        raise ValueError("must be a number of days, 0 or more")
+    return days
+
+
 def _session_hours(value):
     hours = float(value)
     if not (math.isfinite(hours) and hours > 0):
@@ -124,6 +133,7 @@ ENVIRONMENT = {
     "WIS_STREAM_TTL_HOURS": ("STREAM_TTL_HOURS", float),
     "WIS_MAX_OPEN_STREAMS": ("MAX_OPEN_STREAMS", _positive_int),
     "WIS_HISTORY_REVISIONS": ("HISTORY_REVISIONS", _count),
+    "WIS_EVENTS_RETENTION_DAYS": ("EVENTS_RETENTION_DAYS", _days),
     "WIS_TEST_MODE": ("TEST_MODE", _flag),
     "WIS_TEST_SEED": ("TEST_SEED", int),
     "WIS_METRICS_REQUIRE_TOKEN": ("METRICS_REQUIRE_TOKEN", _flag),

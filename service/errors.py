@@ -1,10 +1,13 @@
 """The one exception family of the service: each error is named after its condition and has a stable `code`.
 
 One table (RESPONSES) maps each code to its HTTP status and to its GraphQL error code; the upload error handler
-(service.error_handlers) and the GraphQL error formatter (service.graphql.errors) both read it. Nothing here imports
+(service.web.error_handlers) and the GraphQL error formatter (service.web.graphql.errors) both read it. Nothing here imports
 Flask, so the domain and storage layers raise these freely.
 """
-from service.interface import TOKEN_HEADER
+import contextlib
+import errno
+
+from service.interface import TOKEN_HEADER, TOKEN_HEADER_ALIAS
 
 # code: (HTTP status, GraphQL extensions.code)
 RESPONSES = {
@@ -24,6 +27,7 @@ RESPONSES = {
     "object_not_found": (404, "NOT_FOUND"),
     "revision_not_found": (404, "NOT_FOUND"),
     "revision_conflict": (409, "CONFLICT"),
+    "events_expired": (410, "EVENTS_EXPIRED"),
     "process_in_use": (409, "CONFLICT"),
     "offset_mismatch": (409, "CONFLICT"),
     "wrong_protocol": (409, "CONFLICT"),
@@ -122,7 +126,8 @@ class InvalidChunk(ServiceError):
 
 class Unauthenticated(ServiceError):
     code = "unauthenticated"
-    message = f"missing or unknown API token: send it in the {TOKEN_HEADER} header"
+    message = (f"missing or unknown API token: send it in the {TOKEN_HEADER} header (or {TOKEN_HEADER_ALIAS}, the "
+               "vendor's spelling)")
 
 
 class StreamNotFound(ServiceError):
@@ -167,6 +172,24 @@ class StorageFailed(ServiceError):
     kind = "failed"
     message = ("the server's storage failed (I/O error) while handling this request; "
                "it did not take effect, try again later")
+
+
+NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
+# A failing disk, or a filesystem the kernel remounted read-only after errors: the server's fault, worth a retry.
+IO_FAILURE = {errno.EIO, errno.EROFS}
+
+
+@contextlib.contextmanager
+def disk_errors():
+    """Turn 'disk full' into StorageFull (507) and an I/O error into StorageFailed (503): clear JSON, not a 500."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise StorageFull() from exc
+        if exc.errno in IO_FAILURE:
+            raise StorageFailed() from exc
+        raise
 
 
 class StorageBusy(StorageFailed):
@@ -278,11 +301,12 @@ class ObjectNotFound(ServiceError):
 
 
 class RevisionNotFound(ServiceError):
-    """A restore names a revision the object's history does not hold (never made, pruned, or a deletion)."""
+    """A restore or a comparison names a revision the object's history does not hold (never made, pruned, or a
+    deletion)."""
     code = "revision_not_found"
 
-    def __init__(self, kind, identifier, revision):
-        super().__init__(f"{_one(kind)} {identifier!r} has no revision {revision} to restore (its history lists the "
+    def __init__(self, kind, identifier, revision, purpose="to restore"):
+        super().__init__(f"{_one(kind)} {identifier!r} has no revision {revision} {purpose} (its history lists the "
                          "revisions it keeps; a deletion holds no content)")
 
 
@@ -309,3 +333,13 @@ class ProcessInUse(ServiceError):
             listed += f" and {len(products) - named_in_message} more (extensions.products lists them all)"
         super().__init__(f"process {identifier!r} is used by the products {listed}: change or delete them first; "
                          "nothing was deleted")
+
+
+class EventsExpired(ServiceError):
+    """A read of events after a seq whose successors were pruned (CONTRACT 14): the reader must read the state again."""
+    code = "events_expired"
+
+    def __init__(self, after, oldest):
+        super().__init__(f"after: the events after {after} are no longer kept (the oldest kept is {oldest}); read the "
+                         f"objects again, then follow the events from the latest seq")
+        self.extensions = {"oldest": oldest}

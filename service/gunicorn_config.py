@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from service.processes import process_gone
+from service.storage.common.process_ids import process_gone
 
 # prometheus_client decides once, when first imported, whether it writes values to shared files, so
 # multiprocess mode must be on before anything imports it (service/__init__ imports observability
@@ -41,11 +41,13 @@ os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_METRICS_DIR)
 
 from gunicorn.glogging import Logger  # noqa: E402 (after the environment is set)
 
-from service import auth, cycle_collector, observability, storage  # noqa: E402
+from service import storage  # noqa: E402
+from service.server import cycle_collector  # noqa: E402
+from service.web import auth, observability  # noqa: E402
 from service.config import load_config, load_server_config, uses_shared_backend  # noqa: E402
 from service.errors import ConfigurationError, StorageFailed  # noqa: E402
-from service.graphql import load_schema  # noqa: E402
-from service.openapi import load_document  # noqa: E402
+from service.web.graphql import load_schema  # noqa: E402
+from service.web.openapi import load_document  # noqa: E402
 
 
 def _settings():

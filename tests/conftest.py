@@ -6,6 +6,7 @@ modules of the support package. A test starts a process (gunicorn, `wis serve`, 
 through a fixture here: the fixture names its tier (support/tiers.py), and a fast-tier test that starts one fails.
 """
 import fcntl
+import json
 import os
 import shutil
 import subprocess
@@ -241,19 +242,30 @@ def serve_pages():
 
 
 @pytest.fixture(scope="session")
-def node():
-    """Node.js with tus-js-client installed into tests/js; the tests fail (not skip) without Node and npm."""
-    node_binary, npm = shutil.which("node"), shutil.which("npm")
-    if not node_binary or not npm:
-        pytest.fail("the tus-js-client tests need Node.js (>= 18) and npm on PATH: apt-get install nodejs npm")
-    # xdist workers install it one at a time: the lock is held across the check and `npm ci`.
+def js_packages():
+    """tests/js with the npm packages of its package-lock.json installed by `npm ci` (tus-js-client for the Node tests,
+    axe-core for the pages' accessibility check); the tests fail (not skip) without npm."""
+    npm = shutil.which("npm")
+    if not npm:
+        pytest.fail("the tests of tests/js's packages need Node.js (>= 18) and npm on PATH: apt-get install nodejs npm")
+    wanted = json.loads((JS_DIR / "package.json").read_text())["dependencies"]
+    # xdist workers install them one at a time: the lock is held across the check and `npm ci`.
     with open(JS_DIR / ".install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (JS_DIR / "node_modules" / "tus-js-client").is_dir():
+        if not all((JS_DIR / "node_modules" / name).is_dir() for name in wanted):
             result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True,
                                     text=True, timeout=300)
             if result.returncode != 0:
                 pytest.fail(f"npm ci in {JS_DIR} failed:\n{result.stdout}\n{result.stderr}")
+    return JS_DIR
+
+
+@pytest.fixture(scope="session")
+def node(js_packages):
+    """Node.js, with tus-js-client installed into tests/js; the tests fail (not skip) without Node."""
+    node_binary = shutil.which("node")
+    if not node_binary:
+        pytest.fail("the tus-js-client tests need Node.js (>= 18) and npm on PATH: apt-get install nodejs npm")
     return node_binary
 
 

@@ -6,7 +6,7 @@
 - transport.py: HTTP with the token, timeouts, and the retry policy (what is sent again, and why).
 - uploader.py: single and chunked, parallel, resumable uploads (one requests.Session per thread).
 - push.py: objects from JSON/YAML files, their local media uploaded first, applied in order (or checked: dry run).
-- transfer.py: export of an org into an archive (service.archive) and import of one, through the API.
+- transfer.py: export of an org into an archive (service.interface.archive) and import of one, through the API.
 - dry_run.py: objects checked with dryRun before what they refer to exists (push and import dry runs).
 - errors.py: ClientError (the service said no) and ServerUnreachable (no answer).
 """

@@ -1,6 +1,7 @@
 """The Client: GraphQL upserts and reads, uploads, downloads and push, over one Transport."""
 import re
 
+from service.client import events as events_module
 from service.client import push as push_module
 from service.client.errors import ClientError
 from service.client.transport import Repeat, Transport, error_message
@@ -200,6 +201,43 @@ class Client:
         """The revisions of a station; as process_history."""
         return self._history("station", station_id, first, after)
 
+    def _changes(self, kind, object_id, from_revision, to_revision):
+        field = f"{kind}Changes"
+        query = f"query($id: String!, $from: Int!, $to: Int!) {{ {field}(id: $id, from: $from, to: $to) }}"
+        return self.graphql(query, {"id": object_id, "from": from_revision, "to": to_revision})[field]
+
+    def process_changes(self, process_id, from_revision, to_revision):
+        """What changed from one revision of a process to another, one line a change in the words of its history
+        page. ClientError with code NOT_FOUND when one of them holds no content (never made, pruned, a deletion)."""
+        return self._changes("process", process_id, from_revision, to_revision)
+
+    def product_changes(self, product_id, from_revision, to_revision):
+        """What changed between two revisions of a product; as process_changes."""
+        return self._changes("product", product_id, from_revision, to_revision)
+
+    def station_changes(self, station_id, from_revision, to_revision):
+        """What changed between two revisions of a station; as process_changes."""
+        return self._changes("station", station_id, from_revision, to_revision)
+
+    # -- change events (CONTRACT 14) --------------------------------------------------------------
+
+    def events(self, after=None, first=100, types=None):
+        """Up to `first` (1 to 1000) of the org's events after the seq `after` (None or 0: from the oldest kept),
+        oldest first, each {"seq", "type", "timestamp", "kind", "id", "revision", "change", "name"}; `types` keeps those
+        of these types (`"process.updated"`, `"product.*"`). ClientError with code EVENTS_EXPIRED (and
+        `extensions["oldest"]`) when events after `after` were pruned."""
+        return events_module.events_page(self, after, first, types)
+
+    def latest_event_seq(self):
+        """The org's last event seq (0 before any)."""
+        return self.graphql("{ latestEventSeq }")["latestEventSeq"]
+
+    def follow(self, after=None, types=None):
+        """A generator of the org's events as they commit, each as its envelope ({"type", "timestamp", "data"}),
+        from the one after `after` (None: from now on); it reconnects by itself with Last-Event-ID, so nothing is
+        missed or repeated. See service.client.events.follow."""
+        return events_module.follow(self.transport, after, types)
+
     # By kind ("process", "product", "station"), for callers that handle every kind alike (wis import, wis delete):
 
     def create(self, kind, obj, if_revision=None, dry_run=False):
@@ -217,6 +255,10 @@ class Client:
     def history(self, kind, object_id, first=100, after=None):
         """process_history, product_history or station_history by `kind`."""
         return self._history(_kind(kind), object_id, first, after)
+
+    def changes(self, kind, object_id, from_revision, to_revision):
+        """process_changes, product_changes or station_changes by `kind`."""
+        return self._changes(_kind(kind), object_id, from_revision, to_revision)
 
     def list_inputs(self, kind, first=100, after=None):
         """One page of objects of `kind` ordered by id, each as {"id", "revision", "input"} only: what an export

@@ -11,7 +11,7 @@ that nobody changes the org between the dry run and the real one.
 from typing import NamedTuple
 
 from service.client.errors import ClientError
-from service.domain.media_gc import media_references
+from service.interface.media_references import media_references
 from service.interface import DESTINATIONS
 from service.client.uploader import FORMAT_DESTINATIONS, file_format
 

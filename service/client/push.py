@@ -14,7 +14,7 @@ import yaml
 from service.client import dry_run
 from service.client.errors import ClientError, ServerUnreachable, describe
 from service.client.uploader import FORMAT_DESTINATIONS, file_format
-from service.domain.media_gc import media_references
+from service.interface.media_references import media_references
 from service.interface import DESTINATIONS, FORMATS, MEDIA_PATH_ROOT
 
 KINDS = ("station", "process", "product")  # also the order objects are applied in

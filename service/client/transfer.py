@@ -1,5 +1,5 @@
 """`export` and `import`: one org's objects and media, through the API of any server, into and out of an archive of
-format 1 (service.archive; CONTRACT 10).
+format 1 (service.interface.archive; CONTRACT 10).
 
 Export reads every station, process and product in input form (the `input` field, a page at a time) and writes each
 at once, then downloads the media the processes name, one at a time through a temporary file. Import checks the whole
@@ -16,14 +16,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from service.archive import KINDS, MEDIA, ArchiveReader, ArchiveWriter, media_path_of
+from service.interface.kinds import KINDS
+from service.interface.archive import MEDIA, ArchiveReader, ArchiveWriter, media_path_of
 from service.client import dry_run
 from service.client.errors import ClientError, ServerUnreachable, describe
 from service.client.push import PushResult
-from service.domain.media_gc import media_references, referenced_media
+from service.interface.media_references import media_references, referenced_media
 
 PAGE = 500
-# service.archive's folder of each kind, and the client's word for it.
+# How many of an archive's refused entries an import reports one by one.
+SHOWN_PROBLEMS = 20
+# service.interface.archive's folder of each kind, and the client's word for it.
 KIND_OF_FOLDER = {"stations": "station", "processes": "process", "products": "product"}
 
 
@@ -69,11 +72,9 @@ def export_org(client, target, org, on_result=None, progress=None):
 
 
 def import_archive(client, path, dry=False, on_result=None, progress=None, upload_options=None, parallel=4):
-    """Send the archive at `path` (or an ArchiveReader of it) to the server; a PushResult per entry (also to
-    `on_result` as each is known).
-    ArchiveError, before anything is sent, for an archive that cannot be used at all. With `dry`, nothing is
-    written: media are checked locally and objects sent with dryRun (see service.client.dry_run). Objects of one kind
-    are sent `parallel` at a time."""
+    """Send the archive at `path` (or an ArchiveReader of it) to the server; a PushResult per entry (also to `on_result`
+    as each is known). ArchiveError, before anything is sent, for an archive that cannot be used at all. With `dry`,
+    nothing is written: media are checked locally and objects sent with dryRun (service.client.dry_run)."""
     report, advance = on_result or (lambda result: None), progress or (lambda what, n: None)
     results = []
 
@@ -82,12 +83,8 @@ def import_archive(client, path, dry=False, on_result=None, progress=None, uploa
         report(result)
 
     reader = path if isinstance(path, ArchiveReader) else ArchiveReader(path)
-    contents = reader.contents or reader.check()
-    refused = set()
-    for problem in contents.problems:
-        record(PushResult(problem.entry, error=problem.message))
-        if problem.entry.startswith(MEDIA + "/"):
-            refused.add(media_path_of(problem.entry))
+    contents = reader.contents or reader.check()  # objects of one kind are then sent `parallel` at a time
+    refused = _refused_media(contents.problems, record, results.append, report)
     moved, failed = {}, dict.fromkeys(refused, "refused in the archive")
     for entry in reader.media():
         label = f"media {entry.path}"
@@ -134,6 +131,17 @@ def import_archive(client, path, dry=False, on_result=None, progress=None, uploa
                     sent_processes.add(identifier)
                 advance("objects", 1)
     return results
+
+
+def _refused_media(problems, record, keep, report):
+    """Record each refused entry: the first SHOWN_PROBLEMS told one by one, the rest kept and told as a count (an
+    archive of 100,000 bad entries is not 100,000 lines). The media paths refused."""
+    for number, problem in enumerate(problems):
+        (record if number < SHOWN_PROBLEMS else keep)(PushResult(problem.entry, error=problem.message))
+    if len(problems) > SHOWN_PROBLEMS:
+        report(PushResult(f"{len(problems) - SHOWN_PROBLEMS} more entries",
+                          error=f"refused in the archive as well (the first {SHOWN_PROBLEMS} are above)"))
+    return {media_path_of(problem.entry) for problem in problems if problem.entry.startswith(MEDIA + "/")}
 
 
 def _in_order(pool, function, items, window):

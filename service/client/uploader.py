@@ -14,7 +14,7 @@ import threading
 import uuid
 from pathlib import Path
 
-from service.checksums import file_sha256
+from service.interface.checksums import file_sha256
 from service.client.errors import ClientError
 from service.client.transport import Repeat
 from service.interface import (DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES,

@@ -5,7 +5,7 @@ actions in list order, within an action its inputParts in list order, then its o
 """
 import re
 
-from service.domain.ids import ID_PATTERN
+from service.interface.ids import ID_PATTERN
 
 TORQUE_KEYWORDS = ("tighten", "screw", "wrench", "torque")
 TORQUE_PATTERN = re.compile("|".join(TORQUE_KEYWORDS))

@@ -1,9 +1,10 @@
 """The lifecycle of an object beyond create-or-update (CONTRACT 10): deletion, restoring a past revision, history."""
-from service.domain.ids import is_valid_id
-from service.domain.inputs import input_of
+from service.interface.ids import is_valid_id
+from service.domain.input_form import input_of
 from service.domain.processes import upsert_process
 from service.domain.products import refuse_while_named, upsert_product
-from service.domain.reads import PROCESSES, PRODUCTS, STATIONS, check_first
+from service.interface.kinds import PROCESSES, PRODUCTS, STATIONS
+from service.domain.reads import check_first
 from service.domain.stations import upsert_station
 from service.domain.validation import Problems
 from service.errors import ObjectNotFound, RevisionNotFound

@@ -1,29 +1,6 @@
 """Media garbage: uploaded files that no process of their org refers to (SPEC.md 8: never removed automatically)."""
-from service.domain.reads import PROCESSES
-
-MEDIA_FIELDS = ("image", "primaryImage", "video")
-
-
-def media_references(value, field="process"):
-    """Yield (key, holder, field path) for each `image`/`primaryImage`/`video` object with a path, at any depth.
-
-    `holder` is the object itself (`{"path": ...}`), so a caller may replace the path in place.
-    """
-    if isinstance(value, dict):
-        for key, child in value.items():
-            if key in MEDIA_FIELDS and isinstance(child, dict) and isinstance(child.get("path"), str):
-                yield key, child, f"{field}.{key}.path"
-            else:
-                yield from media_references(child, f"{field}.{key}")
-    elif isinstance(value, list):
-        for position, child in enumerate(value):
-            yield from media_references(child, f"{field}[{position}]")
-
-
-def referenced_media(document):
-    """Every media path a process document refers to."""
-    return {holder["path"] for _, holder, _ in media_references(document)}
-
+from service.interface.kinds import PROCESSES
+from service.interface.media_references import referenced_media
 
 def unreferenced_media(repo, older_than=None):
     """Sorted (org, path) of each media file no process of its org refers to, written before `older_than`."""

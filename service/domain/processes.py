@@ -3,8 +3,8 @@ import math
 import re
 
 from service.domain.derivations import quantity_of
-from service.domain.inputs import normalised
-from service.domain.reads import PROCESSES
+from service.domain.input_form import normalised
+from service.interface.kinds import PROCESSES
 from service.domain.validation import Problems, quoted
 from service.interface import media_path, parse_media_path
 
@@ -20,9 +20,10 @@ def upsert_process(repo, org, data, *, if_revision=None, dry_run=False, restored
     """Check a ProcessInput dict and store it whole, its defaults applied (derived data is derived when read); return
     what the store did (service.storage.contract.Saved)."""
     check_process(repo.media.existing, org, data)
-    # A process naming media checks them again under the org's references lock, which `wis gc --delete` takes to
+    # A process naming media looks them up again under the org's references lock, which `wis gc --delete` takes to
     # delete media: the write sees each media file and commits before gc looks, or it sees one gone and is refused.
-    guard = (lambda view: check_process(view.existing_media, org, data)) if _media_paths(data) else None
+    # Only that lookup is repeated: the rest of the checks judge the input alone, which cannot have changed.
+    guard = (lambda view: check_media_uploaded(view.existing_media, org, data)) if _media_paths(data) else None
     return repo.documents.save(org, PROCESSES, data["id"], normalised(with_defaults(data)), restored=restored,
                                if_revision=if_revision, dry_run=dry_run, guard=guard)
 
@@ -37,20 +38,31 @@ def check_process(existing_media, org, process):
     minutes = process.get("autoSignoutMinutes")
     if minutes is not None and minutes < 0:
         problems.add("process.autoSignoutMinutes", f"must be 0 or more (leave it unset for no automatic sign-out); got {minutes}")
-    # Every media path named, looked up at once: one query on the shared backend, not one per step.
-    paths = _media_paths(process)
-    uploaded = existing_media(org, paths) if paths else set()
-    _check_media(problems, uploaded, "process.image", process.get("image"), "image")
+    _check_media_uploaded(problems, existing_media, org, process)
     step_ids, action_ids, quantities = {}, {}, {}
     for i, step in enumerate(process.get("steps") or []):
         field = f"process.steps[{i}]"
         _check_unique(problems, f"{field}.id", step.get("id"), step_ids, "step")
         _check_styled_text(problems, f"{field}.instructionText", step.get("instructionText"))
-        _check_media(problems, uploaded, f"{field}.primaryImage", step.get("primaryImage"), "image")
-        _check_media(problems, uploaded, f"{field}.video", step.get("video"), "video")
         for j, action in enumerate(step.get("actions") or []):
             _check_action(problems, f"{field}.actions[{j}]", action, action_ids, quantities)
     problems.raise_if_any()
+
+
+def check_media_uploaded(existing_media, org, process):
+    """Raise InvalidInput naming each media field of the process whose path the org has not uploaded (or that is no
+    media path of its kind)."""
+    problems = Problems()
+    _check_media_uploaded(problems, existing_media, org, process)
+    problems.raise_if_any()
+
+
+def _check_media_uploaded(problems, existing_media, org, process):
+    # Every media path named, looked up at once: one query on the shared backend, not one per step.
+    paths = _media_paths(process)
+    uploaded = existing_media(org, paths) if paths else set()
+    for field, media, kind in _media_fields(process):
+        _check_media(problems, uploaded, field, media, kind)
 
 
 def with_defaults(process):
@@ -134,21 +146,21 @@ def _check_styled_text(problems, field, styled):
 
 def _media_paths(process):
     """The well-formed media paths a process input names."""
-    return {media.get("path") for media in _media_of(process) if parse_media_path(media.get("path")) is not None}
+    return {media.get("path") for _, media, _ in _media_fields(process) if parse_media_path(media.get("path"))}
 
 
-def _media_of(process):
-    """The media inputs of a process (its image, each step's primary image and video) that are set."""
-    found = [process.get("image")]
-    for step in process.get("steps") or []:
-        found += [step.get("primaryImage"), step.get("video")]
-    return [media for media in found if media is not None]
+def _media_fields(process):
+    """(field, media input, kind) of each media input of a process that is set: its image, each step's primary image
+    and video, in the order of the input."""
+    found = [("process.image", process.get("image"), "image")]
+    for i, step in enumerate(process.get("steps") or []):
+        found += [(f"process.steps[{i}].primaryImage", step.get("primaryImage"), "image"),
+                  (f"process.steps[{i}].video", step.get("video"), "video")]
+    return [(field, media, kind) for field, media, kind in found if media is not None]
 
 
 def _check_media(problems, uploaded, field, media, kind):
     """`uploaded` holds the media paths among those of the process that the org has uploaded."""
-    if media is None:
-        return
     field, path = f"{field}.path", media.get("path")
     parsed = parse_media_path(path)
     if parsed is None:

@@ -1,7 +1,7 @@
 """Products: a workflow graph of processes of the same org, ending in one final process."""
-from service.domain.ids import is_valid_id
-from service.domain.inputs import normalised
-from service.domain.reads import PROCESSES, PRODUCTS
+from service.interface.ids import is_valid_id
+from service.domain.input_form import normalised
+from service.interface.kinds import PROCESSES, PRODUCTS
 from service.domain.validation import Problems
 from service.errors import ProcessInUse
 

@@ -2,12 +2,11 @@
 from typing import NamedTuple, Optional
 
 from service.domain.derivations import derive
-from service.domain.ids import is_valid_id
-from service.domain.inputs import PROCESSES, input_of
+from service.interface.ids import is_valid_id
+from service.domain.input_form import input_of
+from service.interface.kinds import PROCESSES
 from service.domain.validation import Problems
 
-PRODUCTS = "products"
-STATIONS = "stations"
 MAX_PAGE_SIZE = 1000
 
 

@@ -1,7 +1,7 @@
 """Snapshots of the whole state (CONTRACT 12): every org's objects and media as one archive, and that archive read back
 as the new state. Test mode's `/_test/snapshot` and `/_test/restore`.
 
-A snapshot is a `.tar.gz` holding, for each org, the archive of CONTRACT 10 (service.archive, format 1) in a folder
+A snapshot is a `.tar.gz` holding, for each org, the archive of CONTRACT 10 (service.interface.archive, format 1) in a folder
 named after the org, and a top-level manifest written last:
 
     <org>/stations/<id>.json, <org>/processes/<id>.json, <org>/products/<id>.json   each object's input
@@ -10,8 +10,10 @@ named after the org, and a top-level manifest written last:
     manifest.json              {"format": 1, "snapshot": true, "takenAt", "orgs": {"<org>": counts}}
 
 Reading is one streaming pass: each entry is checked as it comes (names, sizes, JSON, ids, the org it claims) and
-received (media into a staging directory, hashed as they are copied; objects' JSON in memory), and what only the
-manifests can tell (counts, sizes and SHA-256 of the media, which orgs) is checked at the end. Then `check_objects`
+received (media into a staging directory, hashed as they are copied; objects' JSON in memory). An org's manifest is
+checked against the org's media when it comes and against the media after it as they come, and only its counts and
+its records of media still to come are kept; what can only be known at the end (counts, media listed but missing,
+which orgs) is checked then. Then `check_objects`
 checks every object as its create mutation would check it sent alone (types, then the rules of its kind, references to
 processes and media found in the snapshot itself). Any problem refuses the whole snapshot (InvalidSnapshot, naming the
 entry) before the state is touched: a test's starting state is all there or not at all.
@@ -26,19 +28,21 @@ from typing import NamedTuple
 
 import orjson
 
-from service import archive
-from service.archive import KINDS, MANIFEST, MEDIA, ArchiveWriter
-from service.domain.inputs import input_of
+from service.interface import archive
+from service.interface.kinds import KINDS
+from service.interface.archive import MANIFEST, MEDIA, ArchiveWriter
+from service.domain.input_form import input_of
 from service.domain.processes import check_process
 from service.domain.products import check_product
-from service.domain.reads import PROCESSES, PRODUCTS, STATIONS
+from service.interface.kinds import PROCESSES, PRODUCTS, STATIONS
 from service.domain.stations import check_station
 from service.domain.validation import InvalidInput
-from service.errors import BodyTooLarge, InvalidSnapshot
+from service.errors import BodyTooLarge, InvalidSnapshot, disk_errors
 from service.interface import (
-    MAX_SNAPSHOT_DOCUMENTS, MAX_SNAPSHOT_ENTRIES, MAX_SNAPSHOT_UNPACKED, MEDIA_PATH_ROOT, ORG_PATTERN)
+    MAX_SNAPSHOT_DOCUMENTS, MAX_ARCHIVE_ENTRIES, MAX_SNAPSHOT_UNPACKED, MEDIA_PATH_ROOT, ORG_PATTERN)
 from service.storage.contract import StagedDocument, StagedMedia
-from service.storage.disk import disk_errors
+
+from service.interface.tar_reading import BLOCK, BoundedTarInfo, RefusedHeader, bounded_json, size_and_sha256
 
 FORMAT = archive.FORMAT
 # The top-level manifest names the orgs and their counts only: small.
@@ -87,7 +91,7 @@ class StagedState(NamedTuple):
     """A snapshot received into a staging directory and checked whole: what Repository.replace_state takes."""
     documents: list  # StagedDocument
     media: list  # StagedMedia
-    orgs: dict  # {org: counts} as the top-level manifest gives them
+    orgs: dict  # {org: counts}, as each org's manifest gives them and its folder holds
 
 
 def read_snapshot(stream, staging):
@@ -96,12 +100,15 @@ def read_snapshot(stream, staging):
     reading = _Reading(Path(staging))
     try:
         with gzip.GzipFile(fileobj=stream, mode="rb") as unzipped, \
-                tarfile.open(fileobj=unzipped, mode="r|", bufsize=tarfile.RECORDSIZE) as entries:
+                tarfile.open(fileobj=unzipped, mode="r|", bufsize=tarfile.RECORDSIZE,
+                             tarinfo=BoundedTarInfo) as entries:
             for entry in entries:
                 reading.take(entry, lambda entry=entry: entries.extractfile(entry))
             # gzip checks its trailer (CRC, length) only when read to the end: a body cut in its last bytes is refused.
-            while unzipped.read(archive.BLOCK):
+            while unzipped.read(BLOCK):
                 pass
+    except RefusedHeader as error:
+        raise InvalidSnapshot(str(error)) from None
     except (tarfile.TarError, EOFError, zlib.error) as error:
         raise InvalidSnapshot(f"not a whole .tar.gz snapshot (truncated or corrupt: {error})") from None
     except OSError as error:  # gzip.BadGzipFile and the like; disk errors of the staging are ServiceErrors already
@@ -111,7 +118,7 @@ def read_snapshot(stream, staging):
 
 def check_objects(state, coerce):
     """Check each object of a StagedState as the API checks an input sent to its create mutation: `coerce(kind, input)`
-    (the schema's types: service.graphql.inputs.coerced_input) then the rules of its kind, with the processes and media
+    (the schema's types: service.web.graphql.input_check.coerced_input) then the rules of its kind, with the processes and media
     it names looked up in the snapshot; InvalidSnapshot naming the first object that breaks one. A restored state is
     one the API could have built: what it holds reads back, on pages too."""
     media = {}
@@ -150,6 +157,12 @@ def _is_folder(name):
         or (len(rest) == 2 and rest[0] == MEDIA and rest[1] in archive.MEDIA_FOLDERS))
 
 
+def _few(names, shown=10):
+    """Sorted names, the first `shown` of them and how many more: a message stays short whatever a snapshot holds."""
+    names = sorted(names)
+    return f"{names[:shown]}" + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 class _Reading:
     """What one pass over a snapshot has seen so far."""
 
@@ -158,19 +171,23 @@ class _Reading:
         self.names = set()
         self.entries = 0
         self.unpacked = 0
-        self.top = None
-        self.manifests = {}  # {org: its manifest}
+        self.top_orgs = None  # the orgs the top-level manifest names
+        # Of each org's manifest only its counts and its records of media not received yet are kept: it is checked
+        # against the org's media as it comes, so a worker holds one manifest at a time, not one per org.
+        self.counts = {}  # {org: its manifest's counts}
+        self.awaited = {}  # {org: {"images/<name>": the manifest's record}} of media listed but not received yet
+        self.awaited_count = 0  # records in `awaited`, each an entry still to come
         self.documents = []
         self.documents_size = 0
         self.media = {}  # {org: {"images/<name>": (size, sha256, staged file)}}
-        self.orgs = set()  # every org folder seen
+        self.held = {}  # {org: {kind: entries of it in the org's folder}}, for every org folder seen
 
     def take(self, entry, read):
         """Check one entry, whose file object `read()` gives, and receive it."""
         name = entry.name
         self.entries += 1
-        if self.entries > MAX_SNAPSHOT_ENTRIES:
-            raise InvalidSnapshot(f"{name}: more than {MAX_SNAPSHOT_ENTRIES} entries; a snapshot has at most that many")
+        if self.entries > MAX_ARCHIVE_ENTRIES:
+            raise InvalidSnapshot(f"{name}: more than {MAX_ARCHIVE_ENTRIES} entries; a snapshot has at most that many")
         self.unpacked += entry.size
         if self.unpacked > MAX_SNAPSHOT_UNPACKED:
             raise BodyTooLarge(f"{name}: the snapshot's entries hold more than {MAX_SNAPSHOT_UNPACKED} bytes "
@@ -181,7 +198,7 @@ class _Reading:
             raise InvalidSnapshot(f"{name}: the snapshot holds this entry twice")
         self.names.add(name)
         if name == MANIFEST:
-            self.top = self._top_manifest(entry, read)
+            self.top_orgs = self._top_manifest(entry, read)
             return
         org, _, within = name.partition("/")
         if not ORG_PATTERN.fullmatch(org) or not within:
@@ -193,33 +210,52 @@ class _Reading:
             hint = EXPORT_HINT if org in (*KINDS, MEDIA) else ""
             raise InvalidSnapshot(f"{org}/{error}; a snapshot holds one such archive per org, in a folder named as the "
                                   f"org{hint}") from None
-        self.orgs.add(org)
+        held = self.held.setdefault(org, dict.fromkeys((*KINDS, MEDIA), 0))
+        if within != MANIFEST:
+            held[within.partition("/")[0]] += 1
         if within == MANIFEST:
-            self.manifests[org] = self._org_manifest(org, entry, read)
+            self._take_org_manifest(org, entry, read)
         elif within.startswith(MEDIA + "/"):
             self._stage_media(org, within, read)
         else:
             self._stage_document(org, within, entry, read)
 
     def _top_manifest(self, entry, read):
-        value, problem = archive.bounded_json(read, entry, MAX_TOP_MANIFEST)
+        value, problem = bounded_json(read, entry, MAX_TOP_MANIFEST)
         if problem:
             raise InvalidSnapshot(f"{MANIFEST}: {problem}")
         if not isinstance(value, dict) or value.get("format") != FORMAT or value.get("snapshot") is not True:
             raise InvalidSnapshot(f"{MANIFEST}: not the manifest of a snapshot of format {FORMAT} (it needs "
-                                  f'"format": {FORMAT} and "snapshot": true){EXPORT_HINT if "org" in value else ""}')
+                                  f'"format": {FORMAT} and "snapshot": true)'
+                                  f'{EXPORT_HINT if isinstance(value, dict) and "org" in value else ""}')
         if not isinstance(value.get("orgs"), dict) or not all(map(ORG_PATTERN.fullmatch, value["orgs"])):
             raise InvalidSnapshot(f'{MANIFEST}: "orgs" must be an object whose keys are the org folders')
-        return value
+        return set(value["orgs"])  # the counts it gives are the org manifests' to check
 
-    def _org_manifest(self, org, entry, read):
+    def _take_org_manifest(self, org, entry, read):
+        """Check an org's manifest against the media of its folder received so far; keep what the rest needs."""
         try:
             manifest = archive.read_manifest(read, entry)
         except archive.ArchiveError as error:
             raise InvalidSnapshot(f"{org}/{error}") from None
         if manifest["org"] != org:
             raise InvalidSnapshot(f"{org}/{MANIFEST}: the manifest of org {manifest['org']!r} in org {org!r}'s folder")
-        return manifest
+        records, received = manifest["media"], self.media.get(org, {})
+        for name, (size, sha256, _) in sorted(received.items()):
+            self._check_media(org, name, (size, sha256), records.get(name))
+        awaited = {name: record for name, record in records.items() if name not in received}
+        self.awaited_count += len(awaited)
+        if self.entries + self.awaited_count > MAX_ARCHIVE_ENTRIES:
+            raise InvalidSnapshot(f"{org}/{MANIFEST}: lists {len(awaited)} media not in the snapshot so far; a "
+                                  f"snapshot has at most {MAX_ARCHIVE_ENTRIES} entries")
+        self.awaited[org] = awaited
+        self.counts[org] = {kind: manifest["counts"].get(kind, 0) for kind in (*KINDS, MEDIA)}
+
+    @staticmethod
+    def _check_media(org, name, seen, record):
+        problem = archive.media_problem(name, seen, record)
+        if problem:
+            raise InvalidSnapshot(f"{org}/{MEDIA}/{name}: {problem}")
 
     def _stage_document(self, org, within, entry, read):
         body, problem = archive.read_object(read, entry)
@@ -239,37 +275,32 @@ class _Reading:
         with disk_errors():
             staged.parent.mkdir(parents=True, exist_ok=True)
             with open(staged, "wb") as copy:
-                size, sha256 = archive.size_and_sha256(read(), copy)
-        self.media.setdefault(org, {})[within[len(MEDIA) + 1:]] = (size, sha256, str(staged))
+                size, sha256 = size_and_sha256(read(), copy)
+        name = within[len(MEDIA) + 1:]
+        if org in self.awaited:  # its manifest came first
+            self._check_media(org, name, (size, sha256), self.awaited[org].pop(name, None))
+            self.awaited_count -= 1
+        self.media.setdefault(org, {})[name] = (size, sha256, str(staged))
 
     def finish(self):
         """The StagedState, once what only the manifests tell is checked."""
-        if self.top is None:
+        if self.top_orgs is None:
             raise InvalidSnapshot(f"{MANIFEST}: missing; this is not a complete snapshot of format {FORMAT}")
-        if set(self.top["orgs"]) != self.orgs:
-            raise InvalidSnapshot(f"{MANIFEST}: it names the orgs {sorted(self.top['orgs'])}, but the snapshot has "
-                                  f"folders for {sorted(self.orgs)}")
+        if self.top_orgs != set(self.held):
+            raise InvalidSnapshot(f"{MANIFEST}: it names the orgs {_few(self.top_orgs)}, but the snapshot has folders "
+                                  f"for {_few(self.held)}")
         media = []
-        for org in sorted(self.orgs):
+        for org in sorted(self.held):
             media += self._check_org(org)
-        return StagedState(self.documents, media, self.top["orgs"])
+        return StagedState(self.documents, media, {org: self.held[org] for org in sorted(self.held)})
 
     def _check_org(self, org):
         """The org's StagedMedia, once its manifest is found to describe its folder exactly."""
-        manifest = self.manifests.get(org)
-        if manifest is None:
+        if org not in self.counts:
             raise InvalidSnapshot(f"{org}/{MANIFEST}: missing; each org's folder ends with its manifest")
-        seen, records = self.media.get(org, {}), manifest["media"]
-        for name in sorted(set(records) - set(seen)):
+        for name in sorted(self.awaited[org]):
             raise InvalidSnapshot(f"{org}/{MEDIA}/{name}: listed in the manifest but not in the snapshot")
-        prefix = f"{org}/"
-        counts = {kind: sum(1 for name in self.names if name.startswith(f"{prefix}{kind}/")) for kind in (*KINDS, MEDIA)}
-        if counts != {kind: manifest["counts"].get(kind, 0) for kind in counts}:
-            raise InvalidSnapshot(f"{org}/{MANIFEST}: counts {manifest['counts']}, but the folder holds {counts}")
-        staged = []
-        for name, (size, sha256, file) in sorted(seen.items()):
-            problem = archive.media_problem(name, (size, sha256), records.get(name))
-            if problem:
-                raise InvalidSnapshot(f"{org}/{MEDIA}/{name}: {problem}")
-            staged.append(StagedMedia(org, MEDIA_PATH_ROOT + name, file, size, sha256))
-        return staged
+        if self.held[org] != self.counts[org]:
+            raise InvalidSnapshot(f"{org}/{MANIFEST}: counts {self.counts[org]}, but the folder holds {self.held[org]}")
+        return [StagedMedia(org, MEDIA_PATH_ROOT + name, file, size, sha256)
+                for name, (size, sha256, file) in sorted(self.media.get(org, {}).items())]

@@ -1,5 +1,5 @@
 """Stations: id and name, created or replaced whole."""
-from service.domain.reads import STATIONS
+from service.interface.kinds import STATIONS
 from service.domain.validation import Problems
 
 

@@ -1,7 +1,7 @@
 """Upload rules: destinations and their limits, format sniffing, media names, and the upload operations.
 
 Views hand these functions the repository, the org and already-validated fields; the bytes arrive as an
-`IncomingFile` (service.storage.incoming) that was hashed and sniffed while it was written to disk.
+`IncomingFile` (service.storage.common.incoming) that was hashed and sniffed while it was written to disk.
 """
 import os
 import re
@@ -13,15 +13,14 @@ from service.errors import (
     UnknownDestination, WrongFormat, WrongProtocol,
 )
 from service.interface import (
-    DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQUEST_FILE_LIMIT, SNIFF_BYTES, media_path, parse_media_path,
-    sniff_format,
+    DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, MEDIA_STEM_LIMIT, REQUEST_FILE_LIMIT, SNIFF_BYTES, media_path,
+    parse_media_path, sniff_format,
 )
 from service.storage.contract import Chunk, StreamRecord
 
 # A chunkIndex as clients send it; anything else is left to the form's validation.
 CHUNK_INDEX = re.compile(r"[0-9]{1,5}")
 CONTENT_TYPES = {fmt.extension: fmt.content_type for fmt in FORMATS.values()}
-NAME_STEM_LIMIT = 100
 MEDIA_PREFIX_BYTES = 8
 
 
@@ -87,7 +86,7 @@ def clean_stem(file_name):
     stem = re.sub(r"[^A-Za-z0-9._-]", "", stem)
     # Runs of dots collapse so no '..' survives; edge dots and dashes go so names stay tidy.
     stem = re.sub(r"\.{2,}", ".", stem).strip("._-")
-    return stem[:NAME_STEM_LIMIT].rstrip("._-") or "upload"
+    return stem[:MEDIA_STEM_LIMIT].rstrip("._-") or "upload"
 
 
 def media_name(file_name, fmt, prefix):
@@ -177,8 +176,8 @@ class ChunkApiRules:
 
     def admit(self, record, chunk, held):
         """The record with the chunk count, and at chunk 0 the format its first bytes show; 400 for a chunk that does
-        not fit the stream."""
-        require_chunked(record)
+        not fit the stream. Its protocol is not checked again here: a stream's protocol is fixed when it is created,
+        and the view refused a tus upload's chunk (require_chunked) before reading its body."""
         _check_chunk(record, chunk, held)
         if record.total_chunks is None or chunk.index == 0:
             record = record.replace(total_chunks=chunk.total)

@@ -1,7 +1,7 @@
 """Collecting every input problem of a request before refusing it as a whole."""
 import math
 
-from service.domain.ids import ID_RULE, is_valid_id
+from service.interface.ids import ID_RULE, is_valid_id
 from service.errors import ServiceError
 from service.interface import MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, MAX_NAME_LENGTH, MAX_TEXT_LENGTH
 

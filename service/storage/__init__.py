@@ -7,7 +7,7 @@ import time
 
 from service.config import database_url_variable
 from service.storage.files import FileRepository
-from service.storage.schedule import SWEEP_INTERVAL_SECONDS
+from service.storage.common.schedule import SWEEP_INTERVAL_SECONDS
 
 __all__ = ["SWEEP_INTERVAL_SECONDS", "open_repository", "init_app", "get_repository"]
 
@@ -17,14 +17,14 @@ log = logging.getLogger(__name__)
 def open_repository(config, clock=time.time):
     """The repository the configuration names: the shared backend with a database URL, else the data directory."""
     ttl_seconds, max_open = config["STREAM_TTL_HOURS"] * 3600, config["MAX_OPEN_STREAMS"]
-    kept = config["HISTORY_REVISIONS"]
+    kept, events_kept = config["HISTORY_REVISIONS"], config["EVENTS_RETENTION_DAYS"] * 86400
     if config.get("DATABASE_URL"):
         from service.storage.shared import SharedRepository  # psycopg and boto3 load only when used
 
         return SharedRepository(config["DATA_DIR"], config["DATABASE_URL"], config["S3_BUCKET"],
                                 config["S3_PREFIX"], ttl_seconds, clock, max_open, config.get("TEST_SEED"), kept,
                                 database_options(config))
-    return FileRepository(config["DATA_DIR"], ttl_seconds, clock, max_open, config.get("TEST_SEED"), kept)
+    return FileRepository(config["DATA_DIR"], ttl_seconds, clock, max_open, config.get("TEST_SEED"), kept, events_kept)
 
 
 def database_options(config):

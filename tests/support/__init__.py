@@ -5,6 +5,8 @@
 - client: helpers around service.client (downloads, interrupting an upload, adapters)
 - documents: processes over the Flask test client, and the benchmark's realistic process
 - example: the docs' complete example (docs/api.md) with real media a browser shows
+- pages: a server seeded for the pages' browser tests, and signing in as a person does
+- products: products of the shapes that cost a drawing most (a chain whose every process feeds the final one, wide)
 - uploads: upload requests over the Flask test client
 - http: requests to a real server over HTTP (chunks, tus, processes)
 - datadir: what a server or app holds (files of the data directory, or the shared backend's index)

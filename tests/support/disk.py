@@ -4,8 +4,8 @@ import os
 import tempfile
 from collections import Counter
 
-from service.storage import disk, incoming
-from service.storage.files import documents, media
+from service.storage.common import disk, incoming
+from service.storage.files import documents, events, media
 from service.storage.files.streams import append, layout, ledger, store, stream
 
 
@@ -25,7 +25,7 @@ class FaultyDisk:
             return real_open(path, flags, *args, **kwargs)
 
         monkeypatch.setattr(os, "open", os_open)
-        for module in (disk, incoming, layout, ledger, append, stream, store, media, documents):
+        for module in (disk, incoming, layout, ledger, append, stream, store, media, documents, events):
             monkeypatch.setattr(module, "os", _FaultyOs(self), raising=False)
             monkeypatch.setattr(module, "open", self.open, raising=False)
             if hasattr(module, "tempfile"):
@@ -81,6 +81,19 @@ class _FaultyOs:
             os.pwrite(fd, bytes(data[: len(data) // 2]), offset)
             raise
         return os.pwrite(fd, data, offset)
+
+    def write(self, fd, data):
+        """A write at the file's position (an append); a failing one stores half its data first."""
+        try:
+            self._disk.check("write", os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            os.write(fd, bytes(data[: len(data) // 2]))
+            raise
+        return os.write(fd, data)
+
+    def ftruncate(self, fd, length):
+        self._disk.check("truncate")
+        os.ftruncate(fd, length)
 
     def replace(self, source, target):
         self._disk.check("rename")

@@ -1,6 +1,7 @@
 """Processes over the Flask test client, and the benchmark's realistic process and mutation."""
 import importlib.util
-from pathlib import Path
+
+from support.paths import REPOSITORY
 
 
 def line_process(name, steps=3):
@@ -28,7 +29,7 @@ def read_process(client, headers, identifier="line_1"):
 
 def _bench_module(name):
     """A module of bench/, loaded from its file (sys.path stays as it is)."""
-    path = Path(__file__).resolve().parents[2] / "bench" / f"{name}.py"
+    path = REPOSITORY / "bench" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -3,15 +3,14 @@ product), as the page shows it and with real media a browser can show: the page'
 which no browser decodes, and it has no video."""
 import json
 import re
-from pathlib import Path
 
 from support.media import real_png
+from support.paths import DATA, REPOSITORY
 
-ROOT = Path(__file__).resolve().parents[2]
-API_PAGE = ROOT / "docs" / "api.md"
+API_PAGE = REPOSITORY / "docs" / "api.md"
 # The image path the page's requests use; the service makes another name for each upload.
 PAGE_IMAGE_PATH = "/api/v1/images/3f9a0c1d2e4b5a69-gearbox_housing.png"
-CLIP = ROOT / "tests" / "media" / "clip.mp4"
+CLIP = DATA / "media" / "clip.mp4"
 IMAGE = real_png(320, 200, (70, 130, 180))
 # The objects of the example, in the order they are created.
 REQUESTS = ("process-create", "process-create-2", "product-create")

@@ -17,6 +17,7 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from service.config import load_server_config
+from support.paths import JS
 from support.ports import free_port
 from support.tokens import TOKENS
 
@@ -148,7 +149,7 @@ class GunicornServer:
 
 
 # tus-js-client (its Node and browser builds), installed into tests/js by the `node` fixture.
-JS_DIR = Path(__file__).resolve().parents[1] / "js"
+JS_DIR = JS
 
 
 class PageServer:

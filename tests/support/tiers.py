@@ -3,7 +3,7 @@ a process of another tier fails.
 
     server   real gunicorn or `wis serve` processes (start_gunicorn, start_module_gunicorn, server_process)
     browser  headless Chromium driven by Playwright (browser)
-    node     Node.js and tus-js-client (node)
+    node     Node.js and npm: the packages of tests/js (node, js_packages)
     engines  PostgreSQL and SeaweedFS (postgres, seaweed; every test run on the shared backend)
     projects a pytest session of its own in a subprocess (pytester, run_project): a project using the plugin
     fast     none of these: Python only (the Flask test client, servers in a thread, short `wis` or python commands)
@@ -24,14 +24,14 @@ import pytest
 TIER_FIXTURES = {
     "server": {"start_gunicorn", "start_module_gunicorn", "server_process"},
     "browser": {"browser"},
-    "node": {"node"},
+    "node": {"node", "js_packages"},
     "engines": {"postgres", "seaweed"},
     "projects": {"pytester", "run_project"},
 }
 MARKERS = {
     "server": "starts real gunicorn or `wis serve` (applied from the fixtures the test uses)",
     "browser": "drives headless Chromium (applied from the fixtures the test uses)",
-    "node": "runs Node.js with tus-js-client (applied from the fixtures the test uses)",
+    "node": "runs Node.js or npm: the packages of tests/js (applied from the fixtures the test uses)",
     "engines": "needs PostgreSQL and SeaweedFS: the shared backend (applied from the fixtures and the backend)",
     "projects": "runs a pytest session of its own in a subprocess (applied from the fixtures the test uses)",
     "exhaustive": ("runs hundreds or thousands of cases, or the largest input, in this process, starting nothing "

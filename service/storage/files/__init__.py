@@ -11,21 +11,23 @@ from pathlib import Path
 
 import orjson
 
-from service.storage.contract import DEFAULT_HISTORY_REVISIONS, utc_timestamp
-from service.storage.counter import FileCounter
-from service.storage.disk import disk_errors, lock, remove_stale_temporaries
-from service.storage.faults import FaultStore
+from service.errors import disk_errors
+from service.storage.contract import DEFAULT_EVENTS_RETENTION, DEFAULT_HISTORY_REVISIONS, utc_timestamp
+from service.storage.files.counter import FileCounter
+from service.storage.common.disk import lock, remove_stale_temporaries
+from service.storage.testmode.faults import FaultStore
 from service.storage.files import names
 from service.storage.files.documents import FileDocumentStore
+from service.storage.files.events import FileEventLog
 from service.storage.files.media import FileMediaStore
 from service.storage.files.streams import FileStreamStore
-from service.storage.fresh_names import name_source
-from service.storage.journal import JournalStore
-from service.storage.node_local import NodeLocal
-from service.storage.schedule import SweepSchedule
-from service.storage.tokens import ensure_secret_key
+from service.storage.testmode.fresh_names import name_source
+from service.storage.testmode.journal_store import JournalStore
+from service.storage.common.node_local import NodeLocal
+from service.storage.common.schedule import SweepSchedule
+from service.storage.common.data_dir_secrets import ensure_secret_key
 
-# Test mode's count of the names made up since the state was emptied (service.storage.fresh_names).
+# Test mode's count of the names made up since the state was emptied (service.storage.testmode.fresh_names).
 NAMES_COUNTER = "test-mode/names-counter"
 # Held while a new state replaces the old one, so that two replacements never interleave.
 REPLACING_LOCK = "test-mode/replacing-state"
@@ -36,7 +38,7 @@ class FileRepository(NodeLocal):
     object that touches it."""
 
     def __init__(self, data_dir, stream_ttl_seconds=24 * 3600, clock=time.time, max_open_streams=1000, test_seed=None,
-                 history_revisions=DEFAULT_HISTORY_REVISIONS):
+                 history_revisions=DEFAULT_HISTORY_REVISIONS, events_retention_seconds=DEFAULT_EVENTS_RETENTION):
         self.data_dir = Path(data_dir)
         self.orgs_root = self.data_dir / "orgs"
         self.orgs_root.mkdir(parents=True, exist_ok=True)
@@ -45,6 +47,8 @@ class FileRepository(NodeLocal):
         self.new_hex = name_source(test_seed, self.names_counter)
         self.media = FileMediaStore(self.orgs_root)
         self.documents = FileDocumentStore(self.orgs_root, history_revisions, self.media)
+        self.events = FileEventLog(self.orgs_root, self.documents.committed_revision, events_retention_seconds, clock)
+        self.documents.events = self.events
         self.streams = FileStreamStore(self.orgs_root, self.media, stream_ttl_seconds, clock, max_open_streams,
                                        new_hex=self.new_hex)
         self.faults = FaultStore(self.data_dir, test_seed)
@@ -63,6 +67,7 @@ class FileRepository(NodeLocal):
         cutoff = self.clock() - self.streams.ttl_seconds
         self.documents.sweep_temporaries(cutoff)
         remove_stale_temporaries(self.data_dir, cutoff)  # of the sweep's own count of open streams
+        self.events.prune()
         return self.streams.sweep()
 
     def sweep_due(self):
@@ -91,6 +96,7 @@ class FileRepository(NodeLocal):
         made-up names from the start again (test mode)."""
         for org_directory in list(self.orgs_root.iterdir()):
             shutil.rmtree(org_directory, ignore_errors=True)
+        self.events.forget()
         self.forget_test_state()
 
     def replace_state(self, documents, media):
@@ -108,4 +114,5 @@ class FileRepository(NodeLocal):
                     os.replace(org_directory, old_root / org_directory.name)
                 for org_directory in list(new_root.iterdir()):
                     os.replace(org_directory, self.orgs_root / org_directory.name)
+            self.events.forget()
             self.forget_test_state()

@@ -17,12 +17,13 @@ import re
 
 import orjson
 
-from service.errors import ObjectNotFound
+from service.errors import ObjectNotFound, disk_errors
 from service.storage.contract import (
     CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, RESTORED, UPDATED, Revision, Saved,
     check_revision, oldest_kept, utc_timestamp, without_meta)
-from service.storage.disk import atomic_write_bytes, disk_errors, fsync_directory, lock, remove_stale_temporaries
-from service.storage.encoding import NAME_HEAD_SIZE, encode, name_in_head
+from service.storage.contract.events import NewEvent
+from service.storage.common.disk import atomic_write_bytes, fsync_directory, lock, remove_stale_temporaries
+from service.storage.common.encoding import NAME_HEAD_SIZE, encode, name_in_head
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 SUFFIX = ".json"
@@ -31,19 +32,25 @@ HISTORY = ".history"
 REFERENCES_LOCK = ".references"
 ENTRY_HEAD = re.compile(rb'\{"change":"([A-Z]+)","savedAt":"([0-9T:.Z-]+)"')
 HEAD_SIZE = 64
+# A document ends with its revision (its metadata is written last).
+REVISION_AT_END = re.compile(rb'"revision":(\d+)\}\s*$')
+REVISION_TAIL = 40
 
 # Folders of an org that the other stores own.
-NOT_DOCUMENTS = {"media", "streams"}
+NOT_DOCUMENTS = {"media", "streams", "events"}
 
 
 class FileDocumentStore:
     """Every org's documents as files (service.storage.contract.DocumentStore)."""
 
-    def __init__(self, orgs_root, history_revisions=DEFAULT_HISTORY_REVISIONS, media=None):
+    def __init__(self, orgs_root, history_revisions=DEFAULT_HISTORY_REVISIONS, media=None, events=None):
         self.orgs_root = orgs_root
         self.history_revisions = history_revisions
         # The media store (service.storage.files.media.FileMediaStore) a guard asks which media exist.
         self.media = media
+        # The event log (service.storage.files.events.FileEventLog) each change commits with; None: no events (a
+        # state being built for test mode's restore, whose log starts empty).
+        self.events = events
 
     def _directory(self, org, kind):
         return self.orgs_root / id_to_name(org) / kind
@@ -108,7 +115,8 @@ class FileDocumentStore:
                 change = RESTORED if restored else UPDATED if current else CREATED
                 self._keep_earlier_version(history, current)
                 self._write_entry(history, newest + 1, change, now, encoded)
-                atomic_write_bytes(path, encoded)
+                with self._committing(org, NewEvent(now, kind, identifier, newest + 1, change, body.get("name"))):
+                    atomic_write_bytes(path, encoded)
                 self._prune(history, newest + 1)
         return Saved(document, current is None, True)
 
@@ -124,13 +132,30 @@ class FileDocumentStore:
                 guard(self)
             deleted = current["revision"] + 1
             if not dry_run:
+                now = utc_timestamp()
                 self._keep_earlier_version(history, current)
-                self._write_entry(history, deleted, DELETED, utc_timestamp(), b"null")
-                with disk_errors():
+                self._write_entry(history, deleted, DELETED, now, b"null")
+                with self._committing(org, NewEvent(now, kind, identifier, deleted, DELETED, None)), disk_errors():
                     os.unlink(path)
                     fsync_directory(path.parent)
                 self._prune(history, deleted)
         return deleted
+
+    def _committing(self, org, event):
+        """The commit of a change, with its event when this store keeps events."""
+        return self.events.committing(org, event) if self.events is not None else contextlib.nullcontext()
+
+    def committed_revision(self, org, kind, identifier):
+        """The object's committed revision (its current document's, else its last deletion's; 0 when none), read from
+        the document's end, where its revision is written last."""
+        path = self._path(org, kind, identifier)
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(max(0, handle.seek(0, os.SEEK_END) - REVISION_TAIL))
+                found = REVISION_AT_END.search(handle.read())
+        except FileNotFoundError:
+            return _last_committed(self._history(org, kind, identifier))
+        return int(found[1]) if found else (self.get(org, kind, identifier) or {}).get("revision", 0)
 
     def _keep_earlier_version(self, history, current):
         """Give a document stored before history was kept the entry of its revision, before it is replaced."""
@@ -219,7 +244,7 @@ class FileDocumentStore:
 
     def names(self, org, kind):
         """(id, name) of every object of a kind, in id order, from the first NAME_HEAD_SIZE bytes of each document (a
-        document read whole only when its head does not hold its name: service.storage.encoding.name_in_head)."""
+        document read whole only when its head does not hold its name: service.storage.common.encoding.name_in_head)."""
         found, directory = [], os.fspath(self._directory(org, kind))
         for identifier in self.ids(org, kind):
             try:  # unbuffered, and a path made as a string: pathlib's joins cost more than the read

@@ -3,12 +3,13 @@ same bytes under the same cleaned name is in their deduplication index (media_in
 import contextlib
 import os
 
+from service.errors import disk_errors
 from service.interface import media_path, parse_media_path
+from service.storage.common.disk import fsync_directory
 from service.storage.contract import MEDIA_FOLDERS, MediaIdentity, OpenMedia
-from service.storage.disk import disk_errors, fsync_directory
 from service.storage.files.media_index import MediaIndex
 from service.storage.files.names import id_to_name
-from service.storage.incoming import IncomingFile
+from service.storage.common.incoming import IncomingFile
 
 # Single uploads are received here, beside the media they become, so publishing is a link, not a copy.
 STAGING = ".incoming"

@@ -16,9 +16,10 @@ hashed already.) An upload of a name never seen costs no listing, however many m
 import contextlib
 import os
 
-from service.checksums import file_sha256
+from service.errors import disk_errors
 from service.interface import FORMATS
-from service.storage.disk import disk_errors, lock, write_unsynced
+from service.interface.checksums import file_sha256
+from service.storage.common.disk import lock, write_unsynced
 
 SAME = ".same"
 LISTED, EARLIER, BUILT = ".listed", ".earlier", ".built"

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from service.errors import ObjectStoreUnavailable
 from service.storage.contract import DEFAULT_HISTORY_REVISIONS, utc_timestamp
-from service.storage.disk import lock
-from service.storage.faults import FaultStore
-from service.storage.fresh_names import name_source
-from service.storage.journal import JournalStore
-from service.storage.node_local import NodeLocal
-from service.storage.schedule import SweepSchedule
+from service.storage.common.disk import lock
+from service.storage.testmode.faults import FaultStore
+from service.storage.testmode.fresh_names import name_source
+from service.storage.testmode.journal_store import JournalStore
+from service.storage.common.node_local import NodeLocal
+from service.storage.common.schedule import SweepSchedule
 from service.storage.shared.counter import DatabaseCounter
 from service.storage.shared.database import Database
 from service.storage.shared.documents import SharedDocumentStore

@@ -1,5 +1,5 @@
 """A number every worker of every node shares: one row of `test_counters` (test mode's count of the names made,
-service.storage.fresh_names)."""
+service.storage.testmode.fresh_names)."""
 
 
 class DatabaseCounter:

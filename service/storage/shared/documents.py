@@ -14,7 +14,7 @@ from service.errors import ObjectNotFound
 from service.storage.contract import (
     CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, RESTORED, UPDATED, Revision, Saved,
     check_revision, oldest_kept, without_meta)
-from service.storage.encoding import NAME_HEAD_SIZE, SHORT_NAME_HEAD_SIZE, encode, name_in_head
+from service.storage.common.encoding import NAME_HEAD_SIZE, SHORT_NAME_HEAD_SIZE, encode, name_in_head
 from service.storage.shared.media import existing_media
 
 # The timestamp format of service.storage.contract.utc_timestamp (2024-05-01T12:00:00.123Z), made by the database: one
@@ -244,7 +244,7 @@ class SharedDocumentStore:
             return [identifier for (identifier,) in rows]
 
     def names(self, org, kind):
-        """(id, name) of every object of a kind, in id order, from the start of each body (service.storage.encoding
+        """(id, name) of every object of a kind, in id order, from the start of each body (service.storage.common.encoding
         .name_in_head): SHORT_NAME_HEAD_SIZE characters, then NAME_HEAD_SIZE for the bodies whose name is longer, and
         the whole body only for those whose start does not hold their name (an earlier version's). PostgreSQL
         decompresses only the start of a body for this."""

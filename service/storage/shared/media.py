@@ -20,7 +20,7 @@ from typing import NamedTuple
 from service.errors import MediaNotFound, ObjectStoreUnavailable, StorageFailed
 from service.interface import parse_media_path
 from service.storage.contract import MEDIA_FOLDERS, MediaIdentity, OpenMedia
-from service.storage.incoming import IncomingFile
+from service.storage.common.incoming import IncomingFile
 from service.storage.shared.objects import READ_BLOCK, ObjectReader
 
 # Every media object is under this folder of the bucket's prefix; the org, then the media folder, follow.

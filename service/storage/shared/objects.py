@@ -127,10 +127,6 @@ class ObjectStore:
                 raise
         return True
 
-    def put_bytes(self, key, data):
-        with store_errors():
-            return self.client.put_object(Bucket=self.bucket, Key=key, Body=data)["ETag"]
-
     def head(self, key):
         """(size, ETag) of an object; NoSuchObject when there is none."""
         with store_errors():
@@ -144,10 +140,6 @@ class ObjectStore:
         with store_errors():
             body = self.client.get_object(Bucket=self.bucket, Key=key, Range=byte_range)["Body"]
         return _Blocks(body)
-
-    def read_all(self, key):
-        with store_errors():
-            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
 
     def delete(self, key):
         """Remove an object; removing one that is not there is no error."""

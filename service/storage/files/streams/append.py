@@ -1,12 +1,13 @@
 """The chunk that continues a stream's prefix in order, received straight onto its end."""
 import contextlib
 
-from service.checksums import file_sha256
-from service.storage.disk import disk_errors
+from service.errors import disk_errors
+from service.interface.checksums import file_sha256
+
 from service.storage.files.streams.layout import META, PREFIX, copy_range, read_record, take_append_lock
 from service.storage.files.streams.ledger import Ledger
-from service.storage.incoming import IncomingFile, Receiving
-from service.storage.sha256_state import Sha256State
+from service.storage.common.incoming import IncomingFile, Receiving
+from service.storage.common.sha256_state import Sha256State
 
 
 class PrefixAppend(Receiving):

@@ -7,8 +7,8 @@ import shutil
 import orjson
 
 from service.storage.contract import StreamRecord
-from service.storage.disk import LockTimeout, PendingReplace, atomic_write_bytes, lock, remove_file
-from service.storage.incoming import BUFFER_SIZE
+from service.storage.common.disk import LockTimeout, PendingReplace, atomic_write_bytes, lock, remove_file
+from service.storage.common.incoming import BUFFER_SIZE
 
 META, PREFIX = "meta.json", "prefix"
 PART = re.compile(r"part-(\d+)")

@@ -18,9 +18,10 @@ import os
 import struct
 import zlib
 
-from service.storage.disk import atomic_write_bytes, disk_errors
+from service.errors import disk_errors
+from service.storage.common.disk import atomic_write_bytes
 from service.storage.files.streams.layout import read_json
-from service.storage.sha256_state import Sha256State
+from service.storage.common.sha256_state import Sha256State
 
 LEDGER = "ledger"
 # Prefix length (8 bytes) and the serialized SHA-256 state (104 bytes) at a chunk boundary.

@@ -4,18 +4,18 @@ import os
 import shutil
 import time
 
-from service.errors import StreamNotFound, TooManyStreams
+from service.errors import StreamNotFound, TooManyStreams, disk_errors
 from service.storage.contract import STREAM_ID, StreamStatus
-from service.storage.disk import LockTimeout, disk_errors, lock
+from service.storage.common.disk import LockTimeout, lock
 from service.storage.files.names import id_to_name
 from service.storage.files.streams.append import PrefixAppend
 from service.storage.files.streams.layout import (META, PREFIX, read_json, read_record, remove_stream, write_json,
                                                    write_record)
 from service.storage.files.streams.ledger import Ledger, upgrade
 from service.storage.files.streams.stream import LockedStream
-from service.storage.files.streams.tus import TusAppend, TusRecord
-from service.storage.fresh_names import random_hex
-from service.storage.incoming import IncomingFile
+from service.storage.files.streams.tus_append import TusAppend, TusRecord
+from service.storage.testmode.fresh_names import random_hex
+from service.storage.common.incoming import IncomingFile
 
 # Long enough for one request to merge a whole stream's parts while others wait for the lock.
 LOCK_TIMEOUT = 60
@@ -34,7 +34,7 @@ class FileStreamStore:
         self.ttl_seconds = ttl_seconds
         self.clock = clock
         self.max_open = max_open
-        # Makes stream ids (service.storage.fresh_names): random, or seeded in test mode.
+        # Makes stream ids (service.storage.testmode.fresh_names): random, or seeded in test mode.
         self.new_hex = new_hex
         # Where the sweep keeps its count of the open streams (open_count).
         self._count_path = count_path or orgs_root.parent / OPEN_STREAMS_COUNT

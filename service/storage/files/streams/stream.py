@@ -2,18 +2,18 @@
 import contextlib
 import os
 
-from service.checksums import file_sha256
-from service.errors import ServiceError, StorageFailed, StorageFull
+from service.interface.checksums import file_sha256
+from service.errors import ServiceError, StorageFailed, StorageFull, disk_errors
 from service.interface import SNIFF_BYTES
 from service.storage.contract import Outcome, StreamState, StreamWrite
-from service.storage.disk import disk_errors, fsync_directory, remove_file
+from service.storage.common.disk import fsync_directory, remove_file
 from service.storage.files.streams.append import PrefixAppend
 from service.storage.files.streams.layout import (META, PREFIX, copy_range, part_path, part_sizes, pending_record,
                                                    read_record, remove_stream, take_append_lock, write_record)
 from service.storage.files.streams.ledger import Ledger
-from service.storage.files.streams.tus import committed_offset
-from service.storage.incoming import BUFFER_SIZE, IncomingFile
-from service.storage.sha256_state import Sha256State
+from service.storage.files.streams.tus_append import committed_offset
+from service.storage.common.incoming import BUFFER_SIZE, IncomingFile
+from service.storage.common.sha256_state import Sha256State
 
 
 class LockedStream:

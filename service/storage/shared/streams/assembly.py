@@ -5,7 +5,7 @@ the tail and the bytes after it make a part (or the file ends)."""
 import io
 import tempfile
 
-from service.storage.incoming import BUFFER_SIZE
+from service.storage.common.incoming import BUFFER_SIZE
 from service.storage.shared.objects import MIN_PART_SIZE, NoSuchObject
 
 

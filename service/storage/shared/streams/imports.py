@@ -1,7 +1,7 @@
 """Moving in (`wis migrate`): an open stream of the file backend copied into the shared backend under its own id,
 piece by piece through the same steps as the requests that would have sent it."""
 from service.interface import SNIFF_BYTES
-from service.storage.incoming import BUFFER_SIZE
+from service.storage.common.incoming import BUFFER_SIZE
 
 
 def import_stream(store, org, stream_id, record, pieces, received):

@@ -5,7 +5,7 @@ import dataclasses
 import orjson
 
 from service.storage.contract import StreamRecord, StreamState
-from service.storage.sha256_state import Sha256State
+from service.storage.common.sha256_state import Sha256State
 
 EMPTY_STATE = Sha256State().serialize()
 # The first key of the advisory lock that serializes the creation of an org's streams (the second: the org's hash).

@@ -7,9 +7,9 @@ import os
 import re
 
 from service.interface import SNIFF_BYTES
-from service.processes import process_gone
-from service.storage.incoming import BUFFER_SIZE, IncomingFile
-from service.storage.sha256_state import Sha256State
+from service.storage.common.process_ids import process_gone
+from service.storage.common.incoming import BUFFER_SIZE, IncomingFile
+from service.storage.common.sha256_state import Sha256State
 
 
 # A spool file's name: its kind, then the pid of the process receiving it.

@@ -4,7 +4,7 @@ import secrets
 
 from service.errors import StreamNotFound, TooManyStreams
 from service.storage.contract import STREAM_ID, StreamStatus
-from service.storage.fresh_names import random_hex
+from service.storage.testmode.fresh_names import random_hex
 from service.storage.shared.streams import rows
 from service.storage.shared.streams.imports import import_stream
 from service.storage.shared.streams.rows import StreamRows
@@ -24,7 +24,7 @@ class SharedStreamStore:
         self.spool = spool
         self.ttl_seconds = ttl_seconds
         self.max_open = max_open
-        # Makes stream ids (service.storage.fresh_names): random, or seeded in test mode.
+        # Makes stream ids (service.storage.testmode.fresh_names): random, or seeded in test mode.
         self.new_hex = new_hex
         self._open_count = None  # as this process's last sweep counted them (open_count)
 

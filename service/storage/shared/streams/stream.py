@@ -6,7 +6,7 @@ import tempfile
 from service.errors import InvalidChunk, OffsetMismatch, ServiceError
 from service.interface import SNIFF_BYTES
 from service.storage.contract import Outcome, StreamState, StreamWrite
-from service.storage.sha256_state import Sha256State
+from service.storage.common.sha256_state import Sha256State
 from service.storage.shared.streams.assembly import Assembly
 from service.storage.shared.streams.rows import EMPTY_STATE, StreamRows
 

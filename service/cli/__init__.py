@@ -1,0 +1,42 @@
+"""`wis`: serve the service, upload media, push work instructions from files, export and import an org, delete and
+restore objects, collect garbage, upgrade the shared backend's database and move a data directory into it. One module
+a group of commands; each adds its commands to the parser and runs them."""
+import argparse
+import sys
+
+from service.cli import events, objects, operations, serve, transfers
+from service.cli.common import UsageError
+from service.client import ClientError, describe
+from service.errors import ConfigurationError, StorageFailed
+from service.interface.archive import ArchiveError
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="wis", description="Serve the work-instruction service, upload media, "
+                                     "push work instructions from files, export and import an org, delete and "
+                                     "restore objects, collect garbage.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in (serve, transfers, objects, events, operations):
+        group.add_commands(commands)
+    return parser
+
+
+def main(argv=None):
+    """Entry point of the `wis` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except ClientError as error:
+        print(f"error: {describe(error)}", file=sys.stderr)
+    # ValueError: a request the client refused; ArchiveError: an archive that cannot be used at all.
+    except (UsageError, ConfigurationError, ValueError, ArchiveError) as error:
+        print(f"error: {error}", file=sys.stderr)
+    except StorageFailed as error:  # the database, the bucket or the disk of a storage command failed
+        print(f"error: {error}", file=sys.stderr)
+    except OSError as error:
+        # A local file or directory (input, upload state, data directory) that cannot be used.
+        print(f"error: {error.strerror or error}: {error.filename}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interrupted; run the same command again to resume an upload", file=sys.stderr)
+        return 130
+    return 1

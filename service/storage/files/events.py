@@ -1,0 +1,285 @@
+"""The file backend's change events (CONTRACT 14): each org's events as JSON lines in segments of SEGMENT_EVENTS,
+`<data>/orgs/<org>/events/<segment>.jsonl` (segment n holds seqs n * SEGMENT_EVENTS + 1 onwards), and a bell,
+`<data>/events.bell`, whose time every commit sets so that other worker processes wake.
+
+A change and its event commit together under the org's events lock (`<data>/orgs/<org>/events.lock`, taken last,
+after the document's own locks, and held for the event's append and the change's commit only): the event is appended
+and fdatasynced, then the document store commits the change (its atomic replace or unlink). So after a crash the log
+ends, at most, with one event whose change did not commit: whoever takes the lock next (a writer, a reader, or a
+start-up) checks the last event against the committed revision of its object and cuts it off when the change is not
+there, and cuts off a torn last line. Seqs are therefore 1, 2, 3, ... in commit order with no gap, and no reader sees
+an event without its change, or a committed change without its event.
+
+Pruning removes whole segments whose last event is older than the retention, never the last segment (so the latest
+seq stays known: an empty last segment says its first seq minus one).
+"""
+import contextlib
+import os
+import threading
+import time
+
+import orjson
+
+from service.errors import disk_errors
+from service.storage.common.disk import fsync_directory, lock
+from service.storage.contract.events import Event, EventBounds
+from service.storage.files.names import id_to_name
+
+EVENTS = "events"
+SEGMENT_EVENTS = 1000
+SEGMENT_SUFFIX = ".jsonl"
+BELL = "events.bell"
+# How often a watcher looks at the bell: a commit of another worker wakes its streams within this.
+BELL_POLL_SECONDS = 0.1
+TAIL_BLOCK = 16 * 1024
+
+
+class FileEventLog:
+    """Every org's events as files (service.storage.contract.events.EventStore)."""
+
+    def __init__(self, orgs_root, committed_revision, retention_seconds=30 * 86400, clock=time.time):
+        self.orgs_root = orgs_root
+        self.retention_seconds = retention_seconds
+        self.clock = clock
+        # (org, kind, id) -> the object's committed revision: what decides whether a last event's change is there.
+        self._committed_revision = committed_revision
+        self._bell = orgs_root.parent / BELL
+        # The last seq of each org known to be committed (so a read checks the log's end only when it grew).
+        self._verified = {}
+        self._rung = threading.Condition()
+
+    def _directory(self, org):
+        return self.orgs_root / id_to_name(org) / EVENTS
+
+    def _lock(self, org):
+        return lock(self._directory(org))
+
+    @contextlib.contextmanager
+    def committing(self, org, new_event):
+        """Append the event of a change (its seq: the org's latest + 1), durable, then run the block, which commits
+        the change; yields the seq. When the block raises, the event stays only if its change committed anyway."""
+        with self._lock(org):
+            seq = self._recover(org) + 1
+            with disk_errors():
+                self._append(org, seq, orjson.dumps({"seq": seq, **new_event._asdict()}) + b"\n")
+            try:
+                yield seq
+            except BaseException:
+                self._recover(org)
+                raise
+            self._verified[org] = seq
+        self._ring()
+
+    def read(self, org, after, first, wanted=None):
+        """Up to `first` committed events with seq > `after`, oldest first, those of `wanted` (kind, change) pairs."""
+        latest = self.bounds(org).latest
+        found = []
+        if first <= 0 or after >= latest:
+            return found
+        segment = max(after, 0) // SEGMENT_EVENTS
+        for number in self._segments(org):
+            if number < segment:
+                continue
+            for event in self._events_of(org, number):
+                if event.seq > latest:
+                    return found
+                if event.seq > after and (wanted is None or (event.kind, event.change) in wanted):
+                    found.append(event)
+                    if len(found) == first:
+                        return found
+        return found
+
+    def bounds(self, org):
+        """(the oldest seq kept, the latest), after checking the log's end."""
+        with self._lock(org):
+            latest = self._recover(org)
+        segments = self._segments(org)
+        first = _event(_first_line(self._directory(org) / _segment_name(segments[0]))) if segments else None
+        oldest = first.seq if first is not None else latest + 1
+        return EventBounds(min(oldest, latest + 1), latest)
+
+    def prune(self):
+        """Remove each org's segments (but its last) whose last event is older than the retention; how many events."""
+        if not self.retention_seconds:
+            return 0
+        cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.clock() - self.retention_seconds))
+        removed = 0
+        for org_directory in self.orgs_root.iterdir():
+            org = org_directory.name
+            with self._lock_by_name(org):
+                segments = self._segments_in(org_directory / EVENTS)
+                for number in segments[:-1]:
+                    path = org_directory / EVENTS / _segment_name(number)
+                    last = _event(_tail_line(path)[1])
+                    if last is not None and last.timestamp >= cutoff:
+                        break
+                    with disk_errors(), contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+                    removed += SEGMENT_EVENTS
+        return removed
+
+    def watcher(self):
+        return BellWatcher(self)
+
+    def forget(self):
+        """What this process knows of the logs (test mode's reset and restore replace them)."""
+        self._verified.clear()
+        self._ring()
+
+    # -- the log's end -------------------------------------------------------------------------------------------------
+
+    def _recover(self, org):
+        """The org's latest committed seq, once a torn last line and a last event whose change did not commit are cut
+        off (under the org's lock)."""
+        directory = self._directory(org)
+        segments = self._segments(org)
+        if not segments:
+            return 0
+        path = directory / _segment_name(segments[-1])
+        with disk_errors():
+            while True:
+                offset, line = _tail_line(path)
+                if not line:
+                    return segments[-1] * SEGMENT_EVENTS  # an empty last segment: its first seq minus one
+                event = _event(line) if line.endswith(b"\n") else None
+                if event is not None and (self._verified.get(org, 0) >= event.seq or self._committed(org, event)):
+                    self._verified[org] = event.seq
+                    return event.seq
+                _cut(path, offset)  # a torn line, or an event whose change is not there
+
+    def _committed(self, org, event):
+        return event.revision <= self._committed_revision(org, event.kind, event.id)
+
+    def _append(self, org, seq, line):
+        directory = self._directory(org)
+        path = directory / _segment_name((seq - 1) // SEGMENT_EVENTS)
+        created = not path.exists()
+        if created:
+            directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        if created:  # the new segment's name must survive a power cut as its line does
+            fsync_directory(directory)
+            fsync_directory(directory.parent)
+
+    def _ring(self):
+        """Wake the watchers: those of this process at once, those of other processes through the bell's time."""
+        now = time.time_ns()
+        try:
+            os.utime(self._bell, ns=(now, now))
+        except FileNotFoundError:
+            with contextlib.suppress(OSError):
+                self._bell.touch()
+        except OSError:
+            pass  # a watcher's bounded wait covers a bell that cannot be rung
+        with self._rung:
+            self._rung.notify_all()
+
+    # -- segments ------------------------------------------------------------------------------------------------------
+
+    def _segments(self, org):
+        return self._segments_in(self._directory(org))
+
+    def _lock_by_name(self, org_directory_name):
+        return lock(self.orgs_root / org_directory_name / EVENTS)
+
+    @staticmethod
+    def _segments_in(directory):
+        try:
+            with os.scandir(directory) as entries:
+                names = [entry.name[:-len(SEGMENT_SUFFIX)] for entry in entries if entry.name.endswith(SEGMENT_SUFFIX)]
+        except FileNotFoundError:
+            return []
+        return sorted(int(name) for name in names if name.isdigit())
+
+    def _events_of(self, org, number):
+        """The events of one segment, in order (none when it was pruned meanwhile)."""
+        try:
+            with open(self._directory(org) / _segment_name(number), "rb") as handle:
+                lines = handle.read().splitlines()
+        except FileNotFoundError:
+            return []
+        return [event for event in map(_event, lines) if event is not None]
+
+
+class BellWatcher:
+    """Waits for a commit of this process (its condition) or of another (the bell's time)."""
+
+    def __init__(self, log):
+        self._log = log
+        self._seen = self._bell_time()
+
+    def _bell_time(self):
+        try:
+            return os.stat(self._log._bell).st_mtime_ns
+        except OSError:
+            return 0
+
+    def wait(self, timeout):
+        deadline = time.monotonic() + timeout
+        with self._log._rung:
+            while True:
+                rung = self._bell_time()
+                if rung != self._seen:
+                    self._seen = rung
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if self._log._rung.wait(min(left, BELL_POLL_SECONDS)):
+                    self._seen = self._bell_time()
+                    return True
+
+    def close(self):
+        pass
+
+
+def _segment_name(number):
+    return f"{number:010d}{SEGMENT_SUFFIX}"
+
+
+def _event(line):
+    """The event of a log line, or None for a line that is not one (torn)."""
+    try:
+        return Event.from_json(orjson.loads(line))
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
+def _tail_line(path):
+    """(its offset, the file's last line with its newline when it has one); (0, b"") for an empty file."""
+    with open(path, "rb") as handle:
+        start = handle.seek(0, os.SEEK_END)
+        tail = b""
+        while start > 0:
+            step = min(TAIL_BLOCK, start)
+            start -= step
+            handle.seek(start)
+            tail = handle.read(step) + tail
+            newline = tail.rfind(b"\n", 0, len(tail) - 1)  # the end of the line before the last
+            if newline >= 0:
+                return start + newline + 1, tail[newline + 1:]
+        return 0, tail
+
+
+def _first_line(path):
+    """The file's first line, or b"" (an empty file, or one pruned meanwhile)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.readline()
+    except FileNotFoundError:
+        return b""
+
+
+def _cut(path, length):
+    """Cut a segment to `length` bytes, durably."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, length)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,136 @@
+"""The shared backend's schema: its migrations, in order, which `wis db upgrade` applies (service.storage.shared.database
+`Database.upgrade`). Append only: never edit one that has shipped."""
+
+# Changes of the schema, in order; `upgrade` applies those not yet applied. Never edit one that has shipped.
+# Ids sort in byte order (COLLATE "C"), as file names do on the file backend.
+MIGRATIONS = [
+    """
+    CREATE TABLE documents (
+        org text COLLATE "C" NOT NULL,
+        kind text COLLATE "C" NOT NULL,
+        id text COLLATE "C" NOT NULL,
+        body text NOT NULL,
+        created_at text NOT NULL,
+        updated_at text NOT NULL,
+        revision bigint NOT NULL,
+        PRIMARY KEY (org, kind, id)
+    );
+    CREATE TABLE media (
+        org text COLLATE "C" NOT NULL,
+        path text COLLATE "C" NOT NULL,
+        object_key text NOT NULL,
+        size bigint NOT NULL,
+        sha256 text NOT NULL,
+        created_at double precision NOT NULL,
+        PRIMARY KEY (org, path)
+    );
+    CREATE TABLE streams (
+        org text COLLATE "C" NOT NULL,
+        id text COLLATE "C" NOT NULL,
+        meta text NOT NULL,
+        protocol text NOT NULL,
+        state text NOT NULL,
+        touched_at double precision NOT NULL,
+        merged integer NOT NULL DEFAULT 0,
+        length bigint NOT NULL DEFAULT 0,
+        hash_state bytea NOT NULL,
+        head bytea NOT NULL DEFAULT '',
+        upload_id text,
+        parts text NOT NULL DEFAULT '[]',
+        tail text NOT NULL DEFAULT '[]',
+        PRIMARY KEY (org, id)
+    );
+    CREATE INDEX streams_touched ON streams (touched_at);
+    CREATE TABLE stream_chunks (
+        org text COLLATE "C" NOT NULL,
+        stream_id text COLLATE "C" NOT NULL,
+        index integer NOT NULL,
+        size bigint NOT NULL,
+        object_key text,
+        state_after bytea,
+        PRIMARY KEY (org, stream_id, index)
+    );
+    """,
+    # The sweep's count of the open streams, read by every scrape of /metrics at the cost of one row.
+    """
+    CREATE TABLE open_streams_count (
+        one boolean PRIMARY KEY DEFAULT true CHECK (one),
+        streams bigint NOT NULL
+    )
+    """,
+    # Test mode (CONTRACT 12): how many names the server made up since the last reset, when a test seed makes them.
+    """
+    CREATE TABLE test_counters (
+        name text COLLATE "C" PRIMARY KEY,
+        value bigint NOT NULL
+    );
+    """,
+    # Secrets made once for every node: the key that signs the preview pages' session cookies (CONTRACT 11).
+    """
+    CREATE TABLE secrets (
+        name text COLLATE "C" PRIMARY KEY,
+        value text NOT NULL
+    );
+    """,
+    # The history of every document (CONTRACT 10): one row per revision, written in the transaction that writes the
+    # document; `body` is NULL for a deletion. Each document stored so far starts its history at its revision.
+    """
+    CREATE TABLE revisions (
+        org text COLLATE "C" NOT NULL,
+        kind text COLLATE "C" NOT NULL,
+        id text COLLATE "C" NOT NULL,
+        revision bigint NOT NULL,
+        change text NOT NULL,
+        saved_at text NOT NULL,
+        created_at text NOT NULL,
+        body text,
+        PRIMARY KEY (org, kind, id, revision)
+    );
+    INSERT INTO revisions (org, kind, id, revision, change, saved_at, created_at, body)
+    SELECT org, kind, id, revision, CASE WHEN revision = 1 THEN 'CREATED' ELSE 'UPDATED' END, updated_at, created_at,
+           body
+    FROM documents;
+    """,
+    # One clock for stream expiry (CONTRACT 13): touched_at is the database's clock from now on, and each stream keeps
+    # the time-to-live of the node that made it (streams made before this get the default, 24 h).
+    """
+    ALTER TABLE streams ADD COLUMN ttl double precision NOT NULL DEFAULT 86400;
+    UPDATE streams SET touched_at = extract(epoch from clock_timestamp()) WHERE touched_at > extract(epoch from clock_timestamp());
+    CREATE INDEX streams_expiry ON streams ((touched_at + ttl));
+    DROP INDEX streams_touched;
+    """,
+    # Media deduplication (CONTRACT 10): `<images|videos>/<cleaned name>` of each media, unique with its org and
+    # SHA-256 (service.storage.contract.MediaIdentity). Existing media get it too, the oldest of each identity only:
+    # the copies that re-uploads made before this version stay as they are and are never answered.
+    r"""
+    ALTER TABLE media ADD COLUMN identity text COLLATE "C";
+    UPDATE media SET identity = oldest.identity FROM (
+        SELECT DISTINCT ON (org, identity, sha256) org, path, identity FROM (
+            SELECT org, path, sha256, created_at,
+                   regexp_replace(path, '^/api/v1/(images|videos)/[^-/]+-(.+)$', '\1/\2') AS identity
+            FROM media WHERE path ~ '^/api/v1/(images|videos)/[^-/]+-.+$') AS named
+        ORDER BY org, identity, sha256, created_at, path) AS oldest
+    WHERE media.org = oldest.org AND media.path = oldest.path;
+    CREATE UNIQUE INDEX media_identity ON media (org, identity, sha256);
+    """,
+    # Media ETags survive `wis migrate` (CONTRACT 13): a media file copied from a file data directory keeps the ETag
+    # the file backend served for it; media published here have none and are served with their SHA-256.
+    """
+    ALTER TABLE media ADD COLUMN etag text;
+    """,
+    # Collected media come back at their path (CONTRACT 10, docs/operations.md): the path each identity's media had
+    # when `wis gc --delete` removed it, so that uploading the same bytes again publishes them there and the revisions
+    # naming that path can be restored.
+    """
+    CREATE TABLE collected_media (
+        org text COLLATE "C" NOT NULL,
+        identity text COLLATE "C" NOT NULL,
+        sha256 text NOT NULL,
+        size bigint NOT NULL,
+        path text COLLATE "C" NOT NULL,
+        PRIMARY KEY (org, identity, sha256)
+    );
+    """,
+]
+# Taken by `upgrade` for its transaction, so several nodes running it at once apply each migration once.
+UPGRADE_LOCK = 0x5749_5301

@@ -1,0 +1,95 @@
+"""Signing in and out of the pages, and `login_required` (the shape of pallets/flask's tutorial, flaskr/auth.py, with
+an API token where it has a password).
+
+A login is a POST of a form with one field, `token`: a valid token starts a session for its org (service.web.sessions);
+a wrong one renders the login again with a message and starts nothing. Login CSRF (another site signing a browser in
+to an org of its choosing, to show an operator its instructions) is refused by where the POST comes from: a browser
+says so in Sec-Fetch-Site, and in Origin (older browsers); a POST that says another site is refused, one that says
+nothing (curl, a script) is let through, as it carries a token of its own. The session cookie is SameSite=Strict, so
+no other site's request carries it, and it authorises only reads.
+"""
+import functools
+from urllib.parse import urlsplit
+
+from flask import g, redirect, render_template, request, url_for
+
+from service.web.auth import org_for_token
+from service.web.pages.blueprint import error_page, is_page_path, page_route
+from service.web.sessions import carries_cookie, end_session, session_org, start_session
+
+# Where a login leads when it names no page to go back to.
+FIRST_PAGE = "pages.processes"
+# Sec-Fetch-Site values of a request a person started on this service's own pages (or by typing the address).
+OWN_SITE = {"same-origin", "none"}
+# No token is longer (auth.parse_tokens accepts any length; anything past this is not worth comparing).
+MAX_TOKEN_LENGTH = 4096
+
+
+def login_required(view):
+    """The view for a signed-in browser, with `g.org` set; anyone else is sent to the login, then back."""
+    @functools.wraps(view)
+    def wrapped(**kwargs):
+        org = session_org()
+        if org is None:
+            ended = carries_cookie()  # a cookie that no longer counts: expired, tampered, or its token removed
+            response = redirect(url_for("pages.login", next=request.full_path.rstrip("?"), ended=int(ended) or None))
+            if ended:
+                end_session(response)
+            return response
+        g.org = org
+        return view(**kwargs)
+
+    return wrapped
+
+
+def _came_from_another_site():
+    """True when the browser says the request was started by a page of another site."""
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if fetch_site is not None:
+        return fetch_site not in OWN_SITE
+    origin = request.headers.get("Origin")
+    return origin is not None and urlsplit(origin).netloc != request.host
+
+
+def _page_to_return_to(value):
+    """`value` when it is the path of a page of this service, else the first page (never another site's URL)."""
+    if isinstance(value, str) and value.startswith("/") and not value.startswith("//") and "\\" not in value \
+            and value.isprintable() and is_page_path(urlsplit(value).path):
+        return value
+    return url_for(FIRST_PAGE)
+
+
+def _refused_from_another_site():
+    return error_page(403, "Not from here", "Sign in and out on this service's own login page.")
+
+
+@page_route("/view/login")
+def login():
+    ended = request.args.get("ended") == "1"
+    return render_template("pages/login.html", next=_page_to_return_to(request.args.get("next")), ended=ended,
+                           org=session_org())
+
+
+@page_route("/view/login", methods=["POST"])
+def login_submit():
+    if _came_from_another_site():
+        return _refused_from_another_site()
+    token = request.form.get("token", "").strip()
+    next_page = _page_to_return_to(request.form.get("next"))
+    org = org_for_token(token) if 0 < len(token) <= MAX_TOKEN_LENGTH else None
+    if org is None:
+        # 200, as a form shown again is: a 401 must name an HTTP authentication scheme (RFC 9110), and a login form
+        # is none.
+        return render_template("pages/login.html", next=next_page, refused=True, org=None)
+    response = redirect(next_page, 303)
+    start_session(response, org, token)
+    return response
+
+
+@page_route("/view/logout", methods=["POST"])
+def logout():
+    if _came_from_another_site():
+        return _refused_from_another_site()
+    response = redirect(url_for("pages.login"), 303)
+    end_session(response)
+    return response

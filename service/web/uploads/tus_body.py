@@ -1,0 +1,118 @@
+"""The body of a tus PATCH (or creation-with-upload), read from the server's input in large blocks."""
+import threading
+
+# The body is received in blocks this large, each written and hashed (service.storage.common.write_behind) while the next
+# arrives: 1 MB blocks measured 1.15 x the throughput of 4 MB ones (a shorter wait for the last block's writing and
+# hashing before the fdatasync; medians of 7 alternated 500 MB uploads) and hold less memory.
+READ_SIZE = 1024 * 1024
+
+
+class RequestBody:
+    """A PATCH body read from the server's input, `READ_SIZE` at a time, up to its Content-Length (or to the end of a
+    chunked body). After iterating, `cut_off` tells whether the client went away before the end.
+
+    Under gunicorn, a body of known length is received straight from the connection's socket into one reusable
+    buffer (`recv_into`), after the bytes gunicorn already holds: its own reader would copy every byte several times
+    through BytesIO buffers. Gunicorn's reader is told how much was taken, so it stays right about the connection
+    (a body left unread is drained by gunicorn as before)."""
+
+    def __init__(self, environ, length):
+        self._environ = environ
+        self.length = length
+        self.cut_off = False
+
+    def __iter__(self):
+        direct = _gunicorn_body(self._environ) if self.length is not None else None
+        return self._from_socket(*direct) if direct else self._from_input(self._environ["wsgi.input"])
+
+    def _from_input(self, stream):
+        remaining = self.length
+        while remaining is None or remaining > 0:
+            try:
+                block = stream.read(READ_SIZE if remaining is None else min(READ_SIZE, remaining))
+            except Exception:
+                # The connection broke mid-body (reset, timeout), or its chunked framing did (gunicorn raises its own
+                # ParseException subclasses for that, not OSError): what arrived before is kept.
+                self.cut_off = True
+                return
+            if not block:
+                self.cut_off = remaining is not None
+                return
+            if remaining is not None:
+                remaining -= len(block)
+            yield block
+
+    def _from_socket(self, sock, held, reader):
+        if held:
+            yield held
+        buffer = _buffers.take()
+        try:
+            yield from self._receive(sock, reader, buffer)
+        finally:
+            _buffers.give_back(buffer)
+
+    def _receive(self, sock, reader, buffer):
+        while reader.length > 0:
+            want = min(len(buffer), reader.length)
+            got = 0
+            try:
+                while got < want:
+                    received = sock.recv_into(buffer[got:want])
+                    if not received:
+                        break
+                    got += received
+                    reader.length -= received
+            except OSError:
+                # The connection broke mid-body: what arrived before is kept.
+                self.cut_off = True
+            if got < want:
+                self.cut_off = True
+            if got:
+                # One copy: the block is written and hashed by the append's thread while the next is received here.
+                yield bytes(buffer[:got])
+            if self.cut_off:
+                return
+
+
+class _BufferPool:
+    """Receive buffers reused from one PATCH to the next: a fresh buffer per PATCH cost a memset and a page fault
+    per 4 KB (about a tenth of a worker's time in a perf profile). At most `keep` idle ones are kept, so a worker
+    that once served many PATCHes at a time does not hold on to their memory."""
+
+    def __init__(self, size, keep):
+        self._size, self._keep = size, keep
+        self._idle = []
+        self._lock = threading.Lock()
+
+    def take(self):
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return memoryview(bytearray(self._size))
+
+    def give_back(self, buffer):
+        with self._lock:
+            if len(self._idle) < self._keep:
+                self._idle.append(buffer)
+
+
+# Per worker process (a cache of scratch memory, not state): the buffers of a few PATCHes at a time.
+_buffers = _BufferPool(READ_SIZE, keep=2)
+
+
+def _gunicorn_body(environ):
+    """(socket, bytes gunicorn holds of the body already, its LengthReader) when the body can be received straight
+    from the socket (gunicorn's Body over a LengthReader over a SocketUnreader, nothing read yet), else None."""
+    body, sock = environ.get("wsgi.input"), environ.get("gunicorn.socket")
+    reader = getattr(body, "reader", None)
+    unreader = getattr(reader, "unreader", None)
+    if sock is None or type(reader).__name__ != "LengthReader" or type(unreader).__name__ != "SocketUnreader" \
+            or not hasattr(unreader, "take_buffered") or body.buf.tell():
+        return None
+    ahead = unreader.take_buffered()
+    held, rest = ahead[:reader.length], ahead[reader.length:]
+    if rest:
+        # A pipelined next request: it stays with gunicorn.
+        unreader.unread(rest)
+    reader.length -= len(held)
+    return sock, held, reader

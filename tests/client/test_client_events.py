@@ -1,0 +1,60 @@
+"""Change events from the Python client and `wis events` against real gunicorn on both backends: the feed read page by
+page, its errors, and the Server-Sent Events parser that `follow()` reads the stream with."""
+import json
+
+import pytest
+
+from service.cli import main
+from service.client import ClientError
+from service.client.events import messages
+from support.tokens import TOKEN
+
+
+def station(identifier, name):
+    return {"id": identifier, "name": name}
+
+
+def test_the_feed_from_the_client_and_wis_events(server, api, capsys):
+    start = api.latest_event_seq()
+    api.create_station(station("ev_press", "Press"))
+    api.create_station(station("ev_press", "Press"))  # unchanged: no event
+    api.create_station(station("ev_press", "Press 2"))
+    api.delete_station("ev_press")
+    found = api.events(after=start)
+    assert [(event["seq"] - start, event["type"], event["revision"], event["name"]) for event in found] == [
+        (1, "station.created", 1, "Press"), (2, "station.updated", 2, "Press 2"), (3, "station.deleted", 3, None)]
+    assert api.latest_event_seq() == start + 3
+    assert [event["seq"] for event in api.events(after=start, types=["station.deleted"])] == [start + 3]
+    assert api.events(after=start + 3) == []
+
+    arguments = ["--url", server.url, "--token", TOKEN]
+    assert main(["events", "--after", str(start), "--types", "station.*", *arguments]) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [(int(seq), kind, identifier, revision, name) for seq, _, kind, identifier, revision, name in lines] == [
+        (start + 1, "station.created", "ev_press", "1", "Press"), (start + 2, "station.updated", "ev_press", "2",
+                                                                   "Press 2"),
+        (start + 3, "station.deleted", "ev_press", "3", "")]
+    assert main(["events", "--after", str(start + 2), "--json", *arguments]) == 0
+    envelope = json.loads(capsys.readouterr().out)
+    assert envelope["type"] == "station.deleted" and envelope["data"]["seq"] == start + 3
+
+
+def test_bad_arguments_are_refused_naming_them(server, api, capsys):
+    with pytest.raises(ClientError) as bad:
+        api.events(first=0, types=["process.moved"])
+    assert {error["extensions"]["field"] for error in bad.value.errors} == {"first", "types[0]"}
+    assert main(["events", "--types", "nothing", "--url", server.url, "--token", TOKEN]) == 1
+    assert "types[0]: must be <kind>.<change>" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stream, expected", [
+    ("retry: 3000\n\nid: 1\nevent: process.created\ndata: {\"a\": 1}\n\n",
+     [{"event": "message", "retry": 3000}, {"event": "process.created", "id": "1", "data": '{"a": 1}'}]),
+    (": keepalive\n\nid: 2\ndata: one\ndata: two\n\n", [{"event": "message", "id": "2", "data": "one\ntwo"}]),
+    ("data:no space\n\nid\n\nevent: x\n\nretry: soon\n\n",
+     [{"event": "message", "data": "no space"}, {"event": "message", "id": ""}]),
+    ("id: 3\ndata: cut off before its blank line\n", []),
+])
+def test_the_stream_is_parsed_as_html_says(stream, expected):
+    found = list(messages(stream.splitlines()))
+    assert [{key: value for key, value in message.items()} for message in found] == expected
