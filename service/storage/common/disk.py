@@ -12,6 +12,7 @@ import ctypes.util
 import errno
 import fcntl
 import os
+import queue
 import shutil
 import tempfile
 import threading
@@ -72,7 +73,7 @@ FREE_INLINE_BYTES = 1024 * 1024
 
 def remove_file(path):
     """Unlink the file `path` without waiting for its blocks to be freed: when that was its last name and it is large,
-    a thread of its own truncates it (which frees them) and closes it. A file that keeps another name (a stream's file
+    the freeing thread truncates it (which frees them) and closes it. A file that keeps another name (a stream's file
     published as media) keeps its bytes. FileNotFoundError when there is no such file."""
     fd = os.open(path, os.O_WRONLY)
     try:
@@ -85,17 +86,38 @@ def remove_file(path):
         os.close(fd)
         return
     # The caller may still hold the file open (the append that completed a stream does): whichever descriptor closes
-    # last would free the blocks, so this thread frees them first, by truncating the nameless file.
-    threading.Thread(target=_free, args=(fd,), name="wis-free-file", daemon=True).start()
+    # last would free the blocks, so the freeing thread frees them first, by truncating the nameless file.
+    free_later(fd)
 
 
-def _free(fd):
-    try:
-        os.ftruncate(fd, 0)
-    except OSError:
-        pass  # closing it frees what is left
-    finally:
-        os.close(fd)
+class _BlockFreer:
+    """One thread per process that frees the blocks of removed files, one after the other: a sweep that removes many
+    large streams at once costs one thread, not one each."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._queue = self._pid = None
+
+    def free(self, fd):
+        """Truncate, then close, the nameless file `fd` on the freeing thread."""
+        with self._lock:
+            if self._pid != os.getpid():  # the first use, or a process forked from one that used it
+                self._queue, self._pid = queue.SimpleQueue(), os.getpid()
+                threading.Thread(target=self._run, args=(self._queue,), name="wis-free-files", daemon=True).start()
+            self._queue.put(fd)
+
+    @staticmethod
+    def _run(descriptors):
+        while True:
+            fd = descriptors.get()
+            # Closing frees whatever truncating could not; neither may end the thread.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+free_later = _BlockFreer().free
 
 
 class PendingReplace:

@@ -5,6 +5,7 @@ index. None of it may grow with the size of the upload or the number of the org'
 import os
 import tempfile
 import threading
+import time
 
 import pytest
 
@@ -30,50 +31,35 @@ def streamed(client, auth, data, chunk_size=MB):
     return stream_id, response.get_json()["path"]
 
 
-class DeferredThreads:
-    """Stands in for the threads service.storage.common.disk starts: they are recorded, and run only when the test says."""
-
-    def __init__(self):
-        self.started = []
-
-    def Thread(self, target, args, **_options):  # noqa: N802 (the name of what it stands in for)
-        started = self.started
-
-        class Deferred:
-            def start(self):
-                started.append((target, args))
-        return Deferred()
-
-
 def test_a_duplicate_completes_without_waiting_for_its_file_to_be_freed(app, client, auth, monkeypatch):
     """The same bytes under the same name again: the stream's own file, the whole upload, is not needed. Freeing a
     file's blocks takes the filesystem about 0.2 ms a MB (a 500 MB upload's: 100 ms, which the completing request
     waited for): its last name goes in the request, its blocks on a thread of its own."""
     data = random_blob(b"\x00\x00\x00\x18ftypmp42", 3 * MB, seed=1)
     _, path = streamed(client, auth, data)
-    threads = DeferredThreads()
-    monkeypatch.setattr(storage_disk, "threading", threads)
+    freed_later = []
+    monkeypatch.setattr(storage_disk, "free_later", freed_later.append)
 
     stream_id, again = streamed(client, auth, data)
 
     assert again == path
     directory = get_repository(app).orgs_root / ORG / "streams" / stream_id
     assert os.listdir(directory) == ["meta.json"]
-    [(free, (fd,))] = threads.started
+    [fd] = freed_later
     status = os.fstat(fd)
     assert (status.st_size, status.st_nlink) == (len(data), 0)  # the whole duplicate, no name left, not freed yet
-    free(fd)
+    os.close(fd)
     assert client.get(path, headers=auth).data == data
 
 
 def test_a_small_duplicate_or_a_published_file_is_removed_in_the_request(app, client, auth, monkeypatch):
-    threads = DeferredThreads()
-    monkeypatch.setattr(storage_disk, "threading", threads)
+    freed_later = []
+    monkeypatch.setattr(storage_disk, "free_later", freed_later.append)
     small = random_blob(b"\x00\x00\x00\x18ftypmp42", MB // 2, seed=2)
     streamed(client, auth, small)
     streamed(client, auth, small)
     streamed(client, auth, random_blob(b"\x00\x00\x00\x18ftypmp42", 3 * MB, seed=3))
-    assert threads.started == []
+    assert freed_later == []
 
 
 class Steps:
@@ -174,20 +160,28 @@ def test_media_without_entries_are_listed_once_and_hashed_once_per_name(app, cli
     assert sorted(hashed) == sorted(name for name in earlier if name.endswith(("photo_1.png", "photo_2.png")))
 
 
-def test_freeing_on_a_thread_leaves_nothing_behind_and_keeps_a_linked_file(tmp_path):
-    big, linked = tmp_path / "big", tmp_path / "linked"
-    big.write_bytes(bytes(3 * MB))
-    linked.write_bytes(bytes(3 * MB))
-    os.link(linked, tmp_path / "media")
-    before = {thread.name for thread in threading.enumerate()}
+def test_removed_files_are_freed_by_one_thread_and_a_linked_file_keeps_its_bytes(tmp_path):
+    """Many large files removed at once (a sweep of expired streams) are freed one after the other by one thread."""
+    big = [tmp_path / f"big-{number}" for number in range(5)]
+    held = []
+    for file in big:
+        file.write_bytes(bytes(2 * MB))
+        held.append(os.open(file, os.O_RDONLY))  # to watch the nameless file's size
+    (tmp_path / "linked").write_bytes(bytes(2 * MB))
+    os.link(tmp_path / "linked", tmp_path / "media")
+    before = threading.active_count()
 
-    storage_disk.remove_file(big)
-    storage_disk.remove_file(linked)
+    for file in [*big, tmp_path / "linked"]:
+        storage_disk.remove_file(file)
 
-    for thread in threading.enumerate():
-        if thread.name == "wis-free-file" and thread.name not in before:
-            thread.join(timeout=10)
     assert sorted(os.listdir(tmp_path)) == ["media"]
-    assert (tmp_path / "media").read_bytes() == bytes(3 * MB)
+    assert threading.active_count() <= before + 1
+    deadline = time.monotonic() + 10
+    while any(os.fstat(fd).st_size for fd in held) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [os.fstat(fd).st_size for fd in held] == [0] * len(big)
+    for fd in held:
+        os.close(fd)
+    assert (tmp_path / "media").read_bytes() == bytes(2 * MB)
     with pytest.raises(FileNotFoundError):
-        storage_disk.remove_file(big)
+        storage_disk.remove_file(big[0])
