@@ -90,6 +90,11 @@ def remove_file(path):
     free_later(fd)
 
 
+# Files the freeing thread may hold open, waiting: past this, the caller frees the file itself (a sweep removing
+# hundreds of large streams at once must not hold hundreds of descriptors).
+FREE_QUEUE_LIMIT = 16
+
+
 class _BlockFreer:
     """One thread per process that frees the blocks of removed files, one after the other: a sweep that removes many
     large streams at once costs one thread, not one each."""
@@ -99,22 +104,28 @@ class _BlockFreer:
         self._queue = self._pid = None
 
     def free(self, fd):
-        """Truncate, then close, the nameless file `fd` on the freeing thread."""
+        """Truncate, then close, the nameless file `fd` on the freeing thread (at once, when it has enough to do)."""
         with self._lock:
             if self._pid != os.getpid():  # the first use, or a process forked from one that used it
                 self._queue, self._pid = queue.SimpleQueue(), os.getpid()
                 threading.Thread(target=self._run, args=(self._queue,), name="wis-free-files", daemon=True).start()
-            self._queue.put(fd)
+            if self._queue.qsize() < FREE_QUEUE_LIMIT:
+                self._queue.put(fd)
+                return
+        _free(fd)
 
     @staticmethod
     def _run(descriptors):
         while True:
-            fd = descriptors.get()
-            # Closing frees whatever truncating could not; neither may end the thread.
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            _free(descriptors.get())
+
+
+def _free(fd):
+    # Closing frees whatever truncating could not; neither may end the freeing thread.
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 free_later = _BlockFreer().free

@@ -8,23 +8,28 @@ deleted since (`wis gc --delete`) stays: it says which path those bytes had, so 
 them there again.
 
 Media put in place without an entry (by a version before the index, or by a restore of test mode) are hashed once per
-cleaned name, the first time an upload of that name asks. To know which names have such media without listing the
-folder for every new name, the first upload into a folder lists it once (`.listed`): each cleaned name that has media
-without entries gets an `.earlier` file naming them. (Names the version before the listing marked `.built` had theirs
-hashed already.) An upload of a name never seen costs no listing, however many media the folder holds.
+cleaned name, the first time an upload of that name asks; `.built` in the name's folder marks it done. Which media a
+name has is not found by listing the folder for every upload of a new name: the first upload into a folder lists it
+once (`.listed`) into `.earlier/<bucket>` files, each naming the media of the cleaned names that hash to that bucket,
+so that a name's lookup reads one small file, however many media the folder holds.
 """
 import contextlib
 import os
+import zlib
 
 from service.errors import disk_errors
-from service.interface import FORMATS
+from service.interface import MEDIA_NAME
 from service.interface.checksums import file_sha256
 from service.storage.common.disk import lock, write_unsynced
 
 SAME = ".same"
 LISTED, EARLIER, BUILT = ".listed", ".earlier", ".built"
-# What a cleaned name ends with: the extension of a sniffed format. Anything else in a media folder is no upload's.
-EXTENSIONS = tuple(fmt.extension for fmt in FORMATS.values())
+# The listing of a folder of 100,000 media is about 400 lines a bucket.
+BUCKETS = 256
+
+
+def _bucket(name):
+    return f"{zlib.crc32(name.encode()) % BUCKETS:02x}"
 
 
 class MediaIndex:
@@ -59,43 +64,47 @@ class MediaIndex:
         return self._root / identity.folder / identity.name
 
     def _index_earlier_media(self, identity):
-        """Hash the media of that name the folder's listing found without entries, once."""
-        if not (self._root / identity.folder / LISTED).exists():
+        """Hash the media of that name that the folder's listing found, once."""
+        index = self._root / identity.folder
+        if not (index / LISTED).exists():
             self._list_folder(identity.folder)
-        earlier = self._name_folder(identity) / EARLIER
+        folder = self._name_folder(identity)
+        if (folder / BUILT).exists():
+            return
         try:
             with disk_errors():
-                names = earlier.read_text().split()
+                listed = (index / EARLIER / _bucket(identity.name)).read_text().splitlines()
         except FileNotFoundError:
             return
-        folder = self._media_root / identity.folder
-        for name in names:
-            with contextlib.suppress(FileNotFoundError):
-                entry = self._name_folder(identity) / file_sha256(folder / name)
-                if not entry.exists():
-                    write_unsynced(entry, name.encode())
+        earlier = [media for name, _, media in (line.partition("\t") for line in listed) if name == identity.name]
+        if not earlier:
+            return
         with disk_errors():
-            os.unlink(earlier)
+            folder.mkdir(parents=True, exist_ok=True)
+        for media in earlier:
+            with contextlib.suppress(FileNotFoundError):
+                entry = folder / file_sha256(self._media_root / identity.folder / media)
+                if not entry.exists():
+                    write_unsynced(entry, media.encode())
+        write_unsynced(folder / BUILT, b"")
 
     def _list_folder(self, folder_name):
-        """List a media folder once: an `.earlier` file for each cleaned name that has media without entries."""
+        """List a media folder once into `.earlier/<bucket>` files: `<cleaned name>\\t<media name>` lines."""
         index = self._root / folder_name
         with lock(index):
             if (index / LISTED).exists():
                 return
-            by_name = {}
+            buckets = {}
             with disk_errors():
                 try:
                     with os.scandir(self._media_root / folder_name) as entries:
                         for entry in entries:
                             prefix, _, name = entry.name.partition("-")
-                            if prefix and name.endswith(EXTENSIONS) and not name.startswith(".") and entry.is_file():
-                                by_name.setdefault(name, []).append(entry.name)
+                            if prefix and name and MEDIA_NAME.fullmatch(entry.name) and entry.is_file():
+                                buckets.setdefault(_bucket(name), []).append(f"{name}\t{entry.name}")
                 except FileNotFoundError:
                     pass
-                for name, media in by_name.items():
-                    if not (index / name / BUILT).exists():
-                        (index / name).mkdir(parents=True, exist_ok=True)
-                        write_unsynced(index / name / EARLIER, "\n".join(sorted(media)).encode())
-                index.mkdir(parents=True, exist_ok=True)
+                (index / EARLIER).mkdir(parents=True, exist_ok=True)
+            for bucket, lines in buckets.items():
+                write_unsynced(index / EARLIER / bucket, "\n".join(sorted(lines)).encode())
             write_unsynced(index / LISTED, b"")

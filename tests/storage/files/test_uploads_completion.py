@@ -185,3 +185,34 @@ def test_removed_files_are_freed_by_one_thread_and_a_linked_file_keeps_its_bytes
     assert (tmp_path / "media").read_bytes() == bytes(2 * MB)
     with pytest.raises(FileNotFoundError):
         storage_disk.remove_file(big[0])
+
+
+def test_the_freeing_thread_holds_a_bounded_number_of_files(tmp_path, monkeypatch):
+    """Past FREE_QUEUE_LIMIT files waiting, the caller frees a file itself: the descriptors held stay bounded however
+    many large files a sweep removes at once."""
+    freer = storage_disk._BlockFreer()
+    started = threading.Event()
+    monkeypatch.setattr(freer, "_run", lambda descriptors: started.wait())  # a freeing thread that never gets to it
+    files = []
+    for number in range(storage_disk.FREE_QUEUE_LIMIT + 3):
+        file = tmp_path / f"big-{number}"
+        file.write_bytes(bytes(2 * MB))
+        fd = os.open(file, os.O_WRONLY)
+        os.unlink(file)
+        files.append(fd)
+        freer.free(fd)
+    try:
+        held = [fd for fd in files if fd_open(fd)]
+        assert len(held) == storage_disk.FREE_QUEUE_LIMIT
+    finally:
+        started.set()
+        for fd in held:
+            os.close(fd)
+
+
+def fd_open(fd):
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
