@@ -11,8 +11,9 @@ Modes: one upload at a time, then `--parallel` uploads of as many different file
 once per server (discarded), then runs alternate ours, tus, ours, tus...; the figures are medians of the runs.
 Per run: MB/s (the whole file, creation included), server CPU seconds per GB received (utime+stime of the server's
 process tree from /proc before and after), the client's own CPU seconds per GB (to show it is not the bottleneck),
-the completing PATCH against the median PATCH, and the largest rise of one of our workers' peak RSS (VmHWM) over
-its figure after the warm-up.
+the median PATCH and the completing PATCH (the one that reaches Upload-Length: ours verifies and publishes the file
+then) in ms and as a ratio, and the largest rise of one of our workers' peak RSS (VmHWM) over its figure after the
+warm-up.
 
 With `--compare-tree DIR` the service from another checkout runs too, as `before`. Each run ends with a sync
 (outside the timing), so that no server's run has the previous one's writeback going on. The first two servers
@@ -22,8 +23,11 @@ swap places every other run (use an even --runs): on this machine the same code 
 With `--disk-ceiling` a third contestant, `disk`, copies each file in chunk-sized writes with an fdatasync after each
 (no network, no parsing, no hash): what this disk allows any server that answers a chunk only once it is on disk.
 
+With `--again` our servers keep the media they stored (only the reference server's files are removed): every upload
+after the warm-up is of media the org has already, and its completing request is answered by deduplication.
+
     .venv/bin/python bench/tus_bench.py [--runs 3] [--size-mb 500] [--chunk-mb 5] [--parallel 4] [--compare-tree DIR]
-        [--disk-ceiling]
+        [--disk-ceiling] [--again]
 """
 import argparse
 import base64
@@ -113,19 +117,22 @@ def tus_upload(port, create_path, file, size, chunk_size, metadata, extra_header
     return path, latencies, dict(response.getheaders())
 
 
-def removing_verifier(path, sha, who):
+def removing_verifier(path, sha, who, keep=False):
     """What `measure` calls once a run is timed: the stored file at `path` must hash to `sha` (else the benchmark stops,
-    naming `who`), then it is removed."""
+    naming `who`), then it is removed (unless `keep`)."""
     def verify():
         if sha256_seconds(path)[0] != sha:
             raise SystemExit(f"{who} stored a different file")
-        path.unlink()
+        if not keep:
+            path.unlink()
     return verify
 
 
 class Ours:
-    def __init__(self, temp, name="ours", root=None):
+    def __init__(self, temp, name="ours", root=None, again=False):
         self.name = name
+        # With `again`, the stored media stay: every upload of a file after its first is answered by deduplication.
+        self.again = again
         self.data_dir = temp / f"{name}-data"
         self.process, url = start_ours(self.data_dir, **({"root": root} if root else {}))
         self.port = int(url.rsplit(":", 1)[1])
@@ -137,7 +144,10 @@ class Ours:
                                            {"x-service-api-org": TOKEN})
         media = self.data_dir / "orgs" / "default" / "media" / "videos" / headers["Media-Path"].rsplit("/", 1)[1]
         # The server verified the sha256 it was given before it published the file; hashed again here all the same.
-        return latencies, removing_verifier(media, sha, "ours")
+        return latencies, self.verifier(media, sha)
+
+    def verifier(self, media, sha):
+        return removing_verifier(media, sha, self.name, keep=self.again)
 
     def peak_rss_kb(self):
         return {pid: memory_kb(pid, "VmHWM") for pid in self.workers}
@@ -232,6 +242,7 @@ def measure(server, files, size, chunk_size):
         "completing_vs_median_patch": statistics.median(
             latencies[-1] / statistics.median(latencies) for latencies in results),
         "median_patch_ms": statistics.median(latency for latencies in results for latency in latencies) * 1000,
+        "completing_patch_ms": statistics.median(latencies[-1] for latencies in results) * 1000,
     }
     return figures
 
@@ -248,6 +259,8 @@ def main(ours_class=Ours, description=__doc__):
                         "of the code before a change) as server `before`, alternated with the others")
     parser.add_argument("--disk-ceiling", action="store_true", help="also copy each file in chunk-sized writes, "
                         "each fdatasynced, as server `disk`: what the disk allows a server with our durability")
+    parser.add_argument("--again", action="store_true", help="keep our servers' media between runs, so that every "
+                        "upload after a file's first is of media the org has: answered by deduplication")
     args = parser.parse_args()
     size, chunk_size = args.size_mb * MB, args.chunk_mb * MB
     ensure_tus_installed()
@@ -262,10 +275,10 @@ def main(ours_class=Ours, description=__doc__):
                 handle.seek(12)
                 handle.write(number.to_bytes(8, "big"))
             files.append((path, sha256_seconds(path)[0]))
-        ours, reference = ours_class(temp), Reference(temp)
+        ours, reference = ours_class(temp, again=args.again), Reference(temp)
         servers = [ours, reference]
         if args.compare_tree:
-            servers.insert(1, ours_class(temp, "before", args.compare_tree.resolve()))
+            servers.insert(1, ours_class(temp, "before", args.compare_tree.resolve(), again=args.again))
         if args.disk_ceiling:
             servers.append(DiskCeiling(temp))
         try:

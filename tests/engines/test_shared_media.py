@@ -179,13 +179,15 @@ def test_register_belongs_to_the_callers_transaction(repo, seaweed, bucket):
     seaweed.client().put_object(Bucket=bucket, Key=key, Body=data)
     with pytest.raises(RuntimeError):
         with repo.database.transaction() as connection:
-            assert repo.media.register(connection, ORG, path, key, len(data), hashlib.sha256(data).hexdigest())
+            assert repo.media.register(connection, ORG, path, key, len(data), hashlib.sha256(data).hexdigest()) == (
+                path, True)
             raise RuntimeError("the stream's completion failed")
     assert repo.media.exists(ORG, path) is False
     with repo.database.transaction() as connection:
-        assert repo.media.register(connection, ORG, path, key, len(data), hashlib.sha256(data).hexdigest())
+        assert repo.media.register(connection, ORG, path, key, len(data), hashlib.sha256(data).hexdigest()) == (
+            path, True)
     with repo.database.transaction() as connection:
-        assert repo.media.register(connection, ORG, path, key, len(data), "0" * 64) is None
+        assert repo.media.register(connection, ORG, path, key, len(data), "0" * 64) == (None, False)
     assert read_open_media(repo.media.open(ORG, path)) == data
 
 

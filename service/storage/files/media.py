@@ -1,39 +1,19 @@
-"""Uploaded media files: `<data>/orgs/<org>/media/<images|videos>/<name>`, one per media path.
-
-The deduplication index (CONTRACT 10) is a folder per cleaned name, `<data>/orgs/<org>/media/.same/<images|videos>/
-<cleaned name>/<sha256>`, each file holding the media name that has those bytes. An entry is written after its media
-file is linked and fsynced, so it names an existing file unless that file was deleted since: such a dangling entry is
-ignored and replaced. Media published before this index existed are hashed once per cleaned name, the first time an
-upload of that name asks (`.built` marks a name done).
-"""
+"""Uploaded media files: `<data>/orgs/<org>/media/<images|videos>/<name>`, one per media path; which of them hold the
+same bytes under the same cleaned name is in their deduplication index (media_index.MediaIndex)."""
 import contextlib
 import os
 
 from service.errors import disk_errors
-from service.interface.checksums import file_sha256
 from service.interface import media_path, parse_media_path
+from service.storage.common.disk import fsync_directory
 from service.storage.contract import MEDIA_FOLDERS, MediaIdentity, OpenMedia
-from service.storage.common.disk import TEMPORARY_PREFIX, TEMPORARY_SUFFIX, fsync_directory, lock
+from service.storage.files.media_index import MediaIndex
 from service.storage.files.names import id_to_name
 from service.storage.common.incoming import IncomingFile
 
 # Single uploads are received here, beside the media they become, so publishing is a link, not a copy.
 STAGING = ".incoming"
-# The deduplication index, and the mark of a cleaned name whose earlier media are in it.
-SAME = ".same"
-BUILT = ".built"
 KIND_BY_FOLDER = {folder: kind for kind, folder in MEDIA_FOLDERS.items()}
-
-
-def write_entry(path, data):
-    """Write an entry of the index whole (written aside, then renamed) but without fsync: it is written after the
-    media it names is durable, so a crash can only lose it, never make it name a missing file, and a lost entry or
-    mark costs one duplicate upload or one hashing of a name's media again, not four fsyncs per upload."""
-    temporary = path.with_name(f"{TEMPORARY_PREFIX}{path.name}{TEMPORARY_SUFFIX}")
-    with disk_errors():
-        with open(temporary, "wb") as file:
-            file.write(data)
-        os.replace(temporary, path)
 
 
 class FileMediaStore:
@@ -106,8 +86,8 @@ class FileMediaStore:
 
     def load(self, org, path, source):
         """Move the local file `source` (on this filesystem) to `path`, in a tree that no request reads yet
-        (FileRepository.replace_state builds one). The deduplication index of its name is built the first time an
-        upload of that name asks, as for media published before the index existed."""
+        (FileRepository.replace_state builds one). It gets no entry in the deduplication index: it is hashed the first
+        time an upload of its name asks, as media published before the index existed are (media_index)."""
         target = self.file_for(org, path)
         with disk_errors():
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -133,21 +113,44 @@ class FileMediaStore:
         identity = MediaIdentity.of(path, os.stat(source).st_size, sha256)
         if identity is None:
             return path if self._link(org, path, source) else None
-        index = self._index_folder(org, identity)
-        with lock(index):
-            same = self._indexed(org, identity, index)
-            if same is not None:
-                with disk_errors():
-                    os.utime(self.file_for(org, same))
+        index = MediaIndex(self._media_root(org))
+        with index.locked(identity):
+            recorded = index.recorded(identity)
+            same = recorded and self._publish_recorded(org, identity, recorded, source)
+            if same:
                 return same
             if not self._link(org, path, source):
                 return None
             try:
-                write_entry(index / identity.sha256, parse_media_path(path)[1].encode())
+                index.record(identity, parse_media_path(path)[1])
             except BaseException:
                 self.unpublish(org, path)
                 raise
         return path
+
+    def _publish_recorded(self, org, identity, name, source):
+        """The path of the media `name` the index holds for `identity`: when it still holds those bytes, with its age
+        started again; when it was deleted since (`wis gc --delete`), with `source` linked there again, so that the
+        revisions naming that path can be restored. None when the path now holds other bytes."""
+        path = media_path(KIND_BY_FOLDER[identity.folder], name)
+        file = self.file_for(org, path)
+        if file is None:
+            return None
+        try:
+            if os.stat(file).st_size != identity.size:
+                return None
+        except FileNotFoundError:
+            return path if self._link(org, path, source) else None
+        with disk_errors():
+            os.utime(file)
+        return path
+
+    def holds(self, org, path, source):
+        """True when the media file at `path` is the file `source` (linked from it)."""
+        try:
+            return os.path.samefile(self.file_for(org, path), source)
+        except FileNotFoundError:
+            return False
 
     def _link(self, org, path, source):
         """Hard-link `source` to `path`; False if the path holds another file. A hard link never replaces an existing
@@ -167,46 +170,6 @@ class FileMediaStore:
                 self.unpublish(org, path)
                 raise
         return True
-
-    def _index_folder(self, org, identity):
-        return self._media_root(org) / SAME / identity.folder / identity.name
-
-    def _indexed(self, org, identity, index):
-        """The path of the org's media of `identity` (the index locked), or None; a dangling entry counts as none."""
-        if not (index / BUILT).exists():
-            self._index_earlier_media(org, identity, index)
-        try:
-            with disk_errors():
-                name = (index / identity.sha256).read_text()
-        except FileNotFoundError:
-            return None
-        path = media_path(KIND_BY_FOLDER[identity.folder], name)
-        file = self.file_for(org, path)
-        try:
-            if file is None or os.stat(file).st_size != identity.size:
-                return None
-        except FileNotFoundError:
-            return None
-        return path
-
-    def _index_earlier_media(self, org, identity, index):
-        """Hash the org's media of that folder and cleaned name that have no entry yet (uploaded before the index
-        existed), once per cleaned name: the cost is that of reading those files once."""
-        folder = self._media_root(org) / identity.folder
-        with disk_errors():
-            index.mkdir(parents=True, exist_ok=True)
-            try:
-                with os.scandir(folder) as entries:
-                    names = [entry.name for entry in entries if entry.name.partition("-")[2] == identity.name
-                             and entry.name.partition("-")[0] and entry.is_file()]
-            except FileNotFoundError:
-                names = []
-            for name in sorted(names):
-                with contextlib.suppress(FileNotFoundError):
-                    entry = index / file_sha256(folder / name)
-                    if not entry.exists():
-                        write_entry(entry, name.encode())
-            write_entry(index / BUILT, b"")
 
     def unpublish(self, org, path):
         """Take back a media file whose publishing request failed; best effort, since the disk may be failing."""

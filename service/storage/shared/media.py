@@ -8,12 +8,14 @@ between the two can leave an object without a row, which no request can see.
 Deduplication (CONTRACT 10): the `identity` column holds `<images|videos>/<cleaned name>` (contract.MediaIdentity),
 unique with the org and the SHA-256, so that of two identical uploads at once one inserts its row and the other's
 insert finds the conflict and answers the first's path. Rows written before that column existed got it from the
-migration (the oldest of each identity; later copies keep none and are never answered).
+migration (the oldest of each identity; later copies keep none and are never answered). Deleting media keeps its
+identity's path in `collected_media`: the same bytes uploaded again are published at that path again.
 """
 import concurrent.futures
 import contextlib
 import hashlib
 import os
+from typing import NamedTuple
 
 from service.errors import MediaNotFound, ObjectStoreUnavailable, StorageFailed
 from service.interface import parse_media_path
@@ -26,6 +28,12 @@ MEDIA_FOLDER = "media/"
 # Objects put at once by a replacement of the whole state (test mode): the store's latency, not the bytes, sets its
 # pace for small media.
 PUT_THREADS = 4
+
+
+class Registered(NamedTuple):
+    """What indexing an object as media did (SharedMediaStore.register)."""
+    path: str | None  # the path that holds the bytes; None when the path asked for is taken by other bytes
+    indexed: bool  # the object given is the one indexed there (else the caller's object is not needed)
 
 
 def existing_media(connection, org, paths):
@@ -92,16 +100,23 @@ class SharedMediaStore:
         return OpenMedia(ObjectReader(self._objects, key, size, missing=MediaNotFound), size, etag, created_at)
 
     def delete(self, org, path):
-        """Remove a published media object of an org; False when there was none.
+        """Remove a published media object of an org; False when there was none. Its path is kept for its identity, so
+        that uploading the same bytes again publishes them there again.
 
         The object goes inside the transaction that deletes the row: if the store fails, the row stays (503, nothing
         changed); readers that still saw the row find no object and answer 404."""
         with self._database.transaction() as connection:
-            row = connection.execute("DELETE FROM media WHERE org = %s AND path = %s RETURNING object_key",
-                                     (org, path)).fetchone()
+            row = connection.execute("DELETE FROM media WHERE org = %s AND path = %s "
+                                     "RETURNING object_key, identity, sha256, size", (org, path)).fetchone()
             if row is None:
                 return False
-            self._objects.delete(row[0])
+            key, identity, sha256, size = row
+            if identity is not None:
+                connection.execute(
+                    "INSERT INTO collected_media (org, identity, sha256, size, path) VALUES (%s, %s, %s, %s, %s) "
+                    "ON CONFLICT (org, identity, sha256) DO UPDATE SET size = EXCLUDED.size, path = EXCLUDED.path",
+                    (org, identity, sha256, size, path))
+            self._objects.delete(key)
         return True
 
     def new_incoming(self, org, head_size):
@@ -114,42 +129,62 @@ class SharedMediaStore:
         has media of the same MediaIdentity: then upload nothing and answer that media's path (its creation time, the
         age media garbage collection reads, starts again). The path that holds the bytes; None, storing nothing, if
         `path` is taken by other bytes."""
-        key = self.media_key(org, path)
         size = os.stat(source).st_size
         identity = MediaIdentity.of(path, size, sha256)
         with self._database.transaction() as connection:
             same = self._same_media(connection, org, identity)
-            if same is not None or self._path_taken(connection, org, path):
+            if same is not None:
                 return same
+            path = self._collected_path(connection, org, identity) or path
+            if self._path_taken(connection, org, path):
+                return None
+        key = self.media_key(org, path)
         with open(source, "rb") as file:
             # Never over another object: the key may belong to a concurrent publish of the same path.
             if not self._objects.put_file_if_absent(key, file, size):
                 return None
         try:
             with self._database.transaction() as connection:
-                published = self.register(connection, org, path, key, size, sha256)
+                published, indexed = self.register(connection, org, path, key, size, sha256)
         except BaseException:
             # The request fails and no client learns this path: its object would be an orphan.
             self._remove_object(key)
             raise
-        if published != path:
+        if not indexed:
             self._remove_object(key)
         return published
 
     def register(self, connection, org, path, key, size, sha256):
-        """Index the whole object `key` at `path`, inside the caller's transaction on `connection`, unless the org has
-        media of the same MediaIdentity: the path that holds the bytes (then the caller's object is not needed), or
-        None when the path is taken by other bytes (the caller decides what becomes of its object).
+        """Index the whole object `key` at `path` (or at the path the org's media of the same MediaIdentity had when it
+        was deleted), inside the caller's transaction on `connection`, unless the org has media of that identity.
+        Registered(path that holds the bytes, or None when `path` is taken by other bytes; whether `key` is indexed
+        there: if not, the caller's object is not needed).
 
         The unique index on the identity makes a concurrent identical insert wait for this one and then conflict."""
         identity = MediaIdentity.of(path, size, sha256)
+        collected = self._collected_path(connection, org, identity)
+        path = collected or path
         inserted = connection.execute(
             "INSERT INTO media (org, path, object_key, size, sha256, created_at, identity) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1",
             (org, path, key, size, sha256, self._clock(), identity and identity.folder_name)).fetchone()
-        if inserted is not None:
-            return path
-        return self._same_media(connection, org, identity)
+        if inserted is None:
+            return Registered(self._same_media(connection, org, identity), False)
+        if collected:
+            connection.execute("DELETE FROM collected_media WHERE org = %s AND identity = %s AND sha256 = %s",
+                               (org, identity.folder_name, identity.sha256))
+        return Registered(path, True)
+
+    @staticmethod
+    def _collected_path(connection, org, identity):
+        """The path the org's media of `identity` had when it was deleted, unless other media has it now; else None."""
+        if identity is None:
+            return None
+        row = connection.execute(
+            "SELECT path FROM collected_media AS collected WHERE org = %s AND identity = %s AND sha256 = %s "
+            "AND size = %s AND NOT EXISTS (SELECT 1 FROM media WHERE media.org = collected.org "
+            "AND media.path = collected.path)", (org, identity.folder_name, identity.sha256, identity.size)).fetchone()
+        return row and row[0]
 
     def _same_media(self, connection, org, identity):
         """The path of the org's media of `identity`, its age started again; None when it has none (or no identity)."""
@@ -174,6 +209,7 @@ class SharedMediaStore:
         """Every org's media rows and objects (test mode)."""
         with self._database.transaction() as connection:
             connection.execute("DELETE FROM media")
+            connection.execute("DELETE FROM collected_media")
         for key in list(self._objects.keys(MEDIA_FOLDER)):
             self._objects.delete(key)
 

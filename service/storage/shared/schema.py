@@ -118,6 +118,19 @@ MIGRATIONS = [
     """
     ALTER TABLE media ADD COLUMN etag text;
     """,
+    # Collected media come back at their path (CONTRACT 10, docs/operations.md): the path each identity's media had
+    # when `wis gc --delete` removed it, so that uploading the same bytes again publishes them there and the revisions
+    # naming that path can be restored.
+    """
+    CREATE TABLE collected_media (
+        org text COLLATE "C" NOT NULL,
+        identity text COLLATE "C" NOT NULL,
+        sha256 text NOT NULL,
+        size bigint NOT NULL,
+        path text COLLATE "C" NOT NULL,
+        PRIMARY KEY (org, identity, sha256)
+    );
+    """,
 ]
 # Taken by `upgrade` for its transaction, so several nodes running it at once apply each migration once.
 UPGRADE_LOCK = 0x5749_5301

@@ -94,15 +94,28 @@ def test_destinations_sharing_the_videos_folder_do_not_mix(app, client, auth):
     assert uploaded_path(client, auth, gif, destination="stepVideoGif", name="clip.gif") == gif_path
 
 
-def test_media_deleted_since_is_not_answered(app, client, auth):
-    data = png(5000, seed=6)
-    first = uploaded_path(client, auth, data)
-    assert get_repository(app).media.delete(ORG, first)
-    second = uploaded_path(client, auth, data)
-    assert second != first
-    assert client.get(second, headers=auth).data == data
-    assert stored_names(app, ORG, "media", "images") == [second.rsplit("/", 1)[1]]
-    assert uploaded_path(client, auth, data) == second
+def test_media_deleted_since_come_back_at_their_path(app, client, auth):
+    """Deleted (by `wis gc --delete`), the same bytes under the same name uploaded again are published at the path
+    they had, by each protocol, so that revisions naming it can be restored; other bytes get a path of their own."""
+    data, video = png(5000, seed=6), random_blob(MP4, 3000, seed=13)
+    repo = get_repository(app)
+    first, clip = uploaded_path(client, auth, data), tus_path(client, auth, video)
+    for path in (first, clip):
+        assert repo.media.delete(ORG, path)
+        assert status_of(client, path, auth) == 404
+    assert uploaded_path(client, auth, png(5000, seed=14)) != first
+    assert uploaded_path(client, auth, data) == first
+    assert streamed_path(client, auth, video) == clip
+    assert [client.get(path, headers=auth).data for path in (first, clip)] == [data, video]
+    assert repo.media.delete(ORG, clip)
+    assert tus_path(client, auth, video) == clip
+    assert client.get(clip, headers=auth).data == video
+    assert stored_names(app, ORG, "media", "videos") == [clip.rsplit("/", 1)[1]]
+
+
+def status_of(client, path, auth):
+    with client.get(path, headers=auth) as response:
+        return response.status_code
 
 
 @pytest.mark.file_backend_only("media of a data directory written before the index existed")

@@ -7,7 +7,7 @@ import shutil
 import orjson
 
 from service.storage.contract import StreamRecord
-from service.storage.common.disk import LockTimeout, atomic_write_bytes, lock
+from service.storage.common.disk import LockTimeout, PendingReplace, atomic_write_bytes, lock, remove_file
 from service.storage.common.incoming import BUFFER_SIZE
 
 META, PREFIX = "meta.json", "prefix"
@@ -34,6 +34,11 @@ def read_record(directory):
 
 def write_record(directory, record):
     write_json(directory / META, record.to_json())
+
+
+def pending_record(directory, record):
+    """A replacement of a stream directory's record, written aside and handed to the disk (disk.PendingReplace)."""
+    return PendingReplace(directory / META, orjson.dumps(record.to_json()), writeback=True)
 
 
 def part_path(directory, index):
@@ -74,7 +79,10 @@ def take_append_lock(directory, timeout=0):
 
 
 def remove_stream(directory):
-    """Remove a stream directory and its lock files; call with the stream's lock held."""
+    """Remove a stream directory and its lock files; call with the stream's lock held. Its prefix, which may hold a
+    whole upload, is freed on a thread of its own (disk.remove_file)."""
+    with contextlib.suppress(OSError):
+        remove_file(directory / PREFIX)
     shutil.rmtree(directory, ignore_errors=True)
     # Waiters on the unlinked lock files notice (DiskLock checks st_nlink) and find no meta.
     for lock_file in (f"{directory}.lock", f"{_append_lock_path(directory)}.lock"):

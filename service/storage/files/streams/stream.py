@@ -6,10 +6,10 @@ from service.interface.checksums import file_sha256
 from service.errors import ServiceError, StorageFailed, StorageFull, disk_errors
 from service.interface import SNIFF_BYTES
 from service.storage.contract import Outcome, StreamState, StreamWrite
-from service.storage.common.disk import fsync_directory
+from service.storage.common.disk import fsync_directory, remove_file
 from service.storage.files.streams.append import PrefixAppend
-from service.storage.files.streams.layout import (META, PREFIX, copy_range, part_path, part_sizes, read_record,
-                                                   remove_stream, take_append_lock, write_record)
+from service.storage.files.streams.layout import (META, PREFIX, copy_range, part_path, part_sizes, pending_record,
+                                                   read_record, remove_stream, take_append_lock, write_record)
 from service.storage.files.streams.ledger import Ledger
 from service.storage.files.streams.tus_append import committed_offset
 from service.storage.common.incoming import BUFFER_SIZE, IncomingFile
@@ -245,35 +245,58 @@ class LockedStream:
 
     def publish(self, path, sha256):
         """Make the verified prefix (hex `sha256`) the media file at `path`, or find the org's media of the same bytes
-        and name; mark the stream complete with that path, drop its parts; the path."""
+        and name; mark the stream complete with that path, drop its parts; the path.
+
+        The complete record is written aside before the media is linked: the link's directory fsync then carries its
+        bytes to the disk in the same journal commit, so that the completion waits for two commits (the link, the
+        record's rename), not three."""
         # The media name is fixed by the stream's record, so a retry after a crash here finds it already linked (or
         # the same media again).
-        published = self._media.publish(self._org, path, self.directory / PREFIX, sha256) or path
+        complete = self.record.replace(state=StreamState.COMPLETE, path=path)
+        pending = pending_record(self.directory, complete)
         try:
-            self.save_record(self.record.replace(state=StreamState.COMPLETE, path=published))
+            published = self._media.publish(self._org, path, self.directory / PREFIX, sha256) or path
+            if published != path:
+                pending.discard()
+                complete = complete.replace(path=published)
+                pending = pending_record(self.directory, complete)
+            self._commit_completion(pending, complete)
+        finally:
+            pending.discard()
+        return published
+
+    def _commit_completion(self, pending, complete):
+        """Put the complete record in place and tidy the stream; when that fails, take back the media this stream
+        linked, unless the record is in place."""
+        linked = self._media.holds(self._org, complete.path, self.directory / PREFIX)
+        try:
+            pending.commit()
         except BaseException:
             stored = read_record(self.directory)
             if stored is None or not stored.is_complete:
                 # Not complete, so not acknowledged: a path this stream linked must not be visible until a retry
                 # completes the stream (media it found the same are another upload's, and stay).
-                if published == path:
-                    self._media.unpublish(self._org, path)
+                if linked:
+                    self._media.unpublish(self._org, complete.path)
                 raise
             # Only the fsync after the meta's replacement failed: the stream is complete and its path stays; the
             # error is still reported, and a retry of any chunk answers with the path.
+            self.record = complete
             self._tidy()
             raise
+        self.record = complete
         self._tidy()
-        return published
 
     def _tidy(self):
-        """Remove all but the meta of a complete stream; best effort, the expiry sweep finishes what fails here."""
+        """Remove all but the meta of a complete stream; best effort, the expiry sweep finishes what fails here. A
+        prefix that is not the published media (the org had the same media already) is freed on a thread of its own:
+        freeing a whole upload's blocks takes longer than the rest of the request."""
         with contextlib.suppress(OSError):
             with os.scandir(self.directory) as entries:
                 leftovers = [entry.path for entry in entries if entry.name != META]
             for leftover in leftovers:
                 with contextlib.suppress(FileNotFoundError):
-                    os.unlink(leftover)
+                    remove_file(leftover)
             self._touch()
 
     def discard(self):

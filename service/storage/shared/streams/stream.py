@@ -208,10 +208,11 @@ class SharedLockedStream:
         row = self._row
         self._assembly.complete()
         file_key = self._store.file_key(self.org, self.stream_id)
-        published = self._store.media.register(self._connection, self.org, path, file_key, self.record.file_size,
-                                               self.merged_sha256()) or path
-        if published != path:
+        published, indexed = self._store.media.register(self._connection, self.org, path, file_key,
+                                                        self.record.file_size, self.merged_sha256())
+        if published is not None and not indexed:
             self._redundant.append(file_key)
+        published = published or path
         self._redundant.extend(key for key, _, _ in row.tail)
         row.tail = []
         self._rows.delete_chunks()
