@@ -11,6 +11,7 @@ from service.errors import UnstorableDocument
 from service.storage.files.documents import FileDocumentStore
 from service.storage.shared.database import Database
 from service.storage.shared.documents import SharedDocumentStore
+from service.storage.shared.events import SharedEventStore
 
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 ORG = "default"
@@ -32,7 +33,7 @@ def database(database_url):
 
 @pytest.fixture
 def shared(database):
-    return SharedDocumentStore(database)
+    return SharedDocumentStore(database, SharedEventStore(database))
 
 
 @pytest.fixture
@@ -86,7 +87,8 @@ def test_lists_are_in_byte_order_like_file_names(shared, local):
 
 
 def _upsert_many(url, times, acknowledged):
-    store = SharedDocumentStore(Database(url))
+    database = Database(url)
+    store = SharedDocumentStore(database, SharedEventStore(database))
     for number in range(times):
         # A body of its own per write: an unchanged one would store nothing.
         document, _created, _ = store.save(ORG, "processes", "hot", {"id": "hot", "write": f"{os.getpid()}-{number}"})
@@ -190,7 +192,7 @@ def test_the_history_migration_starts_each_stored_document_at_its_revision(postg
     assert Database(url).upgrade() == (4, len(schema.MIGRATIONS))
     assert Database(url).upgrade() == (len(schema.MIGRATIONS), len(schema.MIGRATIONS))
     database = Database(url)
-    store = SharedDocumentStore(database)
+    store = SharedDocumentStore(database, SharedEventStore(database))
     try:
         assert store.history(ORG, "stations", "st_1", 10) == [(3, "2024-01-02T00:00:00.000Z", "UPDATED")]
         assert store.revision(ORG, "stations", "st_1", 3)["name"] == "A"
