@@ -120,19 +120,19 @@ class ListeningWatcher:
     """Waits for commits of every node (service.storage.contract.events.CommitWatcher): a notification on the
     deployment's channel, heard on a connection of its own; the counters polled while it cannot listen."""
 
-    def __init__(self, database, clock=time.monotonic):
+    def __init__(self, database):
         self._database = database
-        self._clock = clock
         self._connection = None
         self._next_listen = 0.0
-        # The counters as last polled; None before the first poll (so that one answers True: unknown is not unchanged).
+        # The counters as last polled; None until a poll succeeds (then unknown changes to known: True).
         self._counters = None
-        self._listen()
+        if not self._listen():
+            self._counters_changed()  # what later polls compare: a commit from now on is noticed
 
     def wait(self, timeout):
-        deadline = self._clock() + timeout
+        deadline = time.monotonic() + timeout
         while True:
-            if self._connection is None and self._clock() >= self._next_listen and self._listen():
+            if self._connection is None and time.monotonic() >= self._next_listen and self._listen():
                 return True  # commits made while it was not listening went unheard
             if self._connection is not None:
                 try:
@@ -142,7 +142,7 @@ class ListeningWatcher:
                     continue
             if self._counters_changed():
                 return True
-            left = deadline - self._clock()
+            left = deadline - time.monotonic()
             if left <= 0:
                 return False
             time.sleep(min(left, POLL_SECONDS))
@@ -152,7 +152,7 @@ class ListeningWatcher:
 
     def _listen(self):
         """Open the listening connection; True when it listens."""
-        self._next_listen = self._clock() + RELISTEN_SECONDS
+        self._next_listen = time.monotonic() + RELISTEN_SECONDS
         connection = None
         try:
             connection = self._database.listening_connection()
@@ -167,7 +167,7 @@ class ListeningWatcher:
 
     def _notified(self, deadline):
         """True once a notification comes before `deadline` (those that came with it are taken too), else False."""
-        heard = list(self._connection.notifies(timeout=max(0.0, deadline - self._clock()), stop_after=1))
+        heard = list(self._connection.notifies(timeout=max(0.0, deadline - time.monotonic()), stop_after=1))
         if heard:
             list(self._connection.notifies(timeout=0))  # one answer for every commit already told
         return bool(heard)
@@ -177,7 +177,7 @@ class ListeningWatcher:
         if self._connection is not None:
             self._connection.close()
         self._connection = None
-        self._next_listen = self._clock()
+        self._next_listen = time.monotonic()
 
     def _counters_changed(self):
         """Poll the counters through the pool: True when they differ from the last poll (or this is the first)."""
