@@ -143,7 +143,7 @@ def test_with_every_event_kept_nothing_is_pruned(make_repo):
     assert repo.events.prune() == 0 and repo.events.bounds(ORG) == (1, 1)
 
 
-# -- the schema ---------------------------------------------------------------------------------------------------------
+# -- the schema -----------------------------------------------------------------------------------------------------
 
 def test_a_database_of_the_version_before_events_upgrades_and_numbers_changes_from_1(postgres, make_repo, monkeypatch):
     from service.storage.shared import database as schema
@@ -153,8 +153,8 @@ def test_a_database_of_the_version_before_events_upgrades_and_numbers_changes_fr
     Database(url).upgrade()
     older = Database(url)
     with older.transaction() as connection:
-        connection.execute("INSERT INTO documents VALUES ('default', 'stations', 'st_1', '{\"id\":\"st_1\",\"name\":\"A\"}',"
-                           " '2024-01-01T00:00:00.000Z', '2024-01-02T00:00:00.000Z', 3)")
+        connection.execute("INSERT INTO documents VALUES ('default', 'stations', 'st_1', %s, "
+                           "'2024-01-01T00:00:00.000Z', '2024-01-02T00:00:00.000Z', 3)", ('{"id":"st_1","name":"A"}',))
     older.close()
     monkeypatch.undo()
     assert Database(url).upgrade() == (8, len(schema.MIGRATIONS))
@@ -168,7 +168,8 @@ def test_a_database_of_the_version_before_events_upgrades_and_numbers_changes_fr
 
 class CountingDatabase:
     """A Database whose use by a watcher is counted: connections of its own ("connect"), waits for notifications
-    ("notifies") and pooled transactions ("poll"). With `refuse`, its own connections are refused as by a full server."""
+    ("notifies") and pooled transactions ("poll"). With `refuse`, its own connections are refused as by a full
+    server."""
 
     def __init__(self, database):
         self.database = database

@@ -50,8 +50,10 @@ def test_each_change_is_one_event_with_its_history_entry_and_nothing_else_makes_
     restore_object(repo, ORG, "stations", "st_1", 1)
     delete_object(repo, ORG, "stations", "st_1", dry_run=True)
     delete_object(repo, ORG, "stations", "st_1")
-    assert listed(repo) == [(1, "stations", "st_1", 1, "CREATED", "Press"), (2, "stations", "st_1", 2, "UPDATED", "Press 2"),
-                            (3, "stations", "st_1", 3, "RESTORED", "Press"), (4, "stations", "st_1", 4, "DELETED", None)]
+    assert listed(repo) == [(1, "stations", "st_1", 1, "CREATED", "Press"),
+                            (2, "stations", "st_1", 2, "UPDATED", "Press 2"),
+                            (3, "stations", "st_1", 3, "RESTORED", "Press"),
+                            (4, "stations", "st_1", 4, "DELETED", None)]
     history = {entry.revision: entry for entry in repo.documents.history(ORG, "stations", "st_1", 10)}
     for event in repo.events.read(ORG, 0, 10):
         assert (event.timestamp, event.change) == (history[event.revision].saved_at, history[event.revision].change)
