@@ -17,7 +17,9 @@ from service.storage.shared import SharedRepository
 from service.storage.shared.database import Database
 from service.storage.shared.documents import SharedDocumentStore
 from service.storage.shared.events import CHANNEL, POLL_SECONDS, RELISTEN_SECONDS, ListeningWatcher, SharedEventStore
+from service.storage.shared.schema import MIGRATIONS
 from support.engines import PostgresServer
+from support.old_schema import database_with_an_old_station
 
 ORG = "default"
 OLD = "2000-01-01T00:00:00.000Z"
@@ -145,19 +147,10 @@ def test_with_every_event_kept_nothing_is_pruned(make_repo):
 
 # -- the schema -----------------------------------------------------------------------------------------------------
 
-def test_a_database_of_the_version_before_events_upgrades_and_numbers_changes_from_1(postgres, make_repo, monkeypatch):
-    from service.storage.shared import database as schema
-
+def test_a_database_of_the_version_before_events_upgrades_and_numbers_changes_from_1(postgres, make_repo):
     url = postgres.new_database()
-    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:8])
-    Database(url).upgrade()
-    older = Database(url)
-    with older.transaction() as connection:
-        connection.execute("INSERT INTO documents VALUES ('default', 'stations', 'st_1', %s, "
-                           "'2024-01-01T00:00:00.000Z', '2024-01-02T00:00:00.000Z', 3)", ('{"id":"st_1","name":"A"}',))
-    older.close()
-    monkeypatch.undo()
-    assert Database(url).upgrade() == (8, len(schema.MIGRATIONS))
+    database_with_an_old_station(url, 8)
+    assert Database(url).upgrade() == (8, len(MIGRATIONS))
     repo = make_repo(url)
     assert repo.events.bounds(ORG) == (1, 0)
     upsert_station(repo, ORG, station("st_1", "B"))
