@@ -12,8 +12,9 @@ CPU ms per request of the server's process tree (gunicorn master and workers; an
 shared backend), from /proc before and after; then the medians of the runs and the ratios against the noop app and
 the file backend.
 
-`--baseline-tree DIR` adds the file backend served from another checkout (e.g. /work/main), to compare a change
-with the code before it in the same run.
+`--baseline-tree DIR` adds the backend measured (the file backend with `--backend both`) served from another checkout
+(e.g. /work/main), to compare a change with the code before it in the same run; on the shared backend it gets a
+database of its own on the same PostgreSQL, its schema made by that checkout.
 
     sudo apt-get install -y wrk        # Debian/Ubuntu; wrk 4 with LuaJIT
     .venv/bin/python bench/graphql_bench.py [--backend file|shared|both] [--runs 3] [--seconds 10] \
@@ -98,19 +99,22 @@ def start_servers(args, temp, stack):
     noop, url = start("noop_app:create_app()", temp / "unused", ["--chdir", str(ROOT / "bench")])
     stack.callback(stop, noop)
     servers.append(Server("noop", noop, url))
+    shared = stack.enter_context(SharedBackend()) if args.backend in ("shared", "both") else None
+    postgres_cpu = (lambda: shared.cpu_seconds()["postgres"]) if shared else None
     if args.baseline_tree:
-        process, url = start("service:create_app()", temp / "baseline", tree=args.baseline_tree)
+        on_shared = args.backend == "shared"
+        process, url = start("service:create_app()", temp / "baseline", tree=args.baseline_tree,
+                             env=shared.server_env(args.baseline_tree) if on_shared else None)
         stack.callback(stop, process)
-        servers.append(Server("baseline", process, url))
+        servers.append(Server("baseline", process, url, postgres_cpu if on_shared else None))
     if args.backend in ("file", "both"):
         process, url = start("service:create_app()", temp / "data")
         stack.callback(stop, process)
         servers.append(Server("file", process, url))
-    if args.backend in ("shared", "both"):
-        shared = stack.enter_context(SharedBackend())
+    if shared:
         process, url = start("service:create_app()", temp / "shared-data", env=shared.server_env())
         stack.callback(stop, process)
-        servers.append(Server("shared", process, url, lambda: shared.cpu_seconds()["postgres"]))
+        servers.append(Server("shared", process, url, postgres_cpu))
     return servers
 
 

@@ -180,7 +180,8 @@ class ListeningWatcher:
         self._next_listen = time.monotonic()
 
     def _counters_changed(self):
-        """Poll the counters through the pool: True when they differ from the last poll (or this is the first)."""
+        """Poll the counters through the pool: True when they differ from the last poll that succeeded (or none had);
+        False while the database does not answer."""
         try:
             with self._database.transaction() as connection:
                 counters = connection.execute(COUNTERS).fetchone()
