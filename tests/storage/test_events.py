@@ -63,6 +63,13 @@ def test_each_change_is_one_event_with_its_history_entry_and_nothing_else_makes_
     assert repo.events.bounds("other") == (1, 0)
 
 
+@pytest.mark.parametrize("name", ["\x00\x01\x1f needle", "Straße \U0001f527 \"quoted\" \\ back"])
+def test_an_event_keeps_the_name_as_written(repo, name):
+    """NUL and other control characters too, which PostgreSQL text cannot hold as they are."""
+    upsert_station(repo, ORG, station("st_1", name))
+    assert [event.name for event in repo.events.read(ORG, 0, 10)] == [name]
+
+
 def test_concurrent_writers_get_every_seq_once_in_commit_order(repo):
     def write(worker):
         for number in range(15):

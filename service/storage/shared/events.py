@@ -14,6 +14,7 @@ it reports that commits may have been missed, so a stream resumes after an outag
 """
 import time
 
+import orjson
 import psycopg
 from psycopg import sql
 
@@ -31,6 +32,8 @@ RELISTEN_SECONDS = 1.0
 POLL_SECONDS = 0.5
 
 COLUMNS = "seq, timestamp, kind, id, revision, change, name, author, comment"
+# The columns that hold what a client wrote, as JSON strings (PostgreSQL text cannot hold a NUL).
+FREE_TEXTS = ("name", "author", "comment")
 RECORD = f"""
     WITH counted AS (
         INSERT INTO event_counters AS counter (org, last) VALUES (%(org)s, 1)
@@ -73,7 +76,8 @@ class SharedEventStore:
     @staticmethod
     def record(connection, org, new_event):
         """Add the event of a change, in the change's transaction on `connection`, as its last statement; its seq."""
-        return connection.execute(RECORD, {"org": org, **new_event._asdict()}).fetchone()[0]
+        texts = {field: _json_text(getattr(new_event, field)) for field in FREE_TEXTS}
+        return connection.execute(RECORD, {"org": org, **new_event._asdict(), **texts}).fetchone()[0]
 
     def read(self, org, after, first, wanted=None):
         """Up to `first` events with seq > `after`, oldest first, those of `wanted` (kind, change) pairs."""
@@ -85,7 +89,7 @@ class SharedEventStore:
             rows = connection.execute(query + " ORDER BY seq LIMIT %(first)s", {
                 "org": org, "after": after, "first": max(first, 0),
                 "kinds": [kind for kind, _ in pairs], "changes": [change for _, change in pairs]}).fetchall()
-        return [Event(*row) for row in rows]
+        return [_event(*row) for row in rows]
 
     def bounds(self, org):
         """(the oldest seq kept, the latest): latest + 1 when none is kept, 0 before any event."""
@@ -189,3 +193,13 @@ class ListeningWatcher:
             return False
         changed, self._counters = counters != self._counters, counters
         return changed
+
+
+def _json_text(value):
+    return None if value is None else orjson.dumps(value).decode()
+
+
+def _event(seq, timestamp, kind, identifier, revision, change, *texts):
+    """The Event of a row of COLUMNS."""
+    return Event(seq, timestamp, kind, identifier, revision, change,
+                 *(None if text is None else orjson.loads(text) for text in texts))

@@ -134,6 +134,8 @@ MIGRATIONS = [
     # Change events (CONTRACT 14): one row per history entry, written in the transaction of its change, numbered per
     # org by `event_counters` (its row taken last in that transaction, so seqs follow commit order without a gap; it
     # keeps the latest seq when every event is pruned). `timestamp` is the entry's savedAt, which pruning compares.
+    # `name`, `author` and `comment` hold JSON strings, as `body` holds JSON: PostgreSQL text cannot hold the NUL a
+    # name may have.
     """
     CREATE TABLE events (
         org text COLLATE "C" NOT NULL,
