@@ -23,6 +23,8 @@ from support.old_schema import database_with_an_old_station
 
 ORG = "default"
 OLD = "2000-01-01T00:00:00.000Z"
+# The schema version before the migration that made the events tables.
+BEFORE_EVENTS = next(number for number, migration in enumerate(MIGRATIONS) if "CREATE TABLE events" in migration)
 
 
 @pytest.fixture
@@ -149,8 +151,8 @@ def test_with_every_event_kept_nothing_is_pruned(make_repo):
 
 def test_a_database_of_the_version_before_events_upgrades_and_numbers_changes_from_1(postgres, make_repo):
     url = postgres.new_database()
-    database_with_an_old_station(url, 8)
-    assert Database(url).upgrade() == (8, len(MIGRATIONS))
+    database_with_an_old_station(url, BEFORE_EVENTS)
+    assert Database(url).upgrade() == (BEFORE_EVENTS, len(MIGRATIONS))
     repo = make_repo(url)
     assert repo.events.bounds(ORG) == (1, 0)
     upsert_station(repo, ORG, station("st_1", "B"))
