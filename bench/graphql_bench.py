@@ -12,8 +12,9 @@ CPU ms per request of the server's process tree (gunicorn master and workers; an
 shared backend), from /proc before and after; then the medians of the runs and the ratios against the noop app and
 the file backend.
 
-`--baseline-tree DIR` adds the file backend served from another checkout (e.g. /work/main), to compare a change
-with the code before it in the same run.
+`--baseline-tree DIR` adds the backend measured (the file backend with `--backend both`) served from another checkout
+(e.g. /work/main), to compare a change with the code before it in the same run; on the shared backend it gets a
+database of its own on the same PostgreSQL, its schema made by that checkout.
 
     sudo apt-get install -y wrk        # Debian/Ubuntu; wrk 4 with LuaJIT
     .venv/bin/python bench/graphql_bench.py [--backend file|shared|both] [--runs 3] [--seconds 10] \
@@ -98,19 +99,22 @@ def start_servers(args, temp, stack):
     noop, url = start("noop_app:create_app()", temp / "unused", ["--chdir", str(ROOT / "bench")])
     stack.callback(stop, noop)
     servers.append(Server("noop", noop, url))
+    shared = stack.enter_context(SharedBackend()) if args.backend in ("shared", "both") else None
+    postgres_cpu = (lambda: shared.cpu_seconds()["postgres"]) if shared else None
     if args.baseline_tree:
-        process, url = start("service:create_app()", temp / "baseline", tree=args.baseline_tree)
+        on_shared = args.backend == "shared"
+        process, url = start("service:create_app()", temp / "baseline", tree=args.baseline_tree,
+                             env=shared.server_env(args.baseline_tree) if on_shared else None)
         stack.callback(stop, process)
-        servers.append(Server("baseline", process, url))
+        servers.append(Server("baseline", process, url, postgres_cpu if on_shared else None))
     if args.backend in ("file", "both"):
         process, url = start("service:create_app()", temp / "data")
         stack.callback(stop, process)
         servers.append(Server("file", process, url))
-    if args.backend in ("shared", "both"):
-        shared = stack.enter_context(SharedBackend())
+    if shared:
         process, url = start("service:create_app()", temp / "shared-data", env=shared.server_env())
         stack.callback(stop, process)
-        servers.append(Server("shared", process, url, lambda: shared.cpu_seconds()["postgres"]))
+        servers.append(Server("shared", process, url, postgres_cpu))
     return servers
 
 
@@ -132,7 +136,7 @@ def main():
     parser.add_argument("--seconds", type=int, default=10, help="length of each measurement")
     parser.add_argument("--connections", type=int, default=8, help="keep-alive connections wrk holds open")
     parser.add_argument("--ids", type=int, default=64, help="process ids the requests cycle through")
-    parser.add_argument("--baseline-tree", type=Path, help="also serve the file backend from this checkout")
+    parser.add_argument("--baseline-tree", type=Path, help="also serve the backend measured from this checkout")
     parser.add_argument("--changing", action="store_true",
                         help="every request changes its process (a new revision each time, history written); "
                              "without it a body repeats every --ids requests (unchanged pushes once detected)")
@@ -159,15 +163,31 @@ def main():
                 print(f"run {number + 1} {server.name:8} "
                       + ", ".join(f"{k} {v:.2f}" for k, v in runs[server.name][-1].items()), flush=True)
                 time.sleep(1)
+    report(runs, args.runs)
+
+
+def report(runs, count):
+    """The medians of each server's figures and their ratios; against a baseline, also the median of each run's own
+    ratios."""
     medians = {name: {key: statistics.median(run[key] for run in figures) for key in figures[0]}
                for name, figures in runs.items()}
-    print(f"\nmedians of {args.runs} runs")
+    print(f"\nmedians of {count} runs")
     for name, figures in medians.items():
         ratios = [f"rps/{base} {figures['rps'] / medians[base]['rps']:.2f}, p99/{base} "
                   f"{figures['p99_ms'] / medians[base]['p99_ms']:.2f}"
                   for base in ("noop", "file", "baseline") if base in medians and base != name]
         print(f"  {name:8} " + ", ".join(f"{k} {v:.2f}" for k, v in figures.items())
               + ("; " + "; ".join(ratios) if ratios else ""))
+    if "baseline" in runs:
+        # On a machine whose load changes from minute to minute, the ratio of two measurements a few seconds apart
+        # in one run is steadier than the ratio of two medians.
+        print(f"\nmedians of the {count} runs' own ratios against the baseline")
+        for name in runs:
+            if name != "baseline":
+                pairs = list(zip(runs[name], runs["baseline"]))
+                print(f"  {name:8} " + ", ".join(
+                    f"{key} {statistics.median(ours[key] / theirs[key] for ours, theirs in pairs):.2f}"
+                    for key in ("rps", "p99_ms", "cpu_ms", "db_cpu_ms") if key in pairs[0][0] and key in pairs[0][1]))
 
 
 if __name__ == "__main__":

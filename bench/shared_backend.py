@@ -6,6 +6,7 @@
 """
 import itertools
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -46,13 +47,13 @@ class SharedBackend:
             raise
         self._prefixes = itertools.count(1)
 
-    def server_env(self):
-        """Environment for one server of the shared backend: its own database, schema upgraded, its own prefix."""
-        # Imported here: a file-backend-only run must not need the shared backend's modules.
-        from service.storage.shared.database import Database
-
+    def server_env(self, tree=ROOT):
+        """Environment for one server of the shared backend: its own database, its schema upgraded by the code of
+        checkout `tree` (a baseline checkout's service refuses a schema newer than it knows), its own prefix."""
         url = self.postgres.new_database()
-        Database(url).upgrade()
+        # `python -c` imports `service` from its working directory: the checkout's own migrations.
+        subprocess.run([sys.executable, "-c", "import sys; from service.storage.shared.database import Database; "
+                        "Database(sys.argv[1]).upgrade()", url], cwd=tree, check=True)
         return {"WIS_DATABASE_URL": url, "WIS_S3_BUCKET": BUCKET, "WIS_S3_PREFIX": f"bench-{next(self._prefixes)}/",
                 **self.seaweed.env()}
 

@@ -23,7 +23,7 @@ def open_repository(config, clock=time.time):
 
         return SharedRepository(config["DATA_DIR"], config["DATABASE_URL"], config["S3_BUCKET"],
                                 config["S3_PREFIX"], ttl_seconds, clock, max_open, config.get("TEST_SEED"), kept,
-                                database_options(config))
+                                events_kept, database_options(config))
     return FileRepository(config["DATA_DIR"], ttl_seconds, clock, max_open, config.get("TEST_SEED"), kept, events_kept)
 
 

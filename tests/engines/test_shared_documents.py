@@ -11,6 +11,9 @@ from service.errors import UnstorableDocument
 from service.storage.files.documents import FileDocumentStore
 from service.storage.shared.database import Database
 from service.storage.shared.documents import SharedDocumentStore
+from service.storage.shared.events import SharedEventStore
+from service.storage.shared.schema import MIGRATIONS
+from support.old_schema import database_with_an_old_station
 
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 ORG = "default"
@@ -32,7 +35,7 @@ def database(database_url):
 
 @pytest.fixture
 def shared(database):
-    return SharedDocumentStore(database)
+    return SharedDocumentStore(database, SharedEventStore(database))
 
 
 @pytest.fixture
@@ -86,7 +89,8 @@ def test_lists_are_in_byte_order_like_file_names(shared, local):
 
 
 def _upsert_many(url, times, acknowledged):
-    store = SharedDocumentStore(Database(url))
+    database = Database(url)
+    store = SharedDocumentStore(database, SharedEventStore(database))
     for number in range(times):
         # A body of its own per write: an unchanged one would store nothing.
         document, _created, _ = store.save(ORG, "processes", "hot", {"id": "hot", "write": f"{os.getpid()}-{number}"})
@@ -173,24 +177,15 @@ def test_import_refuses_a_number_json_cannot_hold_instead_of_storing_null(shared
     assert shared.get(ORG, "processes", "line_1") is None
 
 
-def test_the_history_migration_starts_each_stored_document_at_its_revision(postgres, monkeypatch):
+def test_the_history_migration_starts_each_stored_document_at_its_revision(postgres):
     """A database of the version before history was kept: after `upgrade` each document's history holds its current
     revision, and its next change continues from there."""
-    from service.storage.shared import database as schema
-
     url = postgres.new_database()
-    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:4])
-    Database(url).upgrade()
-    older = Database(url)
-    with older.transaction() as connection:
-        connection.execute("INSERT INTO documents VALUES ('default', 'stations', 'st_1', '{\"id\":\"st_1\",\"name\":\"A\"}',"
-                           " '2024-01-01T00:00:00.000Z', '2024-01-02T00:00:00.000Z', 3)")
-    older.close()
-    monkeypatch.undo()
-    assert Database(url).upgrade() == (4, len(schema.MIGRATIONS))
-    assert Database(url).upgrade() == (len(schema.MIGRATIONS), len(schema.MIGRATIONS))
+    database_with_an_old_station(url, 4)
+    assert Database(url).upgrade() == (4, len(MIGRATIONS))
+    assert Database(url).upgrade() == (len(MIGRATIONS), len(MIGRATIONS))
     database = Database(url)
-    store = SharedDocumentStore(database)
+    store = SharedDocumentStore(database, SharedEventStore(database))
     try:
         assert store.history(ORG, "stations", "st_1", 10) == [(3, "2024-01-02T00:00:00.000Z", "UPDATED")]
         assert store.revision(ORG, "stations", "st_1", 3)["name"] == "A"

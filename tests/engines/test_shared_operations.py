@@ -99,9 +99,9 @@ def test_db_upgrade_from_four_nodes_at_once_applies_it_once(shared_settings):
     with psycopg.connect(shared_settings["WIS_DATABASE_URL"]) as connection:
         assert connection.execute("SELECT version FROM wis_schema").fetchall() == [(len(MIGRATIONS),)]
         tables = connection.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1").fetchall()
-    assert [name for (name,) in tables] == ["collected_media", "documents", "media", "open_streams_count",
-                                            "revisions", "secrets", "stream_chunks", "streams", "test_counters",
-                                            "wis_schema"]
+    assert [name for (name,) in tables] == ["collected_media", "documents", "event_counters", "events", "media",
+                                            "open_streams_count", "revisions", "secrets", "stream_chunks", "streams",
+                                            "test_counters", "wis_schema"]
 
 
 def test_db_upgrade_without_a_database_url_names_the_setting():
@@ -166,6 +166,10 @@ def test_migrate_copies_a_data_directory_and_a_second_run_changes_nothing(tmp_pa
     # Everything but the expiry, which the copy starts afresh.
     copied, original = (stream_status(app.test_client(), HEADERS, stream_id) for app in (shared_app, source_app))
     assert copied.pop("expiresAt") >= original.pop("expiresAt") and copied == original
+    # Events are not copied: the target's seqs start at 1 with its first change (docs/events.md).
+    assert source.events.bounds("default") == (1, 5) and target.events.bounds("default") == (1, 0)
+    assert "errors" not in upsert_process(client, HEADERS, {"id": "line_1", "name": "fourth", "steps": []})
+    assert [(event.seq, event.revision) for event in target.events.read("default", 0, 10)] == [(1, 4)]
 
     again = wis("migrate", "--from-data-dir", str(tmp_path / "old-data"), settings=upgraded)
     assert again.returncode == 0, again.stderr

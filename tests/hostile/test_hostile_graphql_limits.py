@@ -289,8 +289,11 @@ def shared_app(tmp_path, shared_backend):
 
 @pytest.fixture
 def transactions(shared_app, monkeypatch):
-    """How many database transactions (round trips) the shared app has made so far."""
-    database, counted = get_repository(shared_app).database, []
+    """How many database transactions (round trips) the shared app has made so far for its requests: the sweep that
+    follows a worker's first response (streams, events) is claimed here, so it does not count."""
+    repository, counted = get_repository(shared_app), []
+    assert repository.sweep_due()
+    database = repository.database
     transaction = database.transaction
 
     def counting():
@@ -308,7 +311,7 @@ def test_the_processes_a_product_names_are_looked_up_at_once(shared_app, transac
         "product": {"id": "prod_1", "name": "P", "finalProcessId": "final", "dependencies": dependencies}}}}).get_json()
     assert body["data"] == {"productCreate": None}
     assert body["errors"][0]["extensions"]["field"] == "product.finalProcessId" and len(body["errors"]) == 101
-    assert len(transactions) <= 2
+    assert len(transactions) <= 1
 
 
 def test_the_media_a_process_names_are_looked_up_at_once(shared_app, transactions):
@@ -319,4 +322,4 @@ def test_the_media_a_process_names_are_looked_up_at_once(shared_app, transaction
         "process": {"id": "proc_1", "name": "P", "steps": steps}}}}).get_json()
     assert body["data"] == {"processCreate": None}
     assert body["errors"][0]["extensions"]["field"] == "process.steps[0].primaryImage.path"
-    assert len(transactions) <= 2
+    assert len(transactions) <= 1

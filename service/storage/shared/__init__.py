@@ -4,15 +4,16 @@ before it goes to the store (spooled request bodies), and the test-mode faults a
 test that wants one view of them talks to one node; the count of made-up names is in the database, shared).
 
 Modules, each importing only those after it: `streams` (upload streams, a package of its own), `media` (published
-media), `documents`, `counter` (test mode's count of made-up names), `secrets` (the session-signing key), `database`
-(PostgreSQL: pool, transactions, schema), `objects` (the bucket).
+media), `documents`, `events` (change events, which the documents store records with each change), `counter` (test
+mode's count of made-up names), `secrets` (the session-signing key), `database` (PostgreSQL: pool, transactions,
+schema), `objects` (the bucket).
 """
 import shutil
 import time
 from pathlib import Path
 
 from service.errors import ObjectStoreUnavailable
-from service.storage.contract import DEFAULT_HISTORY_REVISIONS, utc_timestamp
+from service.storage.contract import DEFAULT_EVENTS_RETENTION, DEFAULT_HISTORY_REVISIONS, utc_timestamp
 from service.storage.common.disk import lock
 from service.storage.testmode.faults import FaultStore
 from service.storage.testmode.fresh_names import name_source
@@ -22,6 +23,7 @@ from service.storage.common.schedule import SweepSchedule
 from service.storage.shared.counter import DatabaseCounter
 from service.storage.shared.database import Database
 from service.storage.shared.documents import SharedDocumentStore
+from service.storage.shared.events import SharedEventStore
 from service.storage.shared.media import SharedMediaStore
 from service.storage.shared.objects import ObjectStore
 from service.storage.shared.secrets import shared_secret
@@ -39,7 +41,7 @@ class SharedRepository(NodeLocal):
 
     def __init__(self, data_dir, database_url, bucket, prefix="", stream_ttl_seconds=24 * 3600, clock=time.time,
                  max_open_streams=1000, test_seed=None, history_revisions=DEFAULT_HISTORY_REVISIONS,
-                 database_options=None):
+                 events_retention_seconds=DEFAULT_EVENTS_RETENTION, database_options=None):
         """`database_options`: Database's keyword arguments (pool size and wait, node name, the URL's variable)."""
         self.data_dir = Path(data_dir)
         self.spool = self.data_dir / SPOOL
@@ -51,7 +53,8 @@ class SharedRepository(NodeLocal):
         self.objects = ObjectStore(bucket, prefix)
         self.names_counter = DatabaseCounter(self.database, "names")
         self.new_hex = name_source(test_seed, self.names_counter)
-        self.documents = SharedDocumentStore(self.database, history_revisions)
+        self.events = SharedEventStore(self.database, events_retention_seconds)
+        self.documents = SharedDocumentStore(self.database, self.events, history_revisions)
         self.media = SharedMediaStore(self.database, self.objects, self.spool, clock)
         self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds,
                                          max_open_streams, self.new_hex)
@@ -67,8 +70,8 @@ class SharedRepository(NodeLocal):
             return [org for (org,) in rows]
 
     def sweep(self):
-        """Remove expired streams (aborting their multipart uploads, removing their staged objects) and spooled bodies
-        their worker left; return how many streams."""
+        """Remove expired streams (aborting their multipart uploads, removing their staged objects), spooled bodies
+        their worker left and events past their retention; return how many streams."""
         cutoff = self.clock() - self.streams.ttl_seconds
         for leftover in self.spool.iterdir():
             try:
@@ -76,6 +79,7 @@ class SharedRepository(NodeLocal):
                     leftover.unlink()
             except FileNotFoundError:
                 pass
+        self.events.prune()
         return self.streams.sweep()
 
     def sweep_due(self):
@@ -118,8 +122,8 @@ class SharedRepository(NodeLocal):
         self.database.close()
 
     def reset(self):
-        """Remove every org's documents, media and streams, this node's pending faults and request journal, and count
-        made-up names from the start again (test mode)."""
+        """Remove every org's documents, events, media and streams, this node's pending faults and request journal,
+        and count made-up names and seqs from the start again (test mode)."""
         self.streams.remove_all()
         self.media.remove_all()
         self.documents.remove_all()

@@ -40,7 +40,15 @@ STATEMENT_TIMEOUT_MS = 30_000
 # What PostgreSQL says when max_connections is reached (SQLSTATE 53300, which libpq does not pass on at connect time):
 # the server is up and the pool's connections still serve, so this is not an outage.
 _SERVER_FULL = ("too many clients", "remaining connection slots are reserved")
+# TCP keepalives of a connection that waits for notifications: a database host that vanished without closing the
+# connection (a network cut, a power loss) is noticed within about 25 s, and the waiter connects again.
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
 
+
+def utc_text(instant="clock_timestamp()"):
+    """SQL for a time of the database's clock as text, in the format of service.storage.contract.utc_timestamp
+    (2024-05-01T12:00:00.123Z): one clock for every node. Text in this format sorts as the times do."""
+    return f"""to_char(({instant}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
 
 
 def _is_unavailable(error):
@@ -241,6 +249,13 @@ class Database:
                 self._pool.close()
         self._pool = None
         self._pid = None
+
+    def listening_connection(self):
+        """A connection of its own, outside the pool, in autocommit, for LISTEN (service.storage.shared.events): it
+        waits for notifications as long as its watcher lives, which would take a pooled connection from requests.
+        psycopg.OperationalError when it cannot be made."""
+        return psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                               application_name=application_name(self.node_name), **KEEPALIVES)
 
     # -- schema ------------------------------------------------------------------------------------------------
 

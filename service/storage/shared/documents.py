@@ -5,7 +5,8 @@ The body is kept as the JSON text orjson wrote, so numbers and key order come ba
 (createdAt, updatedAt, revision) lives in columns of its own and is put back after the body's fields, where the file
 backend writes it. A write is one transaction: a transaction-scoped advisory lock on the object serializes the writers
 of one id on every node (also when no row exists yet to lock), then one statement reads the current row and the
-history's last revision, and one statement writes the document (or removes it), its revision row and the pruning.
+history's last revision, one statement writes the document (or removes it), its revision row and the pruning, and the
+last one records its event (service.storage.shared.events: the org's seq, taken last, is held until the commit only).
 A guarded write first takes the org's references lock (an advisory lock of another key space).
 """
 import orjson
@@ -14,12 +15,14 @@ from service.errors import ObjectNotFound
 from service.storage.contract import (
     CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, RESTORED, UPDATED, Revision, Saved,
     check_revision, oldest_kept, without_meta)
+from service.storage.contract.events import NewEvent
 from service.storage.common.encoding import NAME_HEAD_SIZE, SHORT_NAME_HEAD_SIZE, encode, name_in_head
+from service.storage.shared.database import utc_text
 from service.storage.shared.media import existing_media
 
-# The timestamp format of service.storage.contract.utc_timestamp (2024-05-01T12:00:00.123Z), made by the database: one
-# clock for every node, read after the object's lock is taken, so updatedAt never goes back as revision goes up.
-NOW = """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
+# The time of a write, by the database's clock, read after the object's lock is taken, so updatedAt never goes back as
+# revision goes up.
+NOW = utc_text()
 
 # The key spaces of the advisory locks: one bigint per object, (class, int) per org for guarded writes.
 OBJECT_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%(org)s || '/' || %(kind)s || '/' || %(id)s, 0))"
@@ -131,10 +134,12 @@ class _TransactionView:
 
 class SharedDocumentStore:
     """Documents of every org in the `documents` table of `database` (service.storage.shared.database.Database), their
-    history in `revisions`: service.storage.contract.DocumentStore."""
+    history in `revisions`, the event of each change in `events` (service.storage.shared.events.SharedEventStore):
+    service.storage.contract.DocumentStore."""
 
-    def __init__(self, database, history_revisions=DEFAULT_HISTORY_REVISIONS):
+    def __init__(self, database, events, history_revisions=DEFAULT_HISTORY_REVISIONS):
         self.database = database
+        self.events = events
         self.history_revisions = history_revisions
 
     def get(self, org, kind, identifier):
@@ -196,6 +201,7 @@ class SharedDocumentStore:
                 connection.execute(SAVE, {**key, "body": body_text, "created_at": created_at, "now": now,
                                           "revision": revision, "change": change,
                                           "oldest": oldest_kept(revision, self.history_revisions)})
+                self.events.record(connection, org, NewEvent(now, kind, identifier, revision, change, body.get("name")))
         return Saved(_document(body_text, created_at, now, revision), current is None, True)
 
     def delete(self, org, kind, identifier, *, if_revision=None, dry_run=False, guard=None):
@@ -210,8 +216,10 @@ class SharedDocumentStore:
                 guard(_TransactionView(connection))
             deleted = max(current[3], last) + 1
             if not dry_run:
-                connection.execute(DELETE, {**key, "revision": deleted, "change": DELETED, "now": now, "created_at": current[1],
+                connection.execute(DELETE, {**key, "revision": deleted, "change": DELETED, "now": now,
+                                            "created_at": current[1],
                                             "oldest": oldest_kept(deleted, self.history_revisions)})
+                self.events.record(connection, org, NewEvent(now, kind, identifier, deleted, DELETED, None))
         return deleted
 
     def history(self, org, kind, identifier, first, after=None):
@@ -287,16 +295,19 @@ class SharedDocumentStore:
                 yield _document(*row)
 
     def remove_all(self):
-        """Remove every org's documents (test mode)."""
+        """Remove every org's documents, their history and events (test mode: seqs start again at 1)."""
         with self.database.transaction() as connection:
             connection.execute("DELETE FROM documents")
             connection.execute("DELETE FROM revisions")
+            self.events.remove_all(connection)
 
     def load_all(self, connection, documents, saved_at):
         """Store each StagedDocument as revision 1, CREATED at `saved_at`, with no other history, inside the caller's
-        transaction on `connection`, after removing every org's documents and history (test mode's replace_state)."""
+        transaction on `connection`, after removing every org's documents, history and events (test mode's
+        replace_state: no event for them, and seqs start again at 1)."""
         connection.execute("DELETE FROM documents")
         connection.execute("DELETE FROM revisions")
+        self.events.remove_all(connection)
         rows = [(document.org, document.kind, document.identifier, _body_text(orjson.loads(document.body)), saved_at)
                 for document in documents]
         with connection.cursor() as cursor:

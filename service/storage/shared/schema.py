@@ -131,6 +131,31 @@ MIGRATIONS = [
         PRIMARY KEY (org, identity, sha256)
     );
     """,
+    # Change events (CONTRACT 14): one row per history entry, written in the transaction of its change, numbered per
+    # org by `event_counters` (its row taken last in that transaction, so seqs follow commit order without a gap; it
+    # keeps the latest seq when every event is pruned). `timestamp` is the entry's savedAt, which pruning compares.
+    # `name`, `author` and `comment` hold JSON strings, as `body` holds JSON: PostgreSQL text cannot hold the NUL a
+    # name may have.
+    """
+    CREATE TABLE events (
+        org text COLLATE "C" NOT NULL,
+        seq bigint NOT NULL,
+        timestamp text NOT NULL,
+        kind text COLLATE "C" NOT NULL,
+        id text COLLATE "C" NOT NULL,
+        revision bigint NOT NULL,
+        change text NOT NULL,
+        name text,
+        author text,
+        comment text,
+        PRIMARY KEY (org, seq)
+    );
+    CREATE INDEX events_age ON events (timestamp);
+    CREATE TABLE event_counters (
+        org text COLLATE "C" PRIMARY KEY,
+        last bigint NOT NULL
+    );
+    """,
 ]
 # Taken by `upgrade` for its transaction, so several nodes running it at once apply each migration once.
 UPGRADE_LOCK = 0x5749_5301
