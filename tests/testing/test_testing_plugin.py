@@ -94,7 +94,7 @@ def test_fixtures_are_listed_for_discovery(pytester):
     listing = result.stdout.str().partition("fixtures defined from service.testing.pytest_plugin")[2]
     listed = re.findall(r"^(wis_\w+)", listing, re.M)
     assert sorted(listed) == sorted(["wis_token", "wis_server", "wis_seed", "wis_clean", "wis_session", "wis_client",
-                                     "wis_journal", "wis_fault", "wis_snapshot"])
+                                     "wis_journal", "wis_events", "wis_fault", "wis_snapshot"])
 
 
 def seeded_names(pytester, *args):
