@@ -75,6 +75,8 @@ def _refused(errors):
 def _results(stream, executor, events):
     """`next` with the result of each event of the stream, keepalives between them; `next` with EVENTS_EXPIRED then
     `complete` when the org's events are numbered again."""
+    # A comment first, so that the answer's head goes out now: the client knows it is subscribed.
+    yield sse.KEEPALIVE
     try:
         for batch in stream.batches(events, sse.KEEPALIVE_SECONDS):
             if not batch:

@@ -133,8 +133,9 @@ def test_a_subscription_streams_each_event_as_a_next_result(client, auth, repo):
     commit(repo, "a", "b")
     response = subscribe(client, auth, variables={"after": 0})
     assert response.status_code == 200 and response.headers["Content-Type"] == "text/event-stream; charset=utf-8"
-    found = messages(response, 2)
+    opened, *found = messages(response, 3)
     response.close()
+    assert opened == [": keepalive"]  # at once: the answer's head goes out with it
     assert [message[0] for message in found] == ["event: next", "event: next"]
     assert [json.loads(message[1].removeprefix("data: ")) for message in found] == [
         {"data": {"events": {"seq": 1, "type": "station.created", "id": "st_press", "revision": 1,
