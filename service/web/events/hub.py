@@ -12,8 +12,10 @@ half the worker's threads), each of which holds a thread while its client follow
 A test-mode reset or restore numbers an org's events again from 1: the hub sees the latest seq go below the one it
 read, or the event at that seq become another, and ends the org's streams with Ending.RENUMBERED.
 """
+import contextlib
 import logging
 import threading
+import time
 from typing import NamedTuple
 
 from service.errors import EventStreamsFull
@@ -34,12 +36,32 @@ class Cursor(NamedTuple):
     event: object = None
 
 
+class Trouble:
+    """Logs the first failure of the hub's thread until a pass succeeds again, and then that it did: an engine's
+    outage is a line when it starts and one when it ends, not one every FALLBACK_SECONDS."""
+
+    def __init__(self):
+        self._failing = False
+
+    def failed(self, doing, error):
+        if not self._failing:
+            log.warning("event streams: %s failed (%s); trying again every %g s", doing, error, FALLBACK_SECONDS)
+            self._failing = True
+
+    def passed(self):
+        if self._failing:
+            log.warning("event streams: reading events works again")
+            self._failing = False
+
+
 class StreamHub:
     """This process's open streams, their cap, and the thread that feeds them."""
 
-    def __init__(self, events_store, limit):
+    def __init__(self, events_store, limit, gauge=None):
+        """`gauge`: a metric (inc, dec) of the streams open, if any."""
         self._events = events_store
         self.limit = limit
+        self._gauge = gauge
         self._lock = threading.Lock()  # the streams and the thread
         self._streams = {}  # org -> set of EventStream
         self._count = 0
@@ -48,6 +70,7 @@ class StreamHub:
         self._reading = threading.Lock()  # one pass over the orgs at a time
         self._cursors = {}  # org -> Cursor, for the orgs followed (under _reading)
         self._hangups = HangupWatch(lambda stream: stream.end(Ending.HUNG_UP))
+        self._trouble = Trouble()
 
     def reserve(self):
         """Take a place for a new stream, or raise EventStreamsFull (at once, whatever the thread is doing)."""
@@ -55,11 +78,15 @@ class StreamHub:
             if self._stopping or self._count >= self.limit:
                 raise EventStreamsFull(self.limit, self._stopping)
             self._count += 1
+        if self._gauge is not None:
+            self._gauge.inc()
 
     def release(self):
         """Give back a place reserved for a stream that did not open."""
         with self._lock:
             self._count -= 1
+        if self._gauge is not None:
+            self._gauge.dec()
 
     def open(self, org, wanted, position, connection=None):
         """A stream (in a place `reserve` took) of the org's events after `position`, those of `wanted`."""
@@ -86,11 +113,14 @@ class StreamHub:
             self._hangups.unwatch(stream.connection)
         with self._lock:
             streams = self._streams.get(stream.org, set())
-            if stream in streams:
-                streams.remove(stream)
-                self._count -= 1
-                if not streams:
-                    del self._streams[stream.org]
+            if stream not in streams:
+                return
+            streams.remove(stream)
+            self._count -= 1
+            if not streams:
+                del self._streams[stream.org]
+        if self._gauge is not None:
+            self._gauge.dec()
 
     def stop(self):
         """The worker stops: every stream ends now, and no new one opens."""
@@ -108,13 +138,19 @@ class StreamHub:
     # -- the thread ----------------------------------------------------------------------------------------------------
 
     def _run(self):
-        watcher = self._events.watcher()
+        watcher = None
         try:
             while self._still_needed():
-                self._read_all()  # first before any wait: a commit just before the watcher existed is read too
-                watcher.wait(FALLBACK_SECONDS)
+                watcher = watcher or self._new_watcher()
+                self._read_all()  # after the watcher exists: a commit just before it is read too
+                if not self._waited(watcher):
+                    watcher = None
         finally:
-            watcher.close()
+            if watcher is not None:
+                watcher.close()
+            with self._lock:
+                if self._thread is threading.current_thread():
+                    self._thread = None  # ended by an error: the next stream starts another
 
     def _still_needed(self):
         with self._lock:
@@ -123,17 +159,41 @@ class StreamHub:
                 return False
             return True
 
+    def _new_watcher(self):
+        try:
+            return self._events.watcher()
+        except Exception as error:  # noqa: BLE001 (an engine's outage: read every FALLBACK_SECONDS meanwhile)
+            self._trouble.failed("watching for commits", error)
+            return None
+
+    def _waited(self, watcher):
+        """Wait for a commit, FALLBACK_SECONDS at most; False when there is no working watcher (then it is closed)."""
+        try:
+            if watcher is not None:
+                watcher.wait(FALLBACK_SECONDS)
+                return True
+        except Exception as error:  # noqa: BLE001 (as in _new_watcher)
+            self._trouble.failed("watching for commits", error)
+            with contextlib.suppress(Exception):
+                watcher.close()
+        time.sleep(FALLBACK_SECONDS)
+        return False
+
     def _read_all(self):
         with self._reading:
             with self._lock:
                 orgs = list(self._streams)
             for org in set(self._cursors) - set(orgs):
                 del self._cursors[org]
+            failed = False
             for org in orgs:
                 try:
                     self._read_org(org)
-                except Exception:  # noqa: BLE001 (an engine's outage: the next pass reads again; the thread lives)
-                    log.exception("reading the events of org %r for its streams failed", org)
+                except Exception as error:  # noqa: BLE001 (an engine's outage: the next pass reads again)
+                    self._trouble.failed(f"reading the events of org {org!r}", error)
+                    failed = True
+            if not failed:
+                self._trouble.passed()
 
     def _read_org(self, org):
         """Offer the org's events after its cursor to its streams, or end them if the seqs were given again."""

@@ -8,8 +8,9 @@ import pytest
 
 from service.domain.events import stream_start
 from service.domain.stations import upsert_station
-from service.errors import EventStreamsFull
+from service.errors import EventStreamsFull, StorageFailed
 from service.storage import get_repository
+from service.web.events import hub as hub_module
 from service.web.events import stream as stream_module
 from service.web.events.hub import StreamHub
 from service.web.events.stream import Ending
@@ -137,3 +138,49 @@ def test_a_client_that_hangs_up_ends_its_stream_and_one_that_talks_does_not(hub,
 def test_where_a_stream_starts(repo, after, expected):
     commit(repo, "a", "b", "c")
     assert stream_start(repo, ORG, after) == expected
+
+
+class Failing:
+    """An event store whose first watcher fails to wait and whose reads fail twice, as an engine's outage would."""
+
+    def __init__(self, events):
+        self._events, self.failures = events, ["wait", "read", "read"]
+
+    def _fail(self, what):
+        if what in self.failures:
+            self.failures.remove(what)
+            raise StorageFailed()
+
+    def read(self, *args, **kwargs):
+        self._fail("read")
+        return self._events.read(*args, **kwargs)
+
+    def bounds(self, org):
+        return self._events.bounds(org)
+
+    def watcher(self):
+        watcher, fail = self._events.watcher(), self._fail
+
+        class Watcher:
+            def wait(self, timeout):
+                fail("wait")
+                return watcher.wait(timeout)
+
+            def close(self):
+                watcher.close()
+
+        return Watcher()
+
+
+def test_an_outage_of_the_store_delays_events_but_loses_none_and_is_logged_once(repo, caplog, monkeypatch):
+    monkeypatch.setattr(hub_module, "FALLBACK_SECONDS", 0.2)
+    failing = Failing(repo.events)
+    hub = StreamHub(failing, limit=2)
+    stream = opened(hub, 0)
+    commit(repo, "a", "b")
+    assert collect(stream, repo, 2) == [(1, "a"), (2, "b")]
+    commit(repo, "c")
+    assert collect(stream, repo, 1) == [(3, "c")] and failing.failures == []
+    messages = [record.getMessage() for record in caplog.records if record.name == hub_module.__name__]
+    assert len(messages) == 2 and "failed" in messages[0] and "works again" in messages[1]
+    hub.stop()
