@@ -12,6 +12,7 @@ from service.interface import WORKER_ENVIRON
 from service.storage import get_repository
 from service.web.events import sse
 from service.web.events.hub import StreamHub
+from service.web.observability import get_metrics
 
 # The key of the app's hub in app.extensions.
 HUB = "event_streams"
@@ -31,7 +32,8 @@ def hub_of(app, environ):
                 # it is configured with: WIS_THREADS.
                 threads = lifetime.threads if lifetime is not None else load_server_config()["threads"]
                 limit = app.config["EVENT_STREAMS_PER_WORKER"] or max(1, threads // 2)
-                hub = app.extensions[HUB] = StreamHub(get_repository(app).events, limit)
+                hub = app.extensions[HUB] = StreamHub(get_repository(app).events, limit,
+                                                      get_metrics(app).event_streams)
                 if lifetime is not None:
                     lifetime.on_stop(hub.stop)
     return hub

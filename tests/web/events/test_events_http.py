@@ -8,6 +8,7 @@ import pytest
 
 from service.domain.stations import upsert_station
 from service.storage import get_repository
+from support.metrics import metric_value
 from support.tokens import TOKEN
 
 ORG = "default"
@@ -116,10 +117,12 @@ def test_beyond_the_cap_a_503_with_retry_after_at_once_and_a_closed_stream_frees
     subscription = client.post("/graph/v2", json={"query": SUBSCRIBE}, headers={**auth, "Accept": SSE})
     assert subscription.status_code == 503 and subscription.headers["Retry-After"] == "5"
     assert subscription.get_json()["errors"][0]["extensions"]["code"] == "SERVICE_UNAVAILABLE"
+    assert metric_value(client.get("/metrics").get_data(as_text=True), "wis_event_streams_open") == 1
     first.close()
     second = opened(client, **auth)
     assert second.status_code == 200
     second.close()
+    assert metric_value(client.get("/metrics").get_data(as_text=True), "wis_event_streams_open") == 0
 
 
 # -- GraphQL subscriptions ---------------------------------------------------------------------------------------------
