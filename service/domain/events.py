@@ -84,9 +84,9 @@ def stream_start(repo, org, after):
 
 
 def subscription_start(repo, org, after=None, types=None):
-    """(the seq a subscription to the org's events starts after, the (kind, change) pairs it wants or None): BAD_USER_INPUT
-    naming a bad `after` or `types` entry, EventsExpired when the events after `after` are no longer kept or `after` is
-    past the latest seq (as `stream_start` decides)."""
+    """(the seq a subscription to the org's events starts after, the (kind, change) pairs it wants or None):
+    BAD_USER_INPUT naming a bad `after` or `types` entry, EventsExpired when the events after `after` are no longer
+    kept or `after` is past the latest seq (as `stream_start` decides)."""
     problems = Problems()
     check_after(after, problems)
     wanted = wanted_of(types, problems)

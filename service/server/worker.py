@@ -22,6 +22,9 @@ Bounds:
 - `worker_connections` (WIS_WORKER_CONNECTIONS) bounds the connections a worker holds, waiting or served; the worker
   raises its open-file limit to fit them (up to the hard limit) and holds fewer when it cannot.
 
+Every request also gets, in its environ (service.interface.WORKER_ENVIRON), the worker's WorkerLifetime
+(service.server.lifetime): its threads, and its stop as soon as the loop sees it, so that event streams end at once.
+
 Plain HTTP/1.x only: TLS, HTTP/2 and the uwsgi protocol are refused at start-up (the loop cannot read a TLS or HTTP/2
 request before gunicorn has set the connection up in a thread); use `gthread` for them, behind a proxy that buffers.
 """

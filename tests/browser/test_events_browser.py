@@ -18,7 +18,9 @@ FOLLOW = """() => {
     source.addEventListener("open", () => window.opened++);
     source.addEventListener("error", () => window.dropped++);
     for (const type of ["station.created", "station.updated"]) {
-        source.addEventListener(type, event => window.received.push([event.lastEventId, JSON.parse(event.data).data.name]));
+        source.addEventListener(type, event => {
+            window.received.push([event.lastEventId, JSON.parse(event.data).data.name]);
+        });
     }
 }"""
 

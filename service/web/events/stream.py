@@ -75,7 +75,7 @@ class EventStream:
     def _wants(self, event):
         return self.wanted is None or (event.kind, event.change) in self.wanted
 
-    # -- the stream's thread ---------------------------------------------------------------------------------------------
+    # -- the stream's thread -------------------------------------------------------------------------------------------
 
     def batches(self, events_store, idle_seconds):
         """Yield the stream's next events (a list, oldest first) as they come, or [] once `idle_seconds` pass without
