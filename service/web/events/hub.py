@@ -141,7 +141,8 @@ class StreamHub:
         watcher = None
         try:
             while self._still_needed():
-                watcher = watcher or self._new_watcher()
+                if watcher is None:
+                    watcher = self._new_watcher()
                 self._read_all()  # after the watcher exists: a commit just before it is read too
                 if not self._waited(watcher):
                     watcher = None

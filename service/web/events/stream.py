@@ -84,12 +84,16 @@ class EventStream:
             batch, read_to = self._next(idle_seconds)
             if self.ending is not None:
                 return
+            if not batch and read_to is None:
+                yield []  # idle
+                continue
             passed = 0
             if read_to is not None:
                 batch, passed = self._read(events_store, read_to)
             fresh = [event for event in batch if event.seq > self.position]
             self.position = max(self.position, passed, fresh[-1].seq if fresh else 0)
-            yield fresh
+            if fresh:  # what the store or the hub gave may all have been sent already
+                yield fresh
 
     def _next(self, idle_seconds):
         """(events taken from the hub, None), or ([], the seq to read the store up to), or ([], None) when idle or
