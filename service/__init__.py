@@ -37,10 +37,11 @@ def create_app(config_overrides=None):
     body_limits.init_app(app)
 
     # These import observability too, hence the same late import.
-    from service.web import graphql, openapi, pages, uploads
+    from service.web import events, graphql, openapi, pages, uploads
 
     graphql.init_app(app)
     uploads.init_app(app)
+    events.init_app(app)
     pages.init_app(app)
     openapi.init_app(app)
     health.init_app(app)

@@ -19,6 +19,10 @@ DEFAULTS = {
     "HISTORY_REVISIONS": 100,
     # Days change events are kept (CONTRACT 14), pruned by the sweep; 0 keeps them all.
     "EVENTS_RETENTION_DAYS": 30.0,
+    # Event streams (GET /events and GraphQL subscriptions) a worker process serves at once, each holding one of its
+    # threads for as long as its client follows; None: half the worker's threads, at least 1, so that the rest keep
+    # answering requests.
+    "EVENT_STREAMS_PER_WORKER": None,
     # Test mode turns on the state and fault-injection endpoints for integrators' test suites.
     "TEST_MODE": False,
     # Test mode only: an integer that makes the names the server makes up (stream ids, media name prefixes) and the
@@ -134,6 +138,7 @@ ENVIRONMENT = {
     "WIS_MAX_OPEN_STREAMS": ("MAX_OPEN_STREAMS", _positive_int),
     "WIS_HISTORY_REVISIONS": ("HISTORY_REVISIONS", _count),
     "WIS_EVENTS_RETENTION_DAYS": ("EVENTS_RETENTION_DAYS", _days),
+    "WIS_EVENT_STREAMS_PER_WORKER": ("EVENT_STREAMS_PER_WORKER", _positive_int),
     "WIS_TEST_MODE": ("TEST_MODE", _flag),
     "WIS_TEST_SEED": ("TEST_SEED", int),
     "WIS_METRICS_REQUIRE_TOKEN": ("METRICS_REQUIRE_TOKEN", _flag),

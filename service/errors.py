@@ -39,6 +39,7 @@ RESPONSES = {
     "too_many_streams": (429, "TOO_MANY_STREAMS"),
     "body_checksum_mismatch": (460, "BAD_REQUEST"),
     "body_too_large": (413, "PAYLOAD_TOO_LARGE"),
+    "event_streams_full": (503, "SERVICE_UNAVAILABLE"),
     "storage_failed": (503, "SERVICE_UNAVAILABLE"),
     "storage_busy": (503, "SERVICE_UNAVAILABLE"),
     "storage_full": (507, "INSUFFICIENT_STORAGE"),
@@ -70,6 +71,8 @@ class ServiceError(Exception):
     message = "internal server error"
     # What a GraphQL error carries in `extensions` besides its code (the current revision of a conflict, say).
     extensions = {}
+    # Seconds after which the request may succeed when sent again, answered as Retry-After; None: not said.
+    retry_after = None
 
     def __init__(self, message=None):
         super().__init__(message or self.message)
@@ -266,6 +269,22 @@ class TooManyStreams(ServiceError):
             f"this org has {open_streams} upload streams open and may have at most {limit} (WIS_MAX_OPEN_STREAMS): "
             "finish one, or end one it no longer needs with DELETE /uploads/<streamId>, or wait until an idle one "
             f"expires ({ttl_hours:g} hours after its last activity, WIS_STREAM_TTL_HOURS)")
+
+
+class EventStreamsFull(ServiceError):
+    """A worker that serves as many event streams as it may (WIS_EVENT_STREAMS_PER_WORKER), or one that is stopping, is
+    asked for another: answered at once, with Retry-After."""
+    code = "event_streams_full"
+    # Seconds a client waits before it connects again (another worker, or this one once a stream ended, takes it).
+    retry_after = 5
+
+    def __init__(self, limit, stopping=False):
+        if stopping:
+            message = f"this worker is stopping: connect again in {self.retry_after} s"
+        else:
+            message = (f"this worker serves as many event streams as it may ({limit}, WIS_EVENT_STREAMS_PER_WORKER): "
+                       f"connect again in {self.retry_after} s")
+        super().__init__(message)
 
 
 class BodyChecksumMismatch(ServiceError):

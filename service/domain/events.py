@@ -70,5 +70,32 @@ def list_events(repo, org, after=None, first=DEFAULT_FIRST, types=None):
     return repo.events.read(org, after, first, wanted)
 
 
+def stream_start(repo, org, after):
+    """Where a stream of the org's events asked to start after `after` (None: from now on) starts: (the seq it starts
+    after, None), or (oldest - 1, oldest) when the events after `after` are no longer kept or `after` is past the
+    latest seq (a test-mode reset numbered them again): the reader is told so, re-reads the state, and goes on from
+    the oldest kept."""
+    bounds = repo.events.bounds(org)
+    if after is None:
+        return bounds.latest, None
+    if after < bounds.oldest - 1 or after > bounds.latest:
+        return bounds.oldest - 1, bounds.oldest
+    return after, None
+
+
+def subscription_start(repo, org, after=None, types=None):
+    """(the seq a subscription to the org's events starts after, the (kind, change) pairs it wants or None):
+    BAD_USER_INPUT naming a bad `after` or `types` entry, EventsExpired when the events after `after` are no longer
+    kept or `after` is past the latest seq (as `stream_start` decides)."""
+    problems = Problems()
+    check_after(after, problems)
+    wanted = wanted_of(types, problems)
+    problems.raise_if_any()
+    position, oldest = stream_start(repo, org, after)
+    if oldest is not None:
+        raise EventsExpired(after, oldest)
+    return position, wanted
+
+
 def latest_event_seq(repo, org):
     return repo.events.bounds(org).latest

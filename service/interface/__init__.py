@@ -17,6 +17,9 @@ TOKEN_HEADER_ALIAS = "x-pico-api-org"
 GRAPHQL_PATH = "/graph/v2"
 GRAPHQL_PATH_ALIAS = "/graphql"
 GRAPHQL_PATHS = (GRAPHQL_PATH, GRAPHQL_PATH_ALIAS)
+# The WSGI environ key under which the service's gunicorn worker (service.server.worker) hands every request what a
+# long answer (an event stream) needs from it: its number of threads and a way to learn that it is stopping.
+WORKER_ENVIRON = "wis.worker"
 # An org's name, as WIS_API_TOKENS gives it.
 ORG_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # A client's request id, kept (when well-formed) and returned on every response.

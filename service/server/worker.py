@@ -22,6 +22,9 @@ Bounds:
 - `worker_connections` (WIS_WORKER_CONNECTIONS) bounds the connections a worker holds, waiting or served; the worker
   raises its open-file limit to fit them (up to the hard limit) and holds fewer when it cannot.
 
+Every request also gets, in its environ (service.interface.WORKER_ENVIRON), the worker's WorkerLifetime
+(service.server.lifetime): its threads, and its stop as soon as the loop sees it, so that event streams end at once.
+
 Plain HTTP/1.x only: TLS, HTTP/2 and the uwsgi protocol are refused at start-up (the loop cannot read a TLS or HTTP/2
 request before gunicorn has set the connection up in a thread); use `gthread` for them, behind a proxy that buffers.
 """
@@ -40,7 +43,9 @@ from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
 
 from service.config import load_server_config
 from service.errors import RequestTimeout, http_status
+from service.interface import WORKER_ENVIRON
 from service.server.arrival import HANDOFF_BYTES, RequestArrival
+from service.server.lifetime import WorkerLifetime
 
 # Open files kept out of `worker_connections`' share for what the threads open: documents and lock files, upload
 # streams, database and object store connections, logs, metric files.
@@ -72,6 +77,19 @@ class ReadAheadWorker(ThreadWorker):
         # after its start, so insertion order is deadline order; an OrderedDict removes any of them in O(1)).
         self.arriving = OrderedDict()
         self.accept_paused_until = 0.0
+        self.lifetime = WorkerLifetime(self.cfg.threads)
+
+    def load_wsgi(self):
+        """The application, handed this worker's WorkerLifetime in every request's environ (event streams end when
+        the worker stops, and size their cap by its threads)."""
+        super().load_wsgi()
+        application, lifetime = self.wsgi, self.lifetime
+
+        def with_lifetime(environ, start_response):
+            environ[WORKER_ENVIRON] = lifetime
+            return application(environ, start_response)
+
+        self.wsgi = with_lifetime
 
     def init_process(self):
         self.worker_connections = self._fit_open_file_limit(self.worker_connections)
@@ -186,7 +204,10 @@ class ReadAheadWorker(ThreadWorker):
         super().murder_pending()
         now = time.monotonic()
         if not self.alive:
-            # Stopping: a request under way gets what a kept-alive connection gets (gthread's linger), not more.
+            # Stopping (SIGTERM, a max-requests restart, the master gone): answers that would last as long as their
+            # client wants (event streams) end now, not after graceful_timeout.
+            self.lifetime.stop()
+            # A request under way gets what a kept-alive connection gets (gthread's linger), not more.
             for conn in self.arriving:
                 conn.deadline = min(conn.deadline, now + STOP_KEEPALIVE_LINGER)
         while self.arriving:
@@ -297,8 +318,10 @@ class PacedSocket:
         self.ran_out = False
 
     def recv(self, size, flags=0):
-        if self._sock.gettimeout() is not None:
-            return self._sock.recv(size, flags)  # non-blocking, or a timeout gunicorn set for draining or closing
+        if self._sock.gettimeout() is not None or flags & socket.MSG_DONTWAIT:
+            # Non-blocking, a timeout gunicorn set for draining or closing, or a caller that asked not to wait (an
+            # event stream peeking whether its client hung up): the socket's own answer, at once.
+            return self._sock.recv(size, flags)
         if self.ran_out:
             return b""
         try:

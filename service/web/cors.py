@@ -11,7 +11,7 @@ from service.interface import REQUEST_ID_HEADER, TOKEN_HEADER, TOKEN_HEADER_ALIA
 
 # The request headers a page may send (lower case, as browsers list them in Access-Control-Request-Headers).
 ALLOWED_REQUEST_HEADERS = (TOKEN_HEADER, TOKEN_HEADER_ALIAS, "content-type", "tus-resumable", "upload-length",
-                           "upload-offset", "upload-metadata", "upload-checksum")
+                           "upload-offset", "upload-metadata", "upload-checksum", "last-event-id")
 # The response headers a page may read besides the CORS-safelisted ones (Content-Type, Content-Length...).
 EXPOSED_HEADERS = ("Location", "Upload-Offset", "Upload-Length", "Upload-Expires", "Tus-Resumable", "Tus-Version",
                    "Tus-Max-Size", "Tus-Extension", "Media-Path", "ETag", REQUEST_ID_HEADER)

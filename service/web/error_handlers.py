@@ -19,7 +19,14 @@ def _json_error(status, message):
 def service_error_response(error):
     """The answer to a ServiceError: its status and its message."""
     count_engine_error(error)
-    return _json_error(http_status(error), error.message)
+    return with_retry_after(_json_error(http_status(error), error.message), error)
+
+
+def with_retry_after(response, error):
+    """The response with the Retry-After a ServiceError says (when it says one)."""
+    if error.retry_after is not None:
+        response.headers["Retry-After"] = str(error.retry_after)
+    return response
 
 
 def http_error_response(error):

@@ -173,6 +173,9 @@ class Metrics:
         self.database_up = Gauge(
             "wis_database_up", "0 while a worker of this node knows the database to be down, else 1",
             registry=self.registry, multiprocess_mode="livemin")
+        self.event_streams = Gauge(
+            "wis_event_streams_open", "Event streams (GET /events, GraphQL subscriptions) open in this node's live "
+            "workers, each holding a thread", registry=self.registry, multiprocess_mode="livesum")
 
     def record_engine_state(self):
         """This process's pool and circuit into the gauges (in memory; called as each response goes out)."""

@@ -17,10 +17,11 @@ import hmac
 import threading
 from typing import NamedTuple
 
-from flask import current_app, request
+from flask import current_app, g, request
 from itsdangerous import BadData, URLSafeTimedSerializer
 
 from service.storage import get_repository
+from service.web.auth import request_token, require_org
 
 COOKIE_NAME = "wis_session"
 # What the signature is for: a signature made for anything else with the same key is no session.
@@ -85,6 +86,19 @@ def session_org():
     if keyed.orgs_by_fingerprint.get(payload["fp"]) != payload["org"]:
         return None
     return payload["org"]
+
+
+def require_org_or_session():
+    """before a read that a page's element makes without headers (media for `<img>` and `<video>`, the event stream
+    for `EventSource`): set g.org from the token when one is sent, else from a valid session cookie, else refuse with
+    401. Nothing that writes accepts the cookie, so no page of another site can make a signed-in browser write."""
+    if not request_token():
+        org = session_org()
+        if org is not None:
+            g.org = org
+            g.by_session = True
+            return
+    require_org()
 
 
 def carries_cookie():

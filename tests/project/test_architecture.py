@@ -40,7 +40,7 @@ MAY_IMPORT = {
     # The registry (service.storage itself) opens a backend; `wis migrate` is handed one of each.
     "service.storage": {"service.config", "service.errors", "service.interface", "service.storage.contract",
                         "service.storage.common", "service.storage.files", "service.storage.shared"},
-    "service.server": {"service.config", "service.errors"},
+    "service.server": {"service.config", "service.errors", "service.interface"},
     "service.web": {"service.domain", "service.storage", "service.storage.contract", "service.interface",
                     "service.errors", "service.config",
                     # The embedded default token is made in the data directory before any repository is opened

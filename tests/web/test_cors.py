@@ -29,6 +29,7 @@ ROUTES = [
     ("/api/v1/videos/0123456789abcdef-clip.mp4", "GET, HEAD, OPTIONS"),
     ("/healthz", "GET, HEAD, OPTIONS"),
     ("/metrics", "GET, HEAD, OPTIONS"),
+    ("/events", "GET, HEAD, OPTIONS"),
     ("/openapi.json", "GET, HEAD, OPTIONS"),
     ("/_test/faults", "DELETE, GET, HEAD, OPTIONS, POST"),
     ("/_test/requests", "GET, HEAD, OPTIONS"),
@@ -108,7 +109,7 @@ def test_a_listed_origin_gets_a_preflight_answer_on_every_route_without_a_token(
         "Access-Control-Allow-Origin": PAGE,
         "Access-Control-Allow-Methods": methods,
         "Access-Control-Allow-Headers": (f"{TOKEN_HEADER}, x-pico-api-org, content-type, tus-resumable, upload-length, "
-                                         "upload-offset, upload-metadata, upload-checksum"),
+                                         "upload-offset, upload-metadata, upload-checksum, last-event-id"),
         "Access-Control-Max-Age": "600",
     }
     assert "Origin" in response.vary
@@ -116,7 +117,7 @@ def test_a_listed_origin_gets_a_preflight_answer_on_every_route_without_a_token(
 
 def test_the_preflight_lists_the_contract_headers_and_a_ten_minute_max_age():
     assert ALLOWED_REQUEST_HEADERS == (TOKEN_HEADER, "x-pico-api-org", "content-type", "tus-resumable", "upload-length",
-                                       "upload-offset", "upload-metadata", "upload-checksum")
+                                       "upload-offset", "upload-metadata", "upload-checksum", "last-event-id")
     assert EXPOSED_HEADERS == ("Location", "Upload-Offset", "Upload-Length", "Upload-Expires", "Tus-Resumable",
                                "Tus-Version", "Tus-Max-Size", "Tus-Extension", "Media-Path", "ETag", "X-Request-Id")
     assert PREFLIGHT_MAX_AGE_SECONDS == 600

@@ -48,7 +48,7 @@ def test_every_file_the_document_names_is_in_the_repository(document):
     assert [name for name in named if not (root / name).is_file()] == []
 
 
-def test_document_covers_the_upload_media_graphql_and_test_endpoints(document):
+def test_document_covers_the_upload_media_graphql_events_and_test_endpoints(document):
     assert {path: sorted(ops) for path, ops in document["paths"].items()} == {
         "/uploads": ["options", "post"],
         "/uploads/{streamId}": ["delete", "get", "head", "parameters", "patch"],
@@ -57,6 +57,7 @@ def test_document_covers_the_upload_media_graphql_and_test_endpoints(document):
         # Both GraphQL paths are one path item (the vendor's /graphql is an alias).
         "/graph/v2": ["$ref"],
         "/graphql": ["$ref"],
+        "/events": ["get"],
         "/_test/reset": ["post"],
         "/_test/snapshot": ["post"],
         "/_test/restore": ["post"],
@@ -73,13 +74,13 @@ def test_document_names_both_spellings_of_the_token_header(document):
     assert "x-pico-api-org" in scheme["description"] and "x-pico-api-org" in document["info"]["description"]
 
 
-def test_the_pages_session_cookie_opens_reading_media_and_nothing_else(document):
+def test_the_pages_session_cookie_opens_reading_media_and_the_event_stream_and_nothing_else(document):
     scheme = document["components"]["securitySchemes"]["pageSession"]
     assert (scheme["in"], scheme["name"]) == ("cookie", "wis_session")
     opened = sorted((path, method) for path, item in document["paths"].items() for method, operation in item.items()
                     if isinstance(operation, dict) and {"pageSession": []} in operation.get("security", []))
     assert opened == [(path, method) for path in ("/api/v1/images/{name}", "/api/v1/videos/{name}")
-                      for method in ("get", "head")]
+                      for method in ("get", "head")] + [("/events", "get")]
 
 
 class AnsweredRequest(WerkzeugOpenAPIRequest):

@@ -14,7 +14,8 @@ from importlib import resources
 from flask import Blueprint, Response, current_app, g, jsonify, render_template, request
 
 from service.web.auth import require_org
-from service.errors import ConfigurationError, Unauthenticated, graphql_code, http_status
+from service.web.error_handlers import with_retry_after
+from service.errors import ConfigurationError, EventStreamsFull, Unauthenticated, graphql_code, http_status
 from service.web.graphql.http import BadGraphQLRequest, read_payload, read_url_parameters, request_error
 from service.interface import GRAPHQL_PATHS, TOKEN_HEADER, TOKEN_HEADER_ALIAS
 from service.web.observability import count_graphql_errors
@@ -69,16 +70,20 @@ JSON = "application/json"
 # The media type GraphQL over HTTP prefers for answers; given to a client that asks for it by name.
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 HTML = "text/html"
+EVENT_STREAM = "text/event-stream"
+SUBSCRIPTION = "subscription"
 
 bp = Blueprint("graphql", __name__)
 
 
 @bp.errorhandler(Unauthenticated)
-def unauthenticated(error):
+@bp.errorhandler(EventStreamsFull)
+def refused(error):
+    """A request refused before any operation ran (no token; a subscription beyond the worker's cap of streams)."""
     # GraphQL tools (get-graphql-schema, codegen, gql) read `errors`; the house clients read `error`.
     response = jsonify(error=error.message, errors=[request_error(error.message, graphql_code(error))])
     response.status_code = http_status(error)
-    return response
+    return with_retry_after(response, error)
 
 
 def _on_graphql_paths(method):
@@ -135,13 +140,32 @@ def _answer(read_parameters, source, mutations):
         # What was asked, for whoever looks at this request afterwards (the journal of test mode).
         g.graphql_parameters = parameters
         context = {"repo": get_repository(current_app), "org": g.org}
-        status, body = endpoint.respond(*parameters, context, mutations=mutations)
+        query, variables, operation_name = parameters
+        entry = endpoint.prepare(query)
+        event_stream = _names_event_stream()
+        if mutations and endpoint.operation_type(entry, query, operation_name, event_stream) == SUBSCRIPTION:
+            if event_stream:
+                # Here, not at the top: it imports graphql-core, which this module leaves to endpoint_of.
+                from service.web.events.subscriptions import subscription_answer
+
+                return subscription_answer(endpoint, entry, variables, operation_name, context)
+            status, body = 400, {"errors": [request_error(
+                f"a subscription is answered as Server-Sent Events: send it with the header Accept: {EVENT_STREAM} "
+                "(the graphql-sse protocol, distinct connections mode)")]}
+        else:
+            status, body = endpoint.respond(*parameters, context, mutations=mutations, entry=entry)
     count_graphql_errors(body.get("errors"))
     response = Response(json.dumps(body, ensure_ascii=False, separators=(",", ":")), status=status,
                         content_type=_answer_type())
     if status == 405:
         response.headers["Allow"] = "POST"
     return response
+
+
+def _names_event_stream():
+    """True when the client names text/event-stream in Accept (a wildcard does not count): a subscription's answer."""
+    return any(value.split(";")[0].strip().lower() == EVENT_STREAM and quality > 0
+               for value, quality in request.accept_mimetypes)
 
 
 def _answer_type():

@@ -94,6 +94,15 @@ class DocumentCache:
             return CacheInfo(self._hits, self._misses, self.maxsize, len(self._entries), self._chars)
 
 
+def result_body(result):
+    """The answer to an ExecutionResult: its errors (formatted, capped), then its data."""
+    body = {}
+    if result.errors:
+        body["errors"] = capped(format_execution_errors(result.errors))
+    body["data"] = result.data
+    return body
+
+
 class GraphQLEndpoint:
     """The schema plus a cache of prepared documents; one per app, in app.extensions["graphql"]."""
 
@@ -118,10 +127,11 @@ class GraphQLEndpoint:
                  for definition in document.definitions if isinstance(definition, OperationDefinitionNode)}
         return Prepared(document, without_variable_definitions(document), plans), None
 
-    def respond(self, query, variables, operation_name, context, mutations=True):
+    def respond(self, query, variables, operation_name, context, mutations=True, entry=None):
         """(HTTP status, response object) for one request's parameters (read_payload, read_url_parameters).
-        `mutations=False` (GET) answers 405 to a mutation without running it."""
-        prepared, errors = self.prepare(query)
+        `mutations=False` (GET) answers 405 to a mutation without running it. `entry`: what `prepare(query)` answered
+        already (a caller that looked at the operation first)."""
+        prepared, errors = entry or self.prepare(query)
         if errors:
             return 400, {"errors": errors}
         document = prepared.document
@@ -144,14 +154,31 @@ class GraphQLEndpoint:
                                   executor_class=PrecoercedExecutor)
         if result.data is None and result.errors and all(error.path is None for error in result.errors):
             # Variable values refused by graphql-core before any resolver ran: bad user input, named by path.
-            errors = variable_errors(self.schema, operation, variables) or [
-                request_error(error.message, "BAD_USER_INPUT") for error in result.errors]
-            return 200, {"errors": capped(errors), "data": self._null_data(operation)}
-        response = {}
-        if result.errors:
-            response["errors"] = capped(format_execution_errors(result.errors))
-        response["data"] = result.data
-        return 200, response
+            return 200, {"errors": self.refused_variables(operation, variables, result.errors),
+                         "data": self._null_data(operation)}
+        return 200, result_body(result)
+
+    def refused_variables(self, operation, variables, errors):
+        """The errors of variable values graphql-core refused (`errors`), each named by its path in the input."""
+        return capped(variable_errors(self.schema, operation, variables) or [
+            request_error(error.message, "BAD_USER_INPUT") for error in errors])
+
+    def operation_type(self, entry, query, operation_name, of_invalid=False):
+        """"query", "mutation" or "subscription": the type of the operation a request runs (`entry`: what
+        `prepare(query)` answered); None when there is no such operation or the document does not parse, or (unless
+        `of_invalid`) fails validation."""
+        prepared, errors = entry
+        if errors:
+            if not of_invalid:
+                return None
+            try:
+                document = parse(query, max_tokens=MAX_TOKENS)
+            except (GraphQLError, RecursionError):
+                return None
+        else:
+            document = prepared.document
+        operation = get_operation_ast(document, operation_name)
+        return None if operation is None else operation.operation.value
 
     def root_calls(self, query, variables, operation_name):
         """[(root field name, ids it names)] of the operation a request ran or asked for (service.web.graphql.calls);

@@ -41,6 +41,11 @@ def field_error(field, message, located=None):
     return error
 
 
+def service_error_object(error):
+    """The message and extensions of a GraphQL error for a ServiceError: its code and what else it carries."""
+    return {"message": error.message, "extensions": {"code": graphql_code(error), **error.extensions}}
+
+
 def format_execution_errors(errors):
     """The `errors` list of a response for the errors raised while executing."""
     formatted = []
@@ -50,8 +55,7 @@ def format_execution_errors(errors):
             formatted.extend(field_error(field, message, error) for field, message in original.errors)
         elif isinstance(original, ServiceError):
             count_engine_error(original)
-            formatted.append({**error.formatted, "message": original.message,
-                              "extensions": {"code": graphql_code(original), **original.extensions}})
+            formatted.append({**error.formatted, **service_error_object(original)})
         elif original is not None and not isinstance(original, GraphQLError):
             # Logged in full here; the client learns only that it was not its fault.
             log.error("unexpected error in a resolver", exc_info=original)

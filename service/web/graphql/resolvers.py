@@ -1,15 +1,17 @@
 """Resolvers: take the repository and org from the context, call one domain function."""
-from ariadne import MutationType, ObjectType, QueryType, ScalarType
+from ariadne import MutationType, ObjectType, QueryType, ScalarType, SubscriptionType
 from graphql.utilities import value_from_ast_untyped
 
 from service.domain.changes import changes_between
-from service.domain.events import event_type, latest_event_seq, list_events
+from service.domain.events import event_type, latest_event_seq, list_events, subscription_start
 from service.domain.lifecycle import UPSERTS, delete_object, history_of, restore_object
 from service.interface.kinds import PROCESSES, PRODUCTS, SINGULAR, STATIONS
 from service.domain.reads import get_object, list_objects
+from service.web.events.subscriptions import EventSubscription
 
 query = QueryType()
 mutation = MutationType()
+subscription = SubscriptionType()
 step = ObjectType("Step")
 event = ObjectType("Event")
 # Any JSON value (an object's stored input), answered as it is.
@@ -93,6 +95,18 @@ def resolve_latest_event_seq(_, info):
     return latest_event_seq(info.context["repo"], info.context["org"])
 
 
+@subscription.source("events")
+def subscribe_events(_, info, after=None, types=None):
+    """Where the subscription starts and what it wants; its events come from the transport
+    (service.web.events.subscriptions)."""
+    return EventSubscription(*subscription_start(info.context["repo"], info.context["org"], after, types))
+
+
+@subscription.field("events")
+def resolve_subscribed_event(stored, _info, **_arguments):
+    return stored
+
+
 event.set_field("type", lambda stored, _info: event_type(stored))
 event.set_field("kind", lambda stored, _info: SINGULAR[stored.kind])
 
@@ -118,4 +132,4 @@ def resolve_torque_groups(stored_step, _info):
             for group in stored_step.get("torqueGroups") or []]
 
 
-BINDABLES = [query, mutation, step, event, json_scalar]
+BINDABLES = [query, mutation, subscription, step, event, json_scalar]

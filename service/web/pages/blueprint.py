@@ -41,12 +41,14 @@ bp.add_app_template_global(style_nonce)
 
 @bp.after_request
 def page_headers(response):
-    """Only this service's own stylesheet, images and videos; no script at all, no framing; nothing kept by caches
-    (a page shows one org's data, and a shared tablet's back button after logout must not show it again)."""
+    """Only this service's own stylesheet, images, videos and event stream; no script at all, no framing; nothing
+    kept by caches (a page shows one org's data, and a shared tablet's back button after logout must not show it
+    again). `connect-src 'self'` lets an EventSource opened in a page (an extension, a user script, a page of ours to
+    come) follow GET /events with the session's cookie."""
     styles = "'self'" + (f" 'nonce-{g.style_nonce}'" if "style_nonce" in g else "")
     response.headers["Content-Security-Policy"] = (
-        f"default-src 'none'; style-src {styles}; img-src 'self'; media-src 'self'; form-action 'self'; "
-        "frame-ancestors 'none'; base-uri 'none'")
+        f"default-src 'none'; style-src {styles}; img-src 'self'; media-src 'self'; connect-src 'self'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Referrer-Policy"] = "same-origin"
     response.headers["X-Frame-Options"] = "DENY"

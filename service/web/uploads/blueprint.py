@@ -1,9 +1,9 @@
 """The uploads blueprint that every upload and media route is on: each needs the token (but tus discovery), and an
 answer of headers only names no body type."""
-from flask import Blueprint, g, request
+from flask import Blueprint, request
 
-from service.web.auth import request_token, require_org
-from service.web.sessions import session_org
+from service.web.auth import require_org
+from service.web.sessions import require_org_or_session
 
 bp = Blueprint("uploads", __name__)
 MEDIA_ENDPOINT = "uploads.media"
@@ -15,13 +15,10 @@ def authenticate():
     if request.endpoint == "uploads.tus_options":
         return
     # A page's <img> and <video> cannot send the token header: reading media also accepts a preview session's cookie
-    # (CONTRACT 11). Nothing else does, so no page of another site can make a signed-in browser write.
-    if request.endpoint == MEDIA_ENDPOINT and request.method in ("GET", "HEAD") and not request_token():
-        org = session_org()
-        if org is not None:
-            g.org = org
-            g.by_session = True
-            return
+    # (CONTRACT 11).
+    if request.endpoint == MEDIA_ENDPOINT and request.method in ("GET", "HEAD"):
+        require_org_or_session()
+        return
     require_org()
 
 

@@ -27,8 +27,8 @@ from support.example import CLIP, IMAGE, example_bodies, example_processes
 from support.tokens import OTHER_TOKEN, TOKEN, TOKENS
 from support.uploads import uploaded_path
 
-CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; media-src 'self'; form-action 'self'; "
-       "frame-ancestors 'none'; base-uri 'none'")
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; media-src 'self'; connect-src 'self'; "
+       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 PAGES = ["/", "/view/login", "/view/processes", "/view/processes/gearbox_assembly", "/view/processes/gearbox_test",
          "/view/products", "/view/products/gb_200", "/view/stations",
          "/view/processes/gearbox_assembly/history", "/view/products/gb_200/history", "/view/stations/st_1/history"]
@@ -510,6 +510,8 @@ def test_the_cookie_alone_authenticates_nothing_but_reading_media(make_app, auth
     refused = {
         "GraphQL POST": client.post("/graph/v2", json={"query": "{ processes { id } }"}),
         "GraphQL GET": client.get("/graph/v2?query={processes{id}}", headers={"Accept": "application/json"}),
+        "GraphQL subscription": client.post("/graph/v2", json={"query": "subscription { events { seq } }"},
+                                            headers={"Accept": "text/event-stream"}),
         "upload": client.post("/uploads", data={"destinationId": "stepImage"}),
         "stream state": client.get(f"/uploads/{stream}"),
         "stream delete": client.delete(f"/uploads/{stream}"),

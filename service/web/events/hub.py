@@ -1,0 +1,241 @@
+"""The event streams of one worker process and the one thread that feeds them (CONTRACT 14, "Stream").
+
+The thread waits on the store's commit watcher (`repo.events.watcher()`: woken by a commit of any worker or node, at
+no CPU cost while nothing commits; FALLBACK_SECONDS bound the wait in case a wake is lost), then reads the new events
+of each org that has open streams here once, and offers them to those streams. Streams block without CPU until
+something is offered, their client hangs up (service.web.events.hangups), or the worker stops. The thread runs only
+while streams are open.
+
+The hub also holds the cap: at most `limit` streams at once in this worker (WIS_EVENT_STREAMS_PER_WORKER, by default
+half the worker's threads), each of which holds a thread while its client follows.
+
+A test-mode reset or restore numbers an org's events again from 1: the hub sees the latest seq go below the one it
+read, or the event at that seq become another, and ends the org's streams with Ending.RENUMBERED.
+"""
+import contextlib
+import logging
+import threading
+import time
+from typing import NamedTuple
+
+from service.errors import EventStreamsFull
+from service.web.events.hangups import HangupWatch
+from service.web.events.stream import Ending, EventStream
+
+log = logging.getLogger(__name__)
+
+# The longest the thread waits for the watcher before it reads the orgs' bounds anyway.
+FALLBACK_SECONDS = 3.0
+# Events read from the store at once and offered to the streams.
+OFFER_PAGE = 1000
+
+
+class Cursor(NamedTuple):
+    """How far the hub has read an org's events: the seq, and the event of that seq (None when not read)."""
+    seq: int
+    event: object = None
+
+
+class Trouble:
+    """Logs the first failure of the hub's thread until a pass succeeds again, and then that it did: an engine's
+    outage is a line when it starts and one when it ends, not one every FALLBACK_SECONDS."""
+
+    def __init__(self):
+        self._failing = False
+
+    def failed(self, doing, error):
+        if not self._failing:
+            log.warning("event streams: %s failed (%s); trying again every %g s", doing, error, FALLBACK_SECONDS)
+            self._failing = True
+
+    def passed(self):
+        if self._failing:
+            log.warning("event streams: reading events works again")
+            self._failing = False
+
+
+class StreamHub:
+    """This process's open streams, their cap, and the thread that feeds them."""
+
+    def __init__(self, events_store, limit, gauge=None):
+        """`gauge`: a metric (inc, dec) of the streams open, if any."""
+        self._events = events_store
+        self.limit = limit
+        self._gauge = gauge
+        self._lock = threading.Lock()  # the streams and the thread
+        self._streams = {}  # org -> set of EventStream
+        self._count = 0
+        self._stopping = False
+        self._thread = None
+        self._reading = threading.Lock()  # one pass over the orgs at a time
+        self._cursors = {}  # org -> Cursor, for the orgs followed (under _reading)
+        self._hangups = HangupWatch(lambda stream: stream.end(Ending.HUNG_UP))
+        self._trouble = Trouble()
+
+    def reserve(self):
+        """Take a place for a new stream, or raise EventStreamsFull (at once, whatever the thread is doing)."""
+        with self._lock:
+            if self._stopping or self._count >= self.limit:
+                raise EventStreamsFull(self.limit, self._stopping)
+            self._count += 1
+        if self._gauge is not None:
+            self._gauge.inc()
+
+    def release(self):
+        """Give back a place reserved for a stream that did not open."""
+        with self._lock:
+            self._count -= 1
+        if self._gauge is not None:
+            self._gauge.dec()
+
+    def open(self, org, wanted, position, connection=None):
+        """A stream (in a place `reserve` took) of the org's events after `position`, those of `wanted`."""
+        stream = EventStream(org, wanted, position, connection)
+        with self._reading:
+            cursor = self._cursors.get(org)
+            if cursor is None:
+                cursor = self._cursors[org] = self._cursor_at(org, self._events.bounds(org).latest)
+            stream.read_from_store_to(cursor.seq)
+            with self._lock:
+                self._streams.setdefault(org, set()).add(stream)
+                if self._stopping:
+                    stream.end(Ending.STOPPING)
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="event streams", daemon=True)
+                    self._thread.start()
+        if connection is not None:
+            self._hangups.watch(connection, stream)
+        return stream
+
+    def close(self, stream):
+        """The stream's answer is over: its place is free."""
+        if stream.connection is not None:
+            self._hangups.unwatch(stream.connection)
+        with self._lock:
+            streams = self._streams.get(stream.org, set())
+            if stream not in streams:
+                return
+            streams.remove(stream)
+            self._count -= 1
+            if not streams:
+                del self._streams[stream.org]
+        if self._gauge is not None:
+            self._gauge.dec()
+
+    def stop(self):
+        """The worker stops: every stream ends now, and no new one opens."""
+        with self._lock:
+            self._stopping = True
+            streams = [stream for org_streams in self._streams.values() for stream in org_streams]
+        for stream in streams:
+            stream.end(Ending.STOPPING)
+
+    @property
+    def open_streams(self):
+        with self._lock:
+            return self._count
+
+    # -- the thread ----------------------------------------------------------------------------------------------------
+
+    def _run(self):
+        watcher = None
+        try:
+            while self._still_needed():
+                if watcher is None:
+                    watcher = self._new_watcher()
+                self._read_all()  # after the watcher exists: a commit just before it is read too
+                if not self._waited(watcher):
+                    watcher = None
+        finally:
+            if watcher is not None:
+                watcher.close()
+            with self._lock:
+                if self._thread is threading.current_thread():
+                    self._thread = None  # ended by an error: the next stream starts another
+
+    def _still_needed(self):
+        with self._lock:
+            if not self._streams:
+                self._thread = None
+                return False
+            return True
+
+    def _new_watcher(self):
+        try:
+            return self._events.watcher()
+        except Exception as error:  # noqa: BLE001 (an engine's outage: read every FALLBACK_SECONDS meanwhile)
+            self._trouble.failed("watching for commits", error)
+            return None
+
+    def _waited(self, watcher):
+        """Wait for a commit, FALLBACK_SECONDS at most; False when there is no working watcher (then it is closed)."""
+        try:
+            if watcher is not None:
+                watcher.wait(FALLBACK_SECONDS)
+                return True
+        except Exception as error:  # noqa: BLE001 (as in _new_watcher)
+            self._trouble.failed("watching for commits", error)
+            with contextlib.suppress(Exception):
+                watcher.close()
+        time.sleep(FALLBACK_SECONDS)
+        return False
+
+    def _read_all(self):
+        with self._reading:
+            with self._lock:
+                orgs = list(self._streams)
+            for org in set(self._cursors) - set(orgs):
+                del self._cursors[org]
+            failed = False
+            for org in orgs:
+                try:
+                    self._read_org(org)
+                except Exception as error:  # noqa: BLE001 (an engine's outage: the next pass reads again)
+                    self._trouble.failed(f"reading the events of org {org!r}", error)
+                    failed = True
+            if not failed:
+                self._trouble.passed()
+
+    def _read_org(self, org):
+        """Offer the org's events after its cursor to its streams, or end them if the seqs were given again."""
+        bounds = self._events.bounds(org)
+        if bounds.latest < self._cursors[org].seq:
+            return self._renumbered(org)
+        while self._cursors[org].seq < bounds.latest:
+            found = self._read_after(org, self._cursors[org])
+            if found is None:
+                return self._renumbered(org)
+            if not found:
+                return None
+            cursor = self._cursors[org] = Cursor(found[-1].seq, found[-1])
+            for stream in self._streams_of(org):
+                stream.offer(found, cursor.seq)
+        return None
+
+    def _read_after(self, org, cursor):
+        """A page of the org's events after the cursor; None when the event at the cursor is no longer the one read
+        there (a reset, then as many new events or more: the seqs were given again)."""
+        if cursor.seq == 0:
+            return self._events.read(org, 0, OFFER_PAGE)
+        found = self._events.read(org, cursor.seq - 1, OFFER_PAGE + 1)
+        if not found or found[0].seq != cursor.seq:
+            return found  # the event at the cursor was pruned meanwhile: nothing to compare with
+        if cursor.event is not None and found[0] != cursor.event:
+            return None
+        return found[1:]
+
+    def _renumbered(self, org):
+        """The org's seqs were given again from 1: its streams end, told where the events now start."""
+        bounds = self._events.bounds(org)
+        self._cursors[org] = self._cursor_at(org, bounds.latest)
+        for stream in self._streams_of(org):
+            stream.end(Ending.RENUMBERED, bounds.oldest)
+
+    def _cursor_at(self, org, latest):
+        """A cursor at the org's event `latest`, holding that event (another event there tells a renumbering)."""
+        found = self._events.read(org, latest - 1, 1) if latest else []
+        return Cursor(latest, found[0] if found and found[0].seq == latest else None)
+
+    def _streams_of(self, org):
+        with self._lock:
+            return list(self._streams.get(org, ()))
