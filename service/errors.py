@@ -26,6 +26,9 @@ RESPONSES = {
     "media_not_found": (404, "NOT_FOUND"),
     "object_not_found": (404, "NOT_FOUND"),
     "revision_not_found": (404, "NOT_FOUND"),
+    "subscription_not_found": (404, "NOT_FOUND"),
+    "delivery_not_found": (404, "NOT_FOUND"),
+    "subscription_disabled": (409, "CONFLICT"),
     "revision_conflict": (409, "CONFLICT"),
     "events_expired": (410, "EVENTS_EXPIRED"),
     "process_in_use": (409, "CONFLICT"),
@@ -362,3 +365,30 @@ class EventsExpired(ServiceError):
         super().__init__(f"after: the events after {after} are no longer kept (the oldest kept is {oldest}); read the "
                          f"objects again, then follow the events from the latest seq")
         self.extensions = {"oldest": oldest}
+
+
+class SubscriptionNotFound(ServiceError):
+    """A webhook subscription id the org does not have (CONTRACT 15)."""
+    code = "subscription_not_found"
+
+    def __init__(self, subscription_id):
+        super().__init__(f"subscriptionID: your org has no webhook subscription {subscription_id!r} "
+                         "(webhookSubscriptions lists them)")
+
+
+class DeliveryNotFound(ServiceError):
+    """A redelivery of an event the subscription's delivery log does not hold."""
+    code = "delivery_not_found"
+
+    def __init__(self, subscription_id, seq):
+        super().__init__(f"seq: the delivery log of {subscription_id!r} holds no delivery of event {seq} (events "
+                         "before the subscription, of other types, or no longer kept are not in it)")
+
+
+class SubscriptionDisabled(ServiceError):
+    """A redelivery on a disabled subscription: it sends nothing until it is subscribed again."""
+    code = "subscription_disabled"
+
+    def __init__(self, subscription_id, reason):
+        super().__init__(f"subscriptionID: {subscription_id!r} is disabled ({reason}): subscribe again with "
+                         "webhookSubscribe to enable it, then redeliver")
