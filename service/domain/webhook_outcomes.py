@@ -11,7 +11,7 @@ import orjson
 
 from service.domain.events import envelope
 from service.interface.webhooks import ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, message_id, signature_header
-from service.storage.contract import GONE, DeliveryState, Outcome
+from service.storage.contract import FAILING, GONE, DeliveryState, AttemptOutcome
 
 DEFAULT_RETRY_SECONDS = (5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400)
 MAX_RETRY_AFTER = 3600
@@ -47,21 +47,31 @@ def envelope_body(event):
     return orjson.dumps(envelope(event))
 
 
-def outcome_of(result, attempts_before, schedule=DEFAULT_RETRY_SECONDS, jitter=random.random):
-    """(the Outcome to record, the metric's word for it) of an attempt that followed `attempts_before` others."""
+class Failing(NamedTuple):
+    """Since when a subscription's attempts have all failed (None: its last attempt succeeded), the time now (both by
+    the store's clock), and after how long of that it is disabled."""
+    since: float | None
+    now: float
+    after_seconds: float = FAILING_AFTER_SECONDS
+
+
+def outcome_of(result, attempts_before, failing, schedule=DEFAULT_RETRY_SECONDS, jitter=random.random):
+    """(the AttemptOutcome to record, the metric's word for it) of an attempt that followed `attempts_before` others."""
     status = result.status
     if status is not None and 200 <= status < 300:
-        return Outcome(DeliveryState.SUCCEEDED, status, None), "succeeded"
+        return AttemptOutcome(DeliveryState.SUCCEEDED, status, None), "succeeded"
     error, kind = _error_of(result)
     if status == 410:
-        return Outcome(DeliveryState.FAILED, status, error, disable=GONE), kind
+        return AttemptOutcome(DeliveryState.FAILED, status, error, disable=GONE), kind
+    if failing.since is not None and failing.now - failing.since >= failing.after_seconds:
+        return AttemptOutcome(DeliveryState.FAILED, status, error, disable=FAILING), kind
     attempts = attempts_before + 1
     if attempts > len(schedule):
-        return Outcome(DeliveryState.FAILED, status, error), kind
+        return AttemptOutcome(DeliveryState.FAILED, status, error), kind
     delay = schedule[attempts - 1] * (1 + JITTER * jitter())
     if status in (429, 503) and (after := retry_after_seconds(result.retry_after)) is not None:
         delay = after
-    return Outcome(DeliveryState.PENDING, status, error, retry_in=delay), kind
+    return AttemptOutcome(DeliveryState.PENDING, status, error, retry_in=delay), kind
 
 
 def _error_of(result):

@@ -88,23 +88,21 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class AttemptOutcome:
     """What an attempt came to, as the domain decided it (service.domain.webhook_outcomes)."""
     state: DeliveryState
     status: int | None  # the HTTP status answered, if any
     error: str | None  # why it failed, for the log (None on success)
     retry_in: float | None = None  # seconds to the next attempt, while PENDING
-    disable: str | None = None  # GONE: disable the subscription now
+    disable: str | None = None  # GONE or FAILING: disable the subscription now (its PENDING deliveries FAILED)
 
 
 @dataclass(frozen=True)
 class DispatchRules:
     """What the dispatcher hands the store with each claim: the (kind, change) pairs a subscription's `types` want
-    (None: every event), how long a claim holds its subscription, and after how long of failures only a subscription
-    is disabled as FAILING."""
+    (None: every event), and how long a claim holds its subscription."""
     wanted_of: Callable[[list | None], frozenset | None]
     lease_seconds: float
-    failing_after_seconds: float
 
 
 @runtime_checkable
@@ -133,16 +131,13 @@ class WebhookStore(Protocol):
     def claim(self, limit: int, rules: DispatchRules) -> list[Claim]:
         """Up to `limit` deliveries due now, each of a different enabled subscription that no other claim holds."""
 
-    def finish(self, claim: Claim, outcome: Outcome, rules: DispatchRules, claim_next: bool = True) -> Claim | None:
-        """Record the attempt's outcome (nothing when the subscription was removed or the claim lost meanwhile), and
-        with `claim_next` go on holding the subscription with its next due delivery, if any (else it is released)."""
+    def finish(self, claim: Claim, outcome: AttemptOutcome, rules: DispatchRules, claim_next: bool = True) -> Claim | None:
+        """Record the attempt's outcome (nothing when the subscription was removed or the claim lost meanwhile): a
+        failure starts the subscription's `failing_since` unless it has one, a success clears it. With `claim_next`, go
+        on holding the subscription with its next due delivery, if any (else it is released)."""
 
     def release(self, claim: Claim) -> None:
         """Give the subscription back without an attempt (the dispatcher stops)."""
-
-    def seconds_to_next_due(self) -> float | None:
-        """How long until the earliest PENDING delivery of an enabled subscription is due (0 when one is), None when
-        none is pending."""
 
     def pending_count(self) -> int:
         """PENDING deliveries of every org (the metric)."""

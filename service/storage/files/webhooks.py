@@ -26,7 +26,7 @@ from service.errors import StorageBusy, disk_errors
 from service.interface.kinds import SINGULAR
 from service.storage.common.disk import DiskLock, atomic_write_bytes, lock, write_unsynced
 from service.storage.contract.webhooks import (
-    FAILING, Claim, Delivery, DeliveryState, Subscription, iso_of)
+    Claim, Delivery, DeliveryState, Subscription, iso_of)
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 SUBSCRIPTION = "subscription.json"
@@ -136,8 +136,7 @@ class FileWebhookStore:
                                  last_error=outcome.error, last_attempt_at=iso_of(now))
             succeeded = outcome.state is DeliveryState.SUCCEEDED
             record["failingSince"] = None if succeeded else record.get("failingSince") or now
-            failing = not succeeded and now - record["failingSince"] >= rules.failing_after_seconds
-            disable = outcome.disable or (FAILING if failing else None)
+            disable = outcome.disable
             if disable is not None:
                 self._disable(directory, record, disable)
             with disk_errors():
@@ -151,18 +150,6 @@ class FileWebhookStore:
 
     def release(self, claim):
         claim.hold[0].release()
-
-    def seconds_to_next_due(self):
-        now, earliest = self.clock(), None
-        for org_name in self._names(self.root):
-            for name in self._names(self.root / org_name):
-                directory = self.root / org_name / name
-                record = _read(directory / SUBSCRIPTION)
-                if record is None or record.get("disabledAt"):
-                    continue
-                for _seq, due in _markers(directory):
-                    earliest = due if earliest is None else min(earliest, due)
-        return None if earliest is None else max(earliest - now, 0.0)
 
     def pending_count(self):
         return sum(len(_markers(self.root / org_name / name))

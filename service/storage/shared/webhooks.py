@@ -15,7 +15,7 @@ import orjson
 
 from service.interface.kinds import SINGULAR
 from service.storage.contract.webhooks import (
-    FAILING, Claim, Delivery, DeliveryState, Subscription, iso_of)
+    Claim, Delivery, DeliveryState, Subscription, iso_of)
 from service.storage.shared.database import utc_text
 from service.storage.shared.events import CHANNEL, COLUMNS as EVENT_COLUMNS, event_of_row
 
@@ -131,12 +131,12 @@ class SharedWebhookStore:
                 f"""UPDATE webhook_subscriptions SET lease_until = NULL, lease_token = NULL,
                         failing_since = CASE WHEN %(succeeded)s THEN NULL ELSE coalesce(failing_since, {NOW}) END
                     WHERE org = %(org)s AND id = %(id)s AND lease_token = %(token)s
-                    RETURNING types, {NOW} - failing_since""",
+                    RETURNING types""",
                 {"org": subscription.org, "id": subscription.id, "token": claim.hold,
                  "succeeded": outcome.state is DeliveryState.SUCCEEDED}).fetchone()
             if row is None:
                 return None  # unsubscribed meanwhile, or the lease passed to another claim
-            types, failing_for = row
+            types = row[0]
             connection.execute(
                 f"""UPDATE webhook_deliveries SET state = %(state)s, attempts = attempts + 1, last_status = %(status)s,
                         last_error = %(error)s, last_attempt_at = {NOW},
@@ -145,10 +145,8 @@ class SharedWebhookStore:
                 {"state": outcome.state.value, "status": outcome.status, "error": outcome.error,
                  "retry_in": outcome.retry_in or 0, "org": subscription.org, "id": subscription.id,
                  "seq": claim.delivery.seq})
-            disable = outcome.disable or (FAILING if failing_for is not None
-                                          and failing_for >= rules.failing_after_seconds else None)
-            if disable is not None:
-                self._disable(connection, subscription.org, subscription.id, disable)
+            if outcome.disable is not None:
+                self._disable(connection, subscription.org, subscription.id, outcome.disable)
                 return None
             if not claim_next:
                 return None
@@ -160,13 +158,6 @@ class SharedWebhookStore:
             connection.execute("UPDATE webhook_subscriptions SET lease_until = NULL, lease_token = NULL "
                                "WHERE org = %s AND id = %s AND lease_token = %s",
                                (claim.subscription.org, claim.subscription.id, claim.hold))
-
-    def seconds_to_next_due(self):
-        with self.database.transaction() as connection:
-            return connection.execute(
-                f"""SELECT greatest(min(d.next_attempt_at) - {NOW}, 0) FROM webhook_deliveries d
-                    JOIN webhook_subscriptions s ON s.org = d.org AND s.id = d.subscription_id
-                    WHERE d.state = 'PENDING' AND s.disabled_at IS NULL""").fetchone()[0]
 
     def pending_count(self):
         with self.database.transaction() as connection:
