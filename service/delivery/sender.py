@@ -98,7 +98,8 @@ class Sender:
         keep = False
         try:
             connection.request("POST", target.request_target, body=body,
-                               headers={"Host": target.host_header, **headers, "Content-Length": str(len(body))})
+                               headers={"Host": target.host_header, **headers, "Content-Length": str(len(body))},
+                               preload_content=False)
             response = connection.getresponse()
             start = response.read(LOGGED_BODY, decode_content=False)
             keep = _drained(response) and not response.headers.get("Connection", "").lower() == "close"

@@ -117,7 +117,7 @@ def why_refused(address, policy):
     if any(plain in network for network in policy.allow_nets):
         return None
     carried = f" (it carries {plain})" if str(plain) != address else ""
-    for kind in ("unspecified", "loopback", "link_local", "multicast", "private", "reserved", "site_local"):
+    for kind in ("unspecified", "loopback", "link_local", "multicast", "reserved", "private", "site_local"):
         if getattr(plain, f"is_{kind}", False):
             article = "an" if kind == "unspecified" else "a"
             return f"{article} {kind.replace('_', '-')} address{carried}"
