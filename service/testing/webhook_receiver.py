@@ -43,6 +43,7 @@ class ReceivedDelivery(NamedTuple):
     verified: bool
     status: int | None
     received_at: float  # time.monotonic()
+    peer: tuple  # (address, port) the request came from
 
     @property
     def json(self):
@@ -144,7 +145,8 @@ class WebhookReceiver:
         except WebhookVerificationError:
             verified = False
         delivery = ReceivedDelivery(headers.get(ID_HEADER), headers.get(TIMESTAMP_HEADER),
-                                    headers.get(SIGNATURE_HEADER), body, headers, verified, status, time.monotonic())
+                                    headers.get(SIGNATURE_HEADER), body, headers, verified, status, time.monotonic(),
+                                    (request.remote_addr, request.environ.get("REMOTE_PORT")))
         with self._lock:
             self._received.append(delivery)
             self._lock.notify_all()
