@@ -58,6 +58,7 @@ class WebhookReceiver:
         self._lock = threading.Condition()
         self._received = []
         self._faults = deque()
+        self._always = {"status": 204}
         self._stopping = threading.Event()
         self._server = make_server(host, port, self._app, threaded=True, request_handler=_QuietHandler)
         self.url = f"http://{host}:{self._server.server_port}{PATH}"
@@ -66,8 +67,8 @@ class WebhookReceiver:
     # -- what to answer ------------------------------------------------------------------------------------------------
 
     def fail(self, status=500, times=1, retry_after=None, body="failed on purpose"):
-        """Answer the next `times` deliveries with `status` (410 disables the subscription; 429 and 503 with
-        `retry_after` seconds are retried then)."""
+        """Answer the next `times` deliveries (None: every one from now on) with `status` (410 disables the
+        subscription; 429 and 503 with `retry_after` seconds are retried then)."""
         headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
         self._queue(times, {"status": status, "headers": headers, "body": body})
 
@@ -84,8 +85,13 @@ class WebhookReceiver:
         self._queue(times, {"status": status, "headers": {"Location": location}, "body": ""})
 
     def _queue(self, times, fault):
+        """The next `times` deliveries get `fault`; with `times=None`, every delivery from now on (until `clear`)."""
         with self._lock:
-            self._faults.extend([fault] * times)
+            if times is None:
+                self._faults.clear()
+                self._always = fault
+            else:
+                self._faults.extend([fault] * times)
 
     # -- what was received ---------------------------------------------------------------------------------------------
 
@@ -118,6 +124,7 @@ class WebhookReceiver:
         with self._lock:
             self._received.clear()
             self._faults.clear()
+            self._always = {"status": 204}
 
     # -- the server ----------------------------------------------------------------------------------------------------
 
@@ -125,7 +132,7 @@ class WebhookReceiver:
     def _app(self, request):
         body = request.get_data()
         with self._lock:
-            fault = self._faults.popleft() if self._faults else {"status": 204}
+            fault = self._faults.popleft() if self._faults else self._always
         if fault.get("hang"):
             self._record(request, body, None)  # the service has given up before the answer comes
         if fault.get("delay"):

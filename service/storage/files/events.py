@@ -82,7 +82,7 @@ class FileEventLog:
         for number in self._segments(org):
             if number < segment:
                 continue
-            for event in self._events_of(org, number):
+            for event in self._events_of(org, number, after):
                 if event.seq > latest:
                     return found
                 if event.seq > after and (wanted is None or (event.kind, event.change) in wanted):
@@ -199,14 +199,23 @@ class FileEventLog:
             return []
         return sorted(int(name) for name in names if name.isdigit())
 
-    def _events_of(self, org, number):
-        """The events of one segment, in order (none when it was pruned meanwhile)."""
+    def _events_of(self, org, number, after=0):
+        """The events of one segment with seq > `after`, in order, parsed as they are taken (none when it was pruned
+        meanwhile). Line i of segment n is seq n * SEGMENT_EVENTS + 1 + i (segments are appended in seq order and
+        pruned whole), so the lines before `after` are skipped unparsed: a reader of the newest events (the webhooks'
+        dispatcher, once per delivery) does not parse the thousand before them."""
         try:
             with open(self._directory(org) / _segment_name(number), "rb") as handle:
                 lines = handle.read().splitlines()
         except FileNotFoundError:
-            return []
-        return [event for event in map(_event, lines) if event is not None]
+            return
+        skip = min(max(after - number * SEGMENT_EVENTS, 0), len(lines))
+        first = _event(lines[skip]) if skip < len(lines) else None
+        if first is None or first.seq != number * SEGMENT_EVENTS + 1 + skip:
+            skip = 0  # not laid out as expected (a line torn mid-segment): read it all
+        for event in map(_event, lines[skip:]):
+            if event is not None:
+                yield event
 
 
 class BellWatcher:

@@ -135,12 +135,14 @@ class FileWebhookStore:
                                  attempts=delivery.attempts + 1, last_status=outcome.status,
                                  last_error=outcome.error, last_attempt_at=iso_of(now))
             succeeded = outcome.state is DeliveryState.SUCCEEDED
-            record["failingSince"] = None if succeeded else record.get("failingSince") or now
+            failing_since = None if succeeded else record.get("failingSince") or now
             disable = outcome.disable
-            if disable is not None:
-                self._disable(directory, record, disable)
-            with disk_errors():
-                write_unsynced(directory / SUBSCRIPTION, orjson.dumps(record))
+            if disable is not None or failing_since != record.get("failingSince"):
+                record["failingSince"] = failing_since
+                if disable is not None:
+                    self._disable(directory, record, disable)
+                with disk_errors():
+                    write_unsynced(directory / SUBSCRIPTION, orjson.dumps(record))
             if claim_next and disable is None:
                 following = self._due(org, identifier, directory, record, rules)
                 if following is not None:
@@ -215,21 +217,21 @@ class FileWebhookStore:
     def _due(self, org, identifier, directory, record, rules):
         """(Under the state lock) log the events after the cursor, then the lowest-seq due delivery as a Claim without
         its hold, or None."""
-        self._log_new_events(org, directory, record, rules.wanted_of(record.get("types")))
+        logged = self._log_new_events(org, directory, record, rules.wanted_of(record.get("types")))
         now = self.clock()
         due = [seq for seq, at in _markers(directory) if at <= now]
         delivery = _read_delivery(directory, min(due)) if due else None
         if delivery is None:
             return None
-        found = self.events.read(org, delivery.seq - 1, 1)
-        event = found[0] if found and found[0].seq == delivery.seq else None
+        event = logged.get(delivery.seq)
+        if event is None:
+            found = self.events.read(org, delivery.seq - 1, 1)
+            event = found[0] if found and found[0].seq == delivery.seq else None
         return Claim(self._subscription(org, identifier, record), delivery, event, None)
 
     def _log_new_events(self, org, directory, record, wanted):
-        after = record["loggedThrough"]
-        if self.events.bounds(org).latest <= after:
-            return
-        page = self.events.read(org, after, LOG_PAGE)
+        """Log the events after the cursor (a page at most) as PENDING deliveries due now; {seq: event} of those."""
+        page = self.events.read(org, record["loggedThrough"], LOG_PAGE)
         for event in page:
             if (wanted is None or (event.kind, event.change) in wanted) and not \
                     (directory / DELIVERIES / _seq_name(event.seq)).exists():
@@ -240,6 +242,7 @@ class FileWebhookStore:
             record["loggedThrough"] = page[-1].seq
             with disk_errors():
                 write_unsynced(directory / SUBSCRIPTION, orjson.dumps(record))
+        return {event.seq: event for event in page}
 
     @staticmethod
     def _write_delivery(directory, delivery, state, due, fresh=False, **changes):

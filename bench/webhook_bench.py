@@ -1,0 +1,219 @@
+"""Webhooks (CONTRACT 15) measured by hand, not a test: how soon a commit's webhook gets its 2xx, and what a receiver
+that hangs costs the API.
+
+Starts gunicorn with the shipped configuration (`-c python:service.gunicorn_config`; the file backend in a fresh data
+directory, or `--backend shared`: PostgreSQL and SeaweedFS from tests/support/engines) on a free 127.0.0.1 port, with
+`--workers` workers, http to 127.0.0.1 allowed. Each receiver is a process of its own (service.testing's
+WebhookReceiver on 127.0.0.1: each request's signature verified, answered 204 after `--receiver-ms` ms, its arrival
+stamped when the 204 goes out, on the machine's monotonic clock, which this process reads too). Station changes are sent through GraphQL at `--rate` a second for `--seconds` seconds, by
+`--clients` threads each taking the next slot of the schedule (a slot missed is sent at once), one change a slot.
+
+Three contestants, alternated from run to run, each on a fresh org state (a new subscription id each run):
+- `none`: no subscription (the baseline of the API's latency and of the server's CPU);
+- `one`: one subscription to a receiver that answers after `--receiver-ms`;
+- `hanging`: that subscription and a second one whose receiver never answers (each attempt times out after
+  WIS_WEBHOOK_TIMEOUT_SECONDS, 10 s, then is retried 5 s later, and so on).
+
+Per run: commit-to-2xx p50 and p99 (from the moment the change was sent to the moment its 2xx went out, first warm-up
+changes left out), the changes' own round trips p50 and p99 (the API's latency), and the server's CPU seconds per
+change (master and workers, from /proc). Medians over `--runs` runs, and the ratios to `none` measured in the same
+runs.
+
+    .venv/bin/python bench/webhook_bench.py [--backend file|shared] [--runs 3] [--rate 100] [--seconds 10]
+        [--receiver-ms 5] [--workers 2] [--clients 4]
+"""
+import argparse
+import contextlib
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from graphql_bench import TOKEN, start  # noqa: E402 (bench/ is not a package)
+from shared_backend import SharedBackend, tree_cpu_seconds  # noqa: E402
+from upload_bench import stop  # noqa: E402
+
+from service.testing.webhook_receiver import WebhookReceiver  # noqa: E402
+
+MUTATION = "mutation($input: StationCreateInput!) { stationCreate(input: $input) }"
+SUBSCRIBE = "mutation($input: SubscribeRequest_Input!) { webhookSubscribe(input: $input) }"
+UNSUBSCRIBE = "mutation($id: String!) { webhookUnsubscribe(subscriptionID: $id) }"
+
+
+class ReceiverProcess:
+    """A WebhookReceiver in a process of its own (so that the GIL of this process's clients does not slow it):
+    `url`, `secret`, and at the end `deliveries()`: [(webhook-id, when its answer went out)]."""
+
+    def __init__(self, answer_ms=None):
+        self._pipe, child = multiprocessing.Pipe()
+        self._process = multiprocessing.get_context("fork").Process(target=self._serve, args=(child, answer_ms))
+        self._process.start()
+        self.url, self.secret = self._pipe.recv()
+
+    @staticmethod
+    def _serve(pipe, answer_ms):
+        with WebhookReceiver() as receiver:
+            if answer_ms is None:
+                receiver.hang(seconds=3600, times=None)
+            else:
+                receiver.slow(answer_ms / 1000, times=None)
+            pipe.send((receiver.url, receiver.secret))
+            pipe.recv()  # until asked
+            pipe.send([(delivery.id, delivery.received_at) for delivery in receiver.deliveries])
+
+    def deliveries(self):
+        self._pipe.send("stop")
+        found = self._pipe.recv()
+        self._process.join(timeout=30)
+        return found
+
+
+def graphql(session, url, query, variables):
+    response = session.post(url, timeout=60, json={"query": query, "variables": variables})
+    body = response.json()
+    if response.status_code != 200 or "errors" in body:
+        raise SystemExit(f"{query[:40]}: {response.status_code} {response.text[:300]}")
+    return body["data"]
+
+
+def send_changes(url, args):
+    """{seq: when it was sent} and the round trips of `--rate` x `--seconds` changes sent on schedule."""
+    total, sent, round_trips, lock = int(args.rate * args.seconds), {}, [], threading.Lock()
+    slots = iter(range(total))
+    begin = time.monotonic() + 0.2
+
+    def client():
+        session = requests.Session()
+        session.headers["x-service-api-org"] = TOKEN
+        for slot in slots:
+            time.sleep(max(0.0, begin + slot / args.rate - time.monotonic()))
+            began = time.monotonic()
+            response = session.post(url, timeout=60, json={"query": MUTATION, "variables": {
+                "input": {"station": {"id": f"press_{slot % 20}", "name": f"Press {slot}"}}}})
+            took = time.monotonic() - began
+            if response.status_code != 200 or "errors" in response.json():
+                raise SystemExit(f"change: {response.status_code} {response.text[:300]}")
+            with lock:
+                round_trips.append((slot, took))
+                sent[began] = slot
+    threads = [threading.Thread(target=client) for _ in range(args.clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sent, round_trips
+
+
+def percentile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def run(server, args, contestant, number):
+    session = requests.Session()
+    session.headers["x-service-api-org"] = TOKEN
+    receivers = {}
+    fast = f"{contestant}{number}"  # a subscription of its own for every run
+    if contestant in ("one", "hanging"):
+        receivers[fast] = ReceiverProcess(args.receiver_ms)
+    if contestant == "hanging":
+        receivers[f"hung{number}"] = ReceiverProcess(None)
+    for identifier, receiver in receivers.items():
+        graphql(session, server.url, SUBSCRIBE, {"input": {"subscriptionID": identifier, "webhookUrl": receiver.url,
+                                                           "secret": receiver.secret}})
+    first_seq = graphql(session, server.url, "{ latestEventSeq }", {})["latestEventSeq"] + 1
+    cpu_before = tree_cpu_seconds(server.process.pid)
+    sent, round_trips = send_changes(server.url, args)
+    cpu = tree_cpu_seconds(server.process.pid) - cpu_before
+    kept = [took for slot, took in round_trips if slot >= args.warm_up]
+    figures = {"api_p50_ms": percentile(kept, 0.5) * 1000, "api_p99_ms": percentile(kept, 0.99) * 1000,
+               "cpu_ms_per_change": cpu * 1000 / len(round_trips)}
+    if receivers:
+        time.sleep(3)  # the last deliveries arrive
+        figures.update(latencies(receivers[fast].deliveries(), sent, first_seq, args))
+    for identifier, receiver in receivers.items():
+        graphql(session, server.url, UNSUBSCRIBE, {"id": identifier})
+        if identifier != fast:
+            receiver.deliveries()
+    return figures
+
+
+def latencies(deliveries, sent, first_seq, args):
+    """Commit-to-2xx of each change, by its seq: the seqs of the run are matched to the sends in the order they were
+    sent (a change's seq is not in its answer; changes sent by several clients at once may commit in the other order,
+    a few milliseconds apart, which is what this can err by)."""
+    arrived = {}
+    for identifier, when in deliveries:
+        arrived.setdefault(int(identifier.rsplit("_", 1)[1]), when)
+    send_times = sorted(sent)
+    values = [arrived[first_seq + index] - when for index, when in enumerate(send_times)
+              if index >= args.warm_up and first_seq + index in arrived]
+    if len(values) < len(send_times) - args.warm_up:
+        raise SystemExit(f"{len(send_times) - args.warm_up - len(values)} changes never reached the receiver")
+    return {"p50_ms": percentile(values, 0.5) * 1000, "p99_ms": percentile(values, 0.99) * 1000}
+
+
+class Server:
+    def __init__(self, args, temp, stack):
+        env = {"WIS_WORKERS": str(args.workers), "WIS_ACCESS_LOG": "off", "WIS_LOG_LEVEL": "error",
+               "WIS_WEBHOOK_ALLOW_HTTP": "1", "WIS_WEBHOOK_ALLOW_NETS": "127.0.0.1/32"}
+        if args.backend == "shared":
+            env.update(stack.enter_context(SharedBackend()).server_env())
+        self.process, self.url = start("service:create_app()", temp / "data", env=env)
+        stack.callback(stop, self.process)
+
+
+def medians(runs):
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=("file", "shared"), default="file")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--rate", type=float, default=100.0, help="changes a second")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--receiver-ms", type=float, default=5.0)
+    parser.add_argument("--warm-up", type=int, default=50, help="changes of each run left out of its percentiles")
+    args = parser.parse_args()
+    contestants = ("none", "one", "hanging")
+    results = {contestant: [] for contestant in contestants}
+    with tempfile.TemporaryDirectory() as temp, contextlib.ExitStack() as stack:
+        server = Server(args, Path(temp), stack)
+        run(server, args, "one", 0)  # a warm-up run, discarded
+        for number in range(args.runs):
+            order = contestants[number % 3:] + contestants[:number % 3]
+            for contestant in order:
+                results[contestant].append(run(server, args, contestant, number + 1))
+                print(f"run {number + 1}, {contestant}: "
+                      + ", ".join(f"{key} {value:.1f}" for key, value in results[contestant][-1].items()), flush=True)
+    report(args, results)
+
+
+def report(args, results):
+    none, one, hanging = (medians(results[name]) for name in ("none", "one", "hanging"))
+    print(f"\n{args.rate:g} changes a second for {args.seconds:g} s, a {args.receiver_ms:g} ms receiver ({args.backend} "
+          f"backend, {args.workers} workers), medians of {args.runs} runs:")
+    print(f"  commit to 2xx, one subscription: p50 {one['p50_ms']:.1f} ms, p99 {one['p99_ms']:.1f} ms")
+    print(f"  commit to 2xx, beside a subscription whose receiver hangs: p50 {hanging['p50_ms']:.1f} ms, p99 "
+          f"{hanging['p99_ms']:.1f} ms")
+    for name, figures in (("one", one), ("hanging", hanging)):
+        print(f"  the API's latency ({name}): p50 {figures['api_p50_ms']:.1f} ms ({figures['api_p50_ms'] / none['api_p50_ms']:.2f} x "
+              f"none's {none['api_p50_ms']:.1f}), p99 {figures['api_p99_ms']:.1f} ms "
+              f"({figures['api_p99_ms'] / none['api_p99_ms']:.2f} x none's {none['api_p99_ms']:.1f})")
+        print(f"  server CPU per change ({name}): {figures['cpu_ms_per_change']:.2f} ms "
+              f"({figures['cpu_ms_per_change'] / none['cpu_ms_per_change']:.2f} x none's "
+              f"{none['cpu_ms_per_change']:.2f})")
+
+
+if __name__ == "__main__":
+    main()
