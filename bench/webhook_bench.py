@@ -65,8 +65,18 @@ class ReceiverProcess:
             else:
                 receiver.slow(answer_ms / 1000, times=None)
             pipe.send((receiver.url, receiver.secret))
-            pipe.recv()  # until asked
+            while pipe.recv() == "count":
+                pipe.send(len({delivery.id for delivery in receiver.deliveries}))
             pipe.send([(delivery.id, delivery.received_at) for delivery in receiver.deliveries])
+
+    def wait_for(self, count, seconds=120):
+        """Wait until `count` distinct events have come (or `seconds` have passed)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self._pipe.send("count")
+            if self._pipe.recv() >= count:
+                return
+            time.sleep(0.1)
 
     def deliveries(self):
         self._pipe.send("stop")
@@ -136,7 +146,7 @@ def run(server, args, contestant, number):
     figures = {"api_p50_ms": percentile(kept, 0.5) * 1000, "api_p99_ms": percentile(kept, 0.99) * 1000,
                "cpu_ms_per_change": cpu * 1000 / len(round_trips)}
     if receivers:
-        time.sleep(3)  # the last deliveries arrive
+        receivers[fast].wait_for(len(round_trips))
         figures.update(latencies(receivers[fast].deliveries(), sent, first_seq, args))
     for identifier, receiver in receivers.items():
         graphql(session, server.url, UNSUBSCRIBE, {"id": identifier})

@@ -64,6 +64,7 @@ def test_document_covers_the_upload_media_graphql_events_and_test_endpoints(docu
         "/_test/objects": ["get"],
         "/_test/requests": ["get"],
         "/_test/faults": ["delete", "get", "post"],
+        "/_test/webhooks/due": ["post"],
     }
     assert sorted(document["components"]["pathItems"]["GraphQL"]) == ["get", "post"]
 
@@ -198,6 +199,7 @@ def test_graphql_and_test_mode_responses_match_the_document(make_app, auth, open
         call("GET", path, 405, headers={**auth, "Accept": "application/json"}, query_string=mutation)
 
     call("POST", "/_test/faults", 201, headers=auth, json={"path": "^/healthz$", "status": 503, "rate": 0.5, "times": 3})
+    call("POST", "/_test/webhooks/due", 200, headers=auth)
     call("POST", "/_test/faults", 400, headers=auth, json={"status": 503, "rate": 2})
     call("GET", "/_test/faults", 200, headers=vendor)
     call("DELETE", "/_test/faults", 204, headers=auth)

@@ -215,11 +215,14 @@ class FileWebhookStore:
         return None if claim is None else replace(claim, hold=(attempt, record["token"]))
 
     def _due(self, org, identifier, directory, record, rules):
-        """(Under the state lock) log the events after the cursor, then the lowest-seq due delivery as a Claim without
-        its hold, or None."""
-        logged = self._log_new_events(org, directory, record, rules.wanted_of(record.get("types")))
-        now = self.clock()
+        """(Under the state lock) the lowest-seq due delivery as a Claim without its hold, or None; the events after the
+        cursor are logged first when none is due."""
+        now, logged = self.clock(), {}
         due = [seq for seq, at in _markers(directory) if at <= now]
+        if not due:  # the events logged before come first in seq order: log more only when none of them is due
+            logged = self._log_new_events(org, directory, record, rules.wanted_of(record.get("types")))
+            now = self.clock()
+            due = [seq for seq, at in _markers(directory) if at <= now]
         delivery = _read_delivery(directory, min(due)) if due else None
         if delivery is None:
             return None

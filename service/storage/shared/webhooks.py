@@ -28,7 +28,7 @@ DELIVERY_COLUMNS = "seq, type, state, attempts, last_status, last_error, last_at
 DUE = f"d.state = 'PENDING' AND d.next_attempt_at <= {NOW}"
 # Enabled subscriptions that no live lease holds and that have work: events after their cursor, or a due delivery.
 CLAIMABLE = f"""
-    SELECT s.org, s.id, s.types FROM webhook_subscriptions s
+    SELECT s.org, s.id, s.types, s.logged_through FROM webhook_subscriptions s
     WHERE s.disabled_at IS NULL AND (s.lease_until IS NULL OR s.lease_until < {NOW})
       AND (s.logged_through < coalesce((SELECT last FROM event_counters c WHERE c.org = s.org), 0)
            OR EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.org = s.org AND d.subscription_id = s.id AND {DUE}))
@@ -59,6 +59,33 @@ PRUNE = """
     )
     DELETE FROM webhook_deliveries d USING oldest
     WHERE d.org = oldest.org AND d.seq < oldest.seq AND d.state <> 'PENDING'
+"""
+
+
+# The lowest-seq due delivery of a subscription, with its event (NULLs once the event was pruned).
+DUE_DELIVERY = f"""
+    SELECT {", ".join("d." + column for column in DELIVERY_COLUMNS.split(", "))},
+           {", ".join("e." + column for column in EVENT_COLUMNS.split(", "))}
+    FROM webhook_deliveries d LEFT JOIN events e ON e.org = d.org AND e.seq = d.seq
+    WHERE d.org = %s AND d.subscription_id = %s AND {DUE} ORDER BY d.seq LIMIT 1
+"""
+# An attempt's outcome, while the claim's token is still the subscription's: its failures, its lease (extended for
+# the next delivery, or released), the delivery's record; the subscription's settings as they are now.
+FINISH = f"""
+    WITH s AS (
+        UPDATE webhook_subscriptions SET
+            failing_since = CASE WHEN %(succeeded)s THEN NULL ELSE coalesce(failing_since, {NOW}) END,
+            lease_until = CASE WHEN %(keep)s THEN {NOW} + %(lease)s END,
+            lease_token = CASE WHEN %(keep)s THEN lease_token END
+        WHERE org = %(org)s AND id = %(id)s AND lease_token = %(token)s
+        RETURNING {SUBSCRIPTION_COLUMNS}, types AS wanted_types, logged_through, {NOW}
+    ), recorded AS (
+        UPDATE webhook_deliveries SET state = %(state)s, attempts = attempts + 1, last_status = %(status)s,
+            last_error = %(error)s, last_attempt_at = {NOW},
+            next_attempt_at = CASE WHEN %(state)s = 'PENDING' THEN {NOW} + %(retry_in)s END
+        WHERE org = %(org)s AND subscription_id = %(id)s AND seq = %(seq)s AND EXISTS (SELECT 1 FROM s)
+    )
+    SELECT * FROM s
 """
 
 
@@ -117,41 +144,40 @@ class SharedWebhookStore:
     def claim(self, limit, rules):
         claims = []
         with self.database.transaction() as connection:
-            for org, identifier, types in connection.execute(CLAIMABLE, {"limit": limit}).fetchall():
-                claim = self._take_due(connection, org, identifier, rules.wanted_of(_loads(types)), rules,
-                                       secrets.token_hex(8))
-                if claim is not None:
-                    claims.append(claim)
+            for org, identifier, types, logged_through in connection.execute(CLAIMABLE, {"limit": limit}).fetchall():
+                due = self._due(connection, org, identifier, rules.wanted_of(_loads(types)), logged_through)
+                if due is not None:
+                    token = secrets.token_hex(8)
+                    subscription = connection.execute(
+                        f"""UPDATE webhook_subscriptions SET lease_until = {NOW} + %s, lease_token = %s
+                            WHERE org = %s AND id = %s RETURNING {SUBSCRIPTION_COLUMNS}, {NOW}""",
+                        (rules.lease_seconds, token, org, identifier)).fetchone()
+                    claims.append(Claim(_subscription(subscription[:-1], now=subscription[-1]), *due, token))
         return claims
 
     def finish(self, claim, outcome, rules, claim_next=True):
         subscription = claim.subscription
+        keep = claim_next and outcome.disable is None
         with self.database.transaction() as connection:
-            row = connection.execute(
-                f"""UPDATE webhook_subscriptions SET lease_until = NULL, lease_token = NULL,
-                        failing_since = CASE WHEN %(succeeded)s THEN NULL ELSE coalesce(failing_since, {NOW}) END
-                    WHERE org = %(org)s AND id = %(id)s AND lease_token = %(token)s
-                    RETURNING types""",
-                {"org": subscription.org, "id": subscription.id, "token": claim.hold,
-                 "succeeded": outcome.state is DeliveryState.SUCCEEDED}).fetchone()
+            row = connection.execute(FINISH, {
+                "org": subscription.org, "id": subscription.id, "token": claim.hold, "seq": claim.delivery.seq,
+                "succeeded": outcome.state is DeliveryState.SUCCEEDED, "keep": keep, "lease": rules.lease_seconds,
+                "state": outcome.state.value, "status": outcome.status, "error": outcome.error,
+                "retry_in": outcome.retry_in or 0}).fetchone()
             if row is None:
                 return None  # unsubscribed meanwhile, or the lease passed to another claim
-            types = row[0]
-            connection.execute(
-                f"""UPDATE webhook_deliveries SET state = %(state)s, attempts = attempts + 1, last_status = %(status)s,
-                        last_error = %(error)s, last_attempt_at = {NOW},
-                        next_attempt_at = CASE WHEN %(state)s = 'PENDING' THEN {NOW} + %(retry_in)s END
-                    WHERE org = %(org)s AND subscription_id = %(id)s AND seq = %(seq)s""",
-                {"state": outcome.state.value, "status": outcome.status, "error": outcome.error,
-                 "retry_in": outcome.retry_in or 0, "org": subscription.org, "id": subscription.id,
-                 "seq": claim.delivery.seq})
+            *columns, types, logged_through, now = row
             if outcome.disable is not None:
                 self._disable(connection, subscription.org, subscription.id, outcome.disable)
+            if not keep:
                 return None
-            if not claim_next:
+            due = self._due(connection, subscription.org, subscription.id, rules.wanted_of(_loads(types)),
+                            logged_through)
+            if due is None:
+                connection.execute("UPDATE webhook_subscriptions SET lease_until = NULL, lease_token = NULL "
+                                   "WHERE org = %s AND id = %s", (subscription.org, subscription.id))
                 return None
-            return self._take_due(connection, subscription.org, subscription.id, rules.wanted_of(_loads(types)),
-                                  rules, claim.hold)
+            return Claim(_subscription(columns, now=now), *due, claim.hold)
 
     def release(self, claim):
         with self.database.transaction() as connection:
@@ -185,34 +211,26 @@ class SharedWebhookStore:
 
     # -- inside a claim's transaction ----------------------------------------------------------------------------------
 
-    def _take_due(self, connection, org, identifier, wanted, rules, token):
-        """Log the events after the (locked) subscription's cursor, then lease it with its lowest-seq due delivery;
-        None (and no lease) when none is due."""
-        self._log_new_events(connection, org, identifier, wanted)
-        row = connection.execute(
-            f"SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries d WHERE d.org = %s AND d.subscription_id = %s "
-            f"AND {DUE} ORDER BY seq LIMIT 1", (org, identifier)).fetchone()
+    def _due(self, connection, org, identifier, wanted, logged_through):
+        """(the lowest-seq due delivery of the locked subscription, its event or None); the events after its cursor
+        are logged first when none is due (the ones logged before come first in seq order anyway). None when none is
+        due."""
+        row = connection.execute(DUE_DELIVERY, (org, identifier)).fetchone()
+        if row is None and self._log_new_events(connection, org, identifier, wanted, logged_through):
+            row = connection.execute(DUE_DELIVERY, (org, identifier)).fetchone()
         if row is None:
             return None
-        subscription = connection.execute(
-            f"""UPDATE webhook_subscriptions SET lease_until = {NOW} + %s, lease_token = %s
-                WHERE org = %s AND id = %s RETURNING {SUBSCRIPTION_COLUMNS}, {NOW}""",
-            (rules.lease_seconds, token, org, identifier)).fetchone()
-        delivery = _delivery(row)
-        event = connection.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE org = %s AND seq = %s",
-                                   (org, delivery.seq)).fetchone()
-        return Claim(_subscription(subscription[:-1], now=subscription[-1]), delivery,
-                     None if event is None else event_of_row(*event), token)
+        event = row[len(DELIVERY_COLUMNS.split(", ")):]
+        return _delivery(row[:len(DELIVERY_COLUMNS.split(", "))]), None if event[0] is None else event_of_row(*event)
 
     @staticmethod
-    def _log_new_events(connection, org, identifier, wanted):
-        """The events after the subscription's cursor (a page at most) as PENDING deliveries, due now."""
-        after = connection.execute("SELECT logged_through FROM webhook_subscriptions WHERE org = %s AND id = %s",
-                                   (org, identifier)).fetchone()[0]
+    def _log_new_events(connection, org, identifier, wanted, after):
+        """The events after the subscription's cursor (a page at most) as PENDING deliveries, due now; whether any
+        event came after the cursor."""
         rows = connection.execute("SELECT seq, kind, change FROM events WHERE org = %s AND seq > %s ORDER BY seq "
                                   "LIMIT %s", (org, after, LOG_PAGE)).fetchall()
         if not rows:
-            return
+            return False
         due = [(seq, f"{SINGULAR[kind]}.{change.lower()}") for seq, kind, change in rows
                if wanted is None or (kind, change) in wanted]
         connection.execute(
@@ -222,6 +240,7 @@ class SharedWebhookStore:
             (org, identifier, [seq for seq, _ in due], [kind for _, kind in due]))
         connection.execute("UPDATE webhook_subscriptions SET logged_through = %s WHERE org = %s AND id = %s",
                            (rows[-1][0], org, identifier))
+        return True
 
     @staticmethod
     def _disable(connection, org, identifier, reason):
