@@ -4,15 +4,16 @@ address fails the attempt without a connection; the log keeps only the status fo
 networks, and at most 1 KB of a body otherwise. Traffic goes to 127.0.0.1 only (a second receiver listens on
 127.0.0.2 to catch a connection that went where the name pointed afterwards)."""
 import socket
-import time
 
 import pytest
 
 from service.client import Client
 from service.delivery.sender import Sender
 from service.domain.webhook_addresses import Target
+from service.domain.webhook_outcomes import Failing, outcome_of
 from service.testing import ThreadedServer
 from service.testing.webhook_receiver import WebhookReceiver
+from support.waiting import wait_until
 
 HOST = "hooks.example.com"
 
@@ -27,14 +28,6 @@ def server(tmp_path):
 def client(server):
     with Client(server.url, server.token, backoff=0) as client:
         yield client
-
-
-def wait_until(condition, seconds=10):
-    deadline = time.monotonic() + seconds
-    while not (found := condition()):
-        assert time.monotonic() < deadline, "not within the time"
-        time.sleep(0.02)
-    return found
 
 
 def test_the_connection_goes_to_the_checked_address_when_the_name_changes_after_the_check(server, client,
@@ -81,7 +74,6 @@ def test_the_log_keeps_1_kb_of_a_body_and_only_the_status_inside_the_allowed_net
         assert result.status == 500 and result.body == b"x" * 1024
         receiver.fail(status=500, body="secret internal page")
         allowed = public._replace(in_allowed_net=True)
-        from service.domain.webhook_outcomes import Failing, outcome_of
         outcome, kind = outcome_of(sender.send(allowed, {}, b"{}"), 0, Failing(None, 0))
         assert (outcome.error, kind) == ("HTTP 500", "http_error")
         outcome, _ = outcome_of(result, 0, Failing(None, 0))

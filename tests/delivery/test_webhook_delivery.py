@@ -12,6 +12,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from service.client import Client, ClientError
 from service.testing import ThreadedServer
 from service.testing.webhook_receiver import WebhookReceiver
+from support.waiting import wait_until
 from support.tokens import OTHER_TOKEN, TOKEN, TOKENS
 
 FRAGMENT = "fragment Change on Event { seq type id station { name revision } }"
@@ -40,14 +41,6 @@ def receiver():
 
 def station(client, identifier, name="Press"):
     client.create_station({"id": identifier, "name": name})
-
-
-def wait_until(condition, seconds=10):
-    deadline = time.monotonic() + seconds
-    while not (found := condition()):
-        assert time.monotonic() < deadline, "not within the time"
-        time.sleep(0.02)
-    return found
 
 
 def delivery_of(client, seq, subscription="mes", state=None):

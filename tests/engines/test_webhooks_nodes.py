@@ -6,7 +6,6 @@ the one the killed node had in flight, sent again by the other node once its lea
 seq order."""
 import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from service.client import Client
 from service.testing.webhook_receiver import WebhookReceiver
 from support.over_http import upsert_over_http
 from support.servers import SHIPPED_WORKER_CLASS, process_children
+from support.waiting import wait_until
 from support.tokens import TOKEN
 
 # A short timeout: the killed node's lease (timeout + 5 s) passes within the test.
@@ -70,14 +70,6 @@ def holds_connection(server, local_port):
     return False
 
 
-def wait_until(condition, seconds=60):
-    deadline = time.monotonic() + seconds
-    while not (found := condition()):
-        assert time.monotonic() < deadline, "not within the time"
-        time.sleep(0.05)
-    return found
-
-
 @pytest.fixture
 def settings(shared_backend):
     return shared_backend.settings()
@@ -89,14 +81,14 @@ def test_no_webhook_is_lost_when_a_node_is_killed_mid_attempt(tmp_path, shared_b
         client.webhook_subscribe("mes", receiver.url, secret=receiver.secret)
         writers = [Writer(server.url, label) for server, label in zip(nodes, "ab")]
         try:
-            wait_until(lambda: len(receiver.deliveries) >= 30)
+            wait_until(lambda: len(receiver.deliveries) >= 30, seconds=60)
             receiver.hang(seconds=120)
             held = len(receiver.deliveries)
-            hung = wait_until(lambda: len(receiver.deliveries) > held and receiver.deliveries[held])
+            hung = wait_until(lambda: len(receiver.deliveries) > held and receiver.deliveries[held], seconds=60)
             doomed = next(server for server in nodes if holds_connection(server, hung.peer[1]))
             doomed.kill()
             survivor = nodes[1 - nodes.index(doomed)]
-            wait_until(lambda: sum(writer.written for writer in writers) >= 150)
+            wait_until(lambda: sum(writer.written for writer in writers) >= 150, seconds=60)
         finally:
             for writer in writers:
                 writer.stop()
