@@ -216,4 +216,4 @@ def test_graphql_and_test_mode_responses_match_the_document(make_app, auth, open
     call("POST", "/_test/restore", 400, headers=gzip_body, data=snapshot[:-10])
     call("POST", "/_test/restore", 413, headers=gzip_body, data=b"",
          environ_overrides={"CONTENT_LENGTH": str(MAX_SNAPSHOT_BYTES + 1)})
-    assert len(seen) == 37
+    assert len(seen) == 38
