@@ -26,8 +26,10 @@ from service.delivery.sender import Sender
 
 log = logging.getLogger(__name__)
 
-# The longest the thread waits between two looks at what is due (a retry starts within this of its time).
+# The longest the thread waits between two looks at what is due (a retry starts within this of its time), and how often
+# it looks whether it is to stop meanwhile.
 POLL_SECONDS = 1.0
+STOP_CHECK_SECONDS = 0.25
 # A claim's lease lasts the attempt's timeout and this much more (shared backend: a dead node's claim passes then).
 LEASE_MARGIN_SECONDS = 5.0
 # How often the gauge of pending deliveries is counted again.
@@ -79,6 +81,8 @@ class WebhookDispatcher:
 
     def start(self):
         """Run the dispatcher in this process (once; a forked process starts its own)."""
+        if self._pid == os.getpid():
+            return  # the common case, every request of a process that serves: no lock
         with self._lock:
             if self._pid == os.getpid() or self._stopping.is_set():
                 return
@@ -93,7 +97,7 @@ class WebhookDispatcher:
         with self._lock:
             thread, pool = self._thread, self._pool
         if wait and thread is not None and pool is not None and self._pid == os.getpid():
-            thread.join(POLL_SECONDS + self.settings.timeout)
+            thread.join(STOP_CHECK_SECONDS + self.settings.timeout)
             pool.shutdown(wait=True)
 
     # -- the thread ----------------------------------------------------------------------------------------------------
@@ -109,7 +113,7 @@ class WebhookDispatcher:
                 if failing:
                     log.warning("webhooks: the dispatcher works again")
                     failing = False
-                watcher.wait(POLL_SECONDS)
+                self._wait(watcher)
             except Exception as error:  # noqa: BLE001 (an engine's outage: try again every POLL_SECONDS)
                 if not failing:
                     log.warning("webhooks: the dispatcher failed (%s); trying again every %g s", error, POLL_SECONDS)
@@ -120,6 +124,14 @@ class WebhookDispatcher:
                 self._stopping.wait(POLL_SECONDS)
         if watcher is not None:
             watcher.close()
+
+    def _wait(self, watcher):
+        """Until a commit may have come on any worker or node, POLL_SECONDS have passed, or the dispatcher stops."""
+        deadline = time.monotonic() + POLL_SECONDS
+        while not self._stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or watcher.wait(min(left, STOP_CHECK_SECONDS)):
+                return
 
     def dispatch(self):
         """Claim what is due, up to the free senders, and hand each claim to one."""
