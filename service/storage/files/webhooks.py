@@ -345,4 +345,4 @@ def _set_marker(directory, seq, due, fresh=False):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(directory / PENDING / f"{seq:012d}-{round(at * 1000):015d}")
     if due is not None:
-        (directory / PENDING / f"{seq:012d}-{round(due * 1000):015d}").touch()
+        (directory / PENDING / f"{seq:012d}-{int(due * 1000):015d}").touch()
