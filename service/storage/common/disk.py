@@ -156,6 +156,16 @@ class PendingReplace:
         if writeback:
             start_writeback(self._handle.fileno(), 0, 0)
 
+    def sync(self):
+        """Make the replacement's bytes durable now, so that `commit()` has only the rename left to wait for (its
+        fsync then finds nothing to write); whatever fails, nothing is left aside."""
+        with disk_errors():
+            try:
+                os.fsync(self._handle.fileno())
+            except BaseException:
+                self.discard()
+                raise
+
     def commit(self):
         """Make the replacement durable and put it in place; whatever fails, nothing is left aside."""
         with disk_errors():
