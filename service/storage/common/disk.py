@@ -190,6 +190,16 @@ class PendingReplace:
             self._temporary = None
 
 
+def numbered_files(directory, suffix):
+    """The numbers of the files named `<number><suffix>` in `directory`, ascending ([] when there is no directory)."""
+    try:
+        with os.scandir(directory) as entries:
+            names = [entry.name[:-len(suffix)] for entry in entries if entry.name.endswith(suffix)]
+    except FileNotFoundError:
+        return []
+    return sorted(int(name) for name in names if name.isdigit())
+
+
 def write_unsynced(path, data):
     """Write `path` whole (written aside, then renamed) but without fsync: for what a crash may lose but never tear."""
     path = Path(path)

@@ -23,7 +23,7 @@ from service.storage.contract import (
     check_revision, oldest_kept, utc_timestamp, without_meta)
 from service.storage.contract.events import NewEvent
 from service.storage.common.disk import (
-    PendingReplace, atomic_write_bytes, fsync_directory, lock, remove_stale_temporaries)
+    PendingReplace, atomic_write_bytes, fsync_directory, lock, numbered_files, remove_stale_temporaries)
 from service.storage.common.encoding import NAME_HEAD_SIZE, encode, name_in_head
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
@@ -300,12 +300,7 @@ def _read_json(path):
 
 def _entry_numbers(history):
     """The revision numbers of the entries in a history folder, ascending."""
-    try:
-        with os.scandir(history) as entries:
-            names = [entry.name[: -len(SUFFIX)] for entry in entries if entry.name.endswith(SUFFIX)]
-    except FileNotFoundError:
-        return []
-    return sorted(int(name) for name in names if name.isdigit())
+    return numbered_files(history, SUFFIX)
 
 
 def _entry_head(path):
