@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import contextlib
 import multiprocessing
-import statistics
 import sys
 import tempfile
 import threading
@@ -36,7 +35,8 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from graphql_bench import TOKEN, start  # noqa: E402 (bench/ is not a package)
+from event_stream_bench import medians, percentile  # noqa: E402 (bench/ is not a package)
+from graphql_bench import TOKEN, start  # noqa: E402
 from shared_backend import SharedBackend, tree_cpu_seconds  # noqa: E402
 from upload_bench import stop  # noqa: E402
 
@@ -143,11 +143,6 @@ def send_changes(url, args):
     return sent, round_trips
 
 
-def percentile(values, fraction):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
 def run(server, args, contestant, number):
     session = requests.Session()
     session.headers["x-service-api-org"] = TOKEN
@@ -200,10 +195,6 @@ class Server:
             env.update(stack.enter_context(SharedBackend()).server_env())
         self.process, self.url = start("service:create_app()", temp / "data", env=env)
         stack.callback(stop, self.process)
-
-
-def medians(runs):
-    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
 
 
 def main():

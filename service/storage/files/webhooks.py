@@ -24,13 +24,14 @@ import orjson
 
 from service.errors import StorageBusy, disk_errors
 from service.interface.kinds import SINGULAR
-from service.storage.common.disk import DiskLock, atomic_write_bytes, lock, write_unsynced
+from service.storage.common.disk import DiskLock, atomic_write_bytes, lock, numbered_files, write_unsynced
 from service.storage.contract.webhooks import (
     Claim, Delivery, DeliveryState, Subscription, iso_of)
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 SUBSCRIPTION = "subscription.json"
 DELIVERIES, PENDING = "deliveries", "pending"
+DELIVERY_SUFFIX = ".json"
 # Events logged for one subscription in one claim at most; the next claim logs the rest.
 LOG_PAGE = 1000
 
@@ -86,7 +87,8 @@ class FileWebhookStore:
         directory = self._directory(org, subscription_id)
         if not (directory / SUBSCRIPTION).exists():
             return None
-        seqs = sorted((seq for seq in _seqs(directory / DELIVERIES) if before is None or seq < before), reverse=True)
+        logged = numbered_files(directory / DELIVERIES, DELIVERY_SUFFIX)
+        seqs = sorted((seq for seq in logged if before is None or seq < before), reverse=True)
         found = (_read_delivery(directory, seq) for seq in seqs)
         return [delivery for delivery in found if delivery is not None][:first]
 
@@ -193,7 +195,7 @@ class FileWebhookStore:
             for name in self._names(self.root / org_name):
                 directory = self.root / org_name / name
                 pending = {seq for seq, _due in _markers(directory)}
-                for seq in _seqs(directory / DELIVERIES):
+                for seq in numbered_files(directory / DELIVERIES, DELIVERY_SUFFIX):
                     if seq < oldest and seq not in pending:
                         with contextlib.suppress(FileNotFoundError):
                             os.unlink(directory / DELIVERIES / _seq_name(seq))
@@ -293,7 +295,7 @@ def _name(org):
 
 
 def _seq_name(seq):
-    return f"{seq:012d}.json"
+    return f"{seq:012d}{DELIVERY_SUFFIX}"
 
 
 def _read(path):
@@ -317,15 +319,6 @@ def _read_delivery(directory, seq):
         return None
     return Delivery(value["seq"], value["type"], DeliveryState(value["state"]), value["attempts"], value["lastStatus"],
                     value["lastError"], value["lastAttemptAt"], value["nextAttemptAt"])
-
-
-def _seqs(directory):
-    try:
-        with os.scandir(directory) as entries:
-            return [int(entry.name[:-5]) for entry in entries if entry.name.endswith(".json") and
-                    entry.name[:-5].isdigit()]
-    except FileNotFoundError:
-        return []
 
 
 def _markers(directory):
