@@ -4,6 +4,7 @@ dispatcher running) sends to the receiver fixture of service.testing on 127.0.0.
 not while disabled); retries with one webhook-id; 410, 429 with Retry-After, redirects, timeouts; a retrying event
 does not hold back the next; the secret's rotation; FAILING; the log and redelivery; unsubscribe and reset."""
 import base64
+import gzip
 import time
 
 import pytest
@@ -220,12 +221,19 @@ def test_unsubscribe_stops_sending_and_drops_the_log_and_orgs_are_apart(server, 
     assert len(receiver.deliveries) == 1
 
 
-def test_a_reset_removes_subscriptions_and_deliveries(server, client, receiver):
+def test_a_reset_or_a_restore_removes_subscriptions_and_a_snapshot_holds_none(server, client, receiver):
     client.webhook_subscribe("mes", receiver.url, secret=receiver.secret)
     station(client, "press_1")
     receiver.wait_for(1)
     server.reset()
     assert client.webhook_subscriptions() == []
+    client.webhook_subscribe("mes", receiver.url, secret=receiver.secret)
+    station(client, "press_2")
+    archive = server.snapshot()
+    assert receiver.secret.encode() not in gzip.decompress(archive)
+    server.restore(archive)
+    assert client.webhook_subscriptions() == []
+    assert client.get_station("press_2")["name"] == "Press"
 
 
 def _seconds(iso):
