@@ -16,6 +16,7 @@ from typing import NamedTuple
 from graphql import (
     DocumentNode,
     FieldNode,
+    FragmentDefinitionNode,
     GraphQLError,
     OperationDefinitionNode,
     OperationType,
@@ -32,7 +33,8 @@ from service.web.graphql.calls import root_calls
 from service.web.graphql.coercion import PrecoercedExecutor, VariableCoercer, without_variable_definitions
 from service.web.graphql.errors import format_execution_errors, variable_errors
 from service.web.graphql.http import request_error
-from service.web.graphql.limits import MAX_TOKENS, QueryLimits, capped
+from service.web.graphql.limits import MAX_TOKENS, QueryLimits, capped, fields_of_root
+from service.web.graphql.scopes import refusal
 
 CACHE_SIZE = 256
 # At most this many characters of query text in the cache (about 20 MB of parsed documents at worst: up to
@@ -179,6 +181,20 @@ class GraphQLEndpoint:
             document = prepared.document
         operation = get_operation_ast(document, operation_name)
         return None if operation is None else operation.operation.value
+
+    def forbidden(self, entry, operation_name, credential):
+        """The answer (HTTP 200) to an operation that asks for a root field beyond the credential's scope (CONTRACT
+        16): each root field null, one FORBIDDEN error; None when it asks for none (or there is no operation to run:
+        `respond` says so). `entry`: what `prepare(query)` answered."""
+        prepared, errors = entry
+        operation = None if errors else get_operation_ast(prepared.document, operation_name)
+        if operation is None:
+            return None
+        fragments = {definition.name.value: definition for definition in prepared.document.definitions
+                     if isinstance(definition, FragmentDefinitionNode)}
+        fields = [field.name.value for field in fields_of_root(operation.selection_set, fragments)]
+        error = refusal(self.schema.get_root_type(operation.operation).name, fields, credential)
+        return None if error is None else {"errors": [error], "data": self._null_data(operation)}
 
     def root_calls(self, query, variables, operation_name):
         """[(root field name, ids it names)] of the operation a request ran or asked for (service.web.graphql.calls);

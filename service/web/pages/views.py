@@ -9,6 +9,7 @@ from service.domain.changes import changes, revision_input
 from service.domain.lifecycle import history_of
 from service.interface.kinds import PROCESSES, PRODUCTS, STATIONS
 from service.domain.reads import get_object, names_of, page_of_objects
+from service.web.auth import PUBLIC, requires
 from service.web.pages import graph
 from service.web.pages.auth import login_required
 from service.web.pages.blueprint import DeletedObject, bp, page_route
@@ -57,6 +58,7 @@ def _list_page(kind, template):
 
 
 @page_route("/")
+@requires(PUBLIC)
 def home():
     g.org = session_org()
     return render_template("pages/home.html")
