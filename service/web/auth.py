@@ -53,7 +53,7 @@ ADMIN_TOKEN = Access(ADMIN)
 READ_OR_SESSION = Access(READ, cookie=True)
 # A page: a session (service.web.pages.auth.login_required), never the token header.
 SIGNED_IN = Access(READ, cookie=True, header=False)
-UNDECLARED = ADMIN_TOKEN
+UNDECLARED = Access(ADMIN)  # its own object: a view that declared admin is not undeclared
 # The views Flask makes itself: the app's static files (the pages' stylesheet, the explorer's scripts).
 FLASK_VIEWS = {"static": PUBLIC}
 

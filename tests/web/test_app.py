@@ -38,6 +38,7 @@ def test_parse_tokens_assigns_bare_token_to_default_org():
 @pytest.mark.parametrize("setting, named", [
     ({"WIS_API_TOKENS": "acme:short"}, "WIS_API_TOKENS"),
     ({"WIS_API_TOKENS": "bad org!:a-long-enough-token"}, "WIS_API_TOKENS"),
+    ({"WIS_API_TOKENS": "acme:a-long-enough-token:reed"}, "WIS_API_TOKENS, entry 1 .org 'acme'.: unknown scope 'reed'"),
     ({"WIS_STREAM_TTL_HOURS": "a day"}, "WIS_STREAM_TTL_HOURS"),
     ({"WIS_MAX_OPEN_STREAMS": "0"}, "WIS_MAX_OPEN_STREAMS"),
     ({"WIS_MAX_OPEN_STREAMS": "many"}, "WIS_MAX_OPEN_STREAMS"),

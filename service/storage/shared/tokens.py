@@ -15,6 +15,12 @@ REVOKE = f"""
     WHERE org = %s AND name = %s AND revoked_at IS NULL
     RETURNING {COLUMNS}
 """
+# A token of a file data directory (`wis migrate`): added, or revoked when it was revoked there since; else unchanged.
+IMPORT = f"""
+    INSERT INTO api_tokens AS kept ({COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (digest) DO UPDATE SET revoked_at = EXCLUDED.revoked_at
+        WHERE kept.revoked_at IS NULL AND EXCLUDED.revoked_at IS NOT NULL
+"""
 RECORD_USE = """
     UPDATE api_tokens SET last_used_at = used.at
     FROM unnest(%s::text[], %s::text[]) AS used(digest, at)
@@ -52,6 +58,18 @@ class SharedTokenStore:
     def version(self):
         with self.database.transaction() as connection:
             return connection.execute("SELECT version FROM api_tokens_version").fetchone()[0]
+
+    def import_token(self, token):
+        """Copy a stored token of a file data directory (`wis migrate`): "copied" when it was added, or revoked since
+        the last copy; "unchanged" otherwise. TokenNameTaken when the org has another token of its name here."""
+        try:
+            with self.database.transaction() as connection:
+                if connection.execute(IMPORT, token).rowcount == 0:
+                    return "unchanged"
+                connection.execute(CHANGED)
+        except psycopg.errors.UniqueViolation:
+            raise TokenNameTaken(token.org, token.name) from None
+        return "copied"
 
     def record_use(self, used):
         digests = sorted(used)

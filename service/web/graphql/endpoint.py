@@ -192,9 +192,10 @@ class GraphQLEndpoint:
             return None
         fragments = {definition.name.value: definition for definition in prepared.document.definitions
                      if isinstance(definition, FragmentDefinitionNode)}
-        fields = [field.name.value for field in fields_of_root(operation.selection_set, fragments)]
-        error = refusal(self.schema.get_root_type(operation.operation).name, fields, credential)
-        return None if error is None else {"errors": [error], "data": self._null_data(operation)}
+        fields = list(fields_of_root(operation.selection_set, fragments))
+        error = refusal(self.schema.get_root_type(operation.operation).name, [field.name.value for field in fields],
+                        credential)
+        return None if error is None else {"errors": [error], "data": self._null_data(operation, fields)}
 
     def root_calls(self, query, variables, operation_name):
         """[(root field name, ids it names)] of the operation a request ran or asked for (service.web.graphql.calls);
@@ -205,11 +206,13 @@ class GraphQLEndpoint:
         operation = get_operation_ast(prepared.document, operation_name)
         return [] if operation is None else root_calls(self.schema, prepared.document, operation, variables)
 
-    def _null_data(self, operation):
-        """`data` of an operation none of whose fields ran: each field null, or null as a whole if one is non-null."""
+    def _null_data(self, operation, fields=None):
+        """`data` of an operation none of whose fields ran: each field null, or null as a whole if one is non-null.
+        `fields`: its root fields, through its fragments (by default those written at its top, fragments counting as
+        non-null fields)."""
         root = self.schema.get_root_type(operation.operation)
         data = {}
-        for selection in operation.selection_set.selections:
+        for selection in operation.selection_set.selections if fields is None else fields:
             field = root.fields.get(selection.name.value) if isinstance(selection, FieldNode) else None
             if field is None or is_non_null_type(field.type):
                 return None
