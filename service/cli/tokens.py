@@ -3,6 +3,7 @@ its storage is (its data directory, or its database) like `wis gc`. The tokens o
 they are changed by editing that variable."""
 import os
 import sys
+from contextlib import closing
 from pathlib import Path
 
 from service.cli.common import UsageError
@@ -56,22 +57,16 @@ def open_tokens_repository(args):
 
 
 def create_command(args):
-    repo = open_tokens_repository(args)
-    try:
+    with closing(open_tokens_repository(args)) as repo:
         token, stored = create_token(repo, args.org, args.name, args.scope)
-    finally:
-        repo.close()
     print(token)
     print(f"token {stored.name!r} of org {stored.org!r} ({stored.scope}) created; it is printed this once and kept "
           f"only hashed: send it as the header  {TOKEN_HEADER}: <the token>", file=sys.stderr)
 
 
 def list_command(args):
-    repo = open_tokens_repository(args)
-    try:
+    with closing(open_tokens_repository(args)) as repo:
         tokens = list_tokens(repo, args.org)
-    finally:
-        repo.close()
     rows = [(token.org, token.name, token.scope, token.created_at, token.last_used_at or "never",
              token.revoked_at or "-") for token in tokens]
     widths = [max(len(row[column]) for row in [COLUMNS, *rows]) for column in range(len(COLUMNS))]
@@ -83,10 +78,7 @@ def list_command(args):
 
 
 def revoke_command(args):
-    repo = open_tokens_repository(args)
-    try:
+    with closing(open_tokens_repository(args)) as repo:
         revoked = revoke_token(repo, args.org, args.name)
-    finally:
-        repo.close()
     print(f"token {revoked.name!r} of org {revoked.org!r} revoked at {revoked.revoked_at}: every node refuses it "
           "within seconds, and ends the event streams and page sessions started with it")

@@ -73,9 +73,9 @@ def export_org(client, target, org, on_result=None, progress=None):
 
 def import_archive(client, path, dry=False, on_result=None, progress=None, upload_options=None, parallel=4,
                    comment=None):
-    """Send the archive at `path` (or an ArchiveReader of it) to the server, each change with `comment` when given; a
-    PushResult per entry (also to `on_result` as each is known). ArchiveError, before anything is sent, for an archive that cannot be used at all. With `dry`,
-    nothing is written: media are checked locally and objects sent with dryRun (service.client.dry_run)."""
+    """Send the archive at `path` (or an ArchiveReader of it) to the server, each change with `comment`; a PushResult
+    per entry (also to `on_result` as each is known). ArchiveError, before anything is sent, for an archive that cannot
+    be used at all. With `dry`, nothing is written: media checked locally, objects sent with dryRun (see dry_run)."""
     report, advance = on_result or (lambda result: None), progress or (lambda what, n: None)
     results = []
 
@@ -103,8 +103,7 @@ def import_archive(client, path, dry=False, on_result=None, progress=None, uploa
             record(PushResult(label, error=failed[entry.path]))
         advance("media", entry.size)
     pending_media = set(contents.media) - set(failed) if dry else set()
-    sent_processes = set()
-    clients = _ThreadClients(client)
+    sent_processes, clients = set(), _ThreadClients(client)
 
     def send(kind, identifier, obj):
         """(outcome, error) of one object, in a thread of the pool with a Client of its own."""

@@ -10,20 +10,6 @@ from service.domain.token_directory import REFRESH_SECONDS, TokenDirectory
 from service.domain.tokens import create_token, list_tokens, revoke_token
 from service.domain.validation import InvalidInput
 from service.errors import TokenNameTaken, TokenNotFound
-from service.storage import get_repository, open_repository
-
-
-@pytest.fixture
-def repo(app):
-    return get_repository(app)
-
-
-@pytest.fixture
-def other_repo(app):
-    """A second repository on the same stores: another worker process, or on the shared backend another node."""
-    other = open_repository(app.config)
-    yield other
-    other.close()
 
 
 def stored_bytes(app, repo):
