@@ -18,10 +18,13 @@ that the reader adds little of its own to what is measured.
   server's CPU seconds over the time, and the workers' resident memory (VmRSS) at its end (and before any idle stream
   was opened).
 
-Medians over `--runs` runs (3).
+- Two nodes (`--backend shared --nodes 2`): a second server on the same database and bucket; the streams are opened
+  on it and the commits sent to the first, so each event crosses from node to node (PostgreSQL's NOTIFY).
 
-    .venv/bin/python bench/event_stream_bench.py [--backend file|shared] [--runs 3] [--streams 64] [--commits 200]
-        [--interval 0.05] [--idle-streams 1000] [--seconds 60] [--workers 2]
+Medians over `--runs` runs (3). `--skip-idle` measures the latency only.
+
+    .venv/bin/python bench/event_stream_bench.py [--backend file|shared] [--nodes 1|2] [--runs 3] [--streams 64]
+        [--commits 200] [--interval 0.05] [--idle-streams 1000] [--seconds 60] [--workers 2] [--skip-idle]
 """
 import argparse
 import contextlib
@@ -111,11 +114,12 @@ def percentile(values, fraction):
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def latency_run(server, args, streams):
-    """The figures of `--commits` commits with `streams` streams open (0: the baseline, CPU only)."""
+def latency_run(server, args, streams, streamed=None):
+    """The figures of `--commits` commits to `server` with `streams` streams open on `streamed` (another node, or
+    `server` itself when None; 0 streams: the baseline, CPU only)."""
     session = requests.Session()
     session.headers["x-service-api-org"] = TOKEN
-    readers = Readers("127.0.0.1", server.port, streams)
+    readers = Readers("127.0.0.1", (streamed or server).port, streams)
     try:
         time.sleep(1)  # every stream registered with its worker's hub
         start_seq = latest_seq(session, server.url)
@@ -171,14 +175,16 @@ def idle_run(server, streams, seconds):
 
 
 class Server:
-    def __init__(self, args, temp, stack):
+    def __init__(self, args, temp, stack, backend=None, name="data"):
+        """A node; `backend`: the shared backend's settings of another node, for a second node on the same engines."""
         places = max(args.streams, args.idle_streams)
         env = {"WIS_WORKERS": str(args.workers), "WIS_THREADS": str(places + 16),
                "WIS_EVENT_STREAMS_PER_WORKER": str(places), "WIS_WORKER_CONNECTIONS": str(places + 100),
                "WIS_ACCESS_LOG": "off"}
         if args.backend == "shared":
-            env.update(stack.enter_context(SharedBackend()).server_env())
-        self.process, self.url = start("service:create_app()", temp / "data", env=env)
+            self.backend = backend or stack.enter_context(SharedBackend()).server_env()
+            env.update(self.backend)
+        self.process, self.url = start("service:create_app()", temp / name, env=env)
         stack.callback(stop, self.process)
         self.port = int(self.url.split(":")[2].split("/")[0])
 
@@ -198,21 +204,28 @@ def main():
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between commits")
     parser.add_argument("--idle-streams", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the idle streams are held")
+    parser.add_argument("--nodes", type=int, choices=(1, 2), default=1,
+                        help="2 (shared backend): streams on a second node, commits to the first")
+    parser.add_argument("--skip-idle", action="store_true", help="measure the latency only")
     args = parser.parse_args()
+    if args.nodes == 2 and args.backend != "shared":
+        parser.error("two nodes share the shared backend: add --backend shared")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, args.idle_streams + 256)), hard))
     with tempfile.TemporaryDirectory() as temp, contextlib.ExitStack() as stack:
         server = Server(args, Path(temp), stack)
+        streamed = Server(args, Path(temp), stack, server.backend, "data-2") if args.nodes == 2 else None
         latency = {"none": [], "streams": []}
         for run in range(args.runs):
             order = ("none", "streams") if run % 2 == 0 else ("streams", "none")
             for contestant in order:
-                latency[contestant].append(latency_run(server, args, args.streams if contestant == "streams" else 0))
+                streams = args.streams if contestant == "streams" else 0
+                latency[contestant].append(latency_run(server, args, streams, streamed))
                 print(f"latency run {run + 1}, {contestant}: "
                       + ", ".join(f"{key} {value:.2f}" for key, value in latency[contestant][-1].items()), flush=True)
         fresh_rss = workers_rss_mb(server)
         idle = {"none": [], "streams": []}
-        for run in range(args.runs):
+        for run in range(0 if args.skip_idle else args.runs):
             order = ("none", "streams") if run % 2 == 0 else ("streams", "none")
             for contestant in order:
                 streams = args.idle_streams if contestant == "streams" else 0
@@ -223,14 +236,17 @@ def main():
 
 def report(args, latency, idle, fresh_rss):
     figures, baseline = medians(latency["streams"]), medians(latency["none"])
-    print(f"\n{args.streams} streams, {args.commits} commits ({args.backend} backend, {args.workers} workers), medians "
-          f"of {args.runs} runs:")
+    where = "on a second node" if args.nodes == 2 else "on the node committed to"
+    print(f"\n{args.streams} streams {where}, {args.commits} commits ({args.backend} backend, {args.workers} workers), "
+          f"medians of {args.runs} runs:")
     print(f"  commit to stream: p50 {figures['p50_ms']:.1f} ms, p99 {figures['p99_ms']:.1f} ms")
     print(f"  the commit's own round trip: p50 {figures['commit_p50_ms']:.1f} ms, p99 {figures['commit_p99_ms']:.1f} "
           f"ms (with no stream open: p50 {baseline['commit_p50_ms']:.1f} ms, p99 {baseline['commit_p99_ms']:.1f} ms)")
     cpu, cpu_none = figures["cpu_ms_per_commit"], baseline["cpu_ms_per_commit"]
     print(f"  server CPU per commit: {cpu:.1f} ms with the streams, {cpu_none:.1f} ms with none "
           f"({cpu / cpu_none:.2f} x)")
+    if not idle["none"]:
+        return
     none, streams = medians(idle["none"]), medians(idle["streams"])
     print(f"{args.idle_streams} idle streams for {args.seconds:g} s: server CPU {streams['cpu_s']:.2f} s against "
           f"{none['cpu_s']:.2f} s with none open (+{streams['cpu_s'] - none['cpu_s']:.2f} s); workers' RSS "

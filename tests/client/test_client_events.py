@@ -1,12 +1,18 @@
 """Change events from the Python client and `wis events` against real gunicorn on both backends: the feed read page by
-page, its errors, and the Server-Sent Events parser that `follow()` reads the stream with."""
+page, its errors, following the stream across a server that drops it, and the Server-Sent Events parser that
+`follow()` reads the stream with."""
 import json
+import signal
+import subprocess
+import threading
+import time
 
 import pytest
 
 from service.cli import main
-from service.client import ClientError
+from service.client import Client, ClientError
 from service.client.events import messages
+from support.servers import WIS
 from support.tokens import TOKEN
 
 
@@ -58,3 +64,53 @@ def test_bad_arguments_are_refused_naming_them(server, api, capsys):
 def test_the_stream_is_parsed_as_html_says(stream, expected):
     found = list(messages(stream.splitlines()))
     assert [{key: value for key, value in message.items()} for message in found] == expected
+
+
+def test_follow_resumes_after_the_server_drops_its_streams_missing_nothing(server, api):
+    """Client.follow() from a seq: the events after it in order; when gunicorn replaces its workers (SIGHUP ends
+    their streams), it connects again with Last-Event-ID and nothing is missed or repeated."""
+    start = api.latest_event_seq()
+    received, done = [], threading.Event()
+
+    def follow():
+        with Client(server.url, TOKEN, timeout=30) as client:
+            for envelope in client.follow(after=start, types=["station.*"]):
+                received.append((envelope["data"]["seq"], envelope["data"]["name"]))
+                if envelope["data"]["name"] == "last":
+                    done.set()
+                    return
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    for name in ("one", "two", "three"):
+        api.create_station(station("ev_follow", name))
+    wait_for(lambda: len(received) == 3)
+    server.process.send_signal(signal.SIGHUP)  # new workers; the old ones end their streams
+    for name in ("four", "last"):
+        api.create_station(station("ev_follow", name))
+    assert done.wait(30), received
+    assert received == [(start + number, name) for number, name in enumerate(("one", "two", "three", "four", "last"),
+                                                                                 start=1)]
+
+
+def test_wis_events_follow_prints_each_event_as_it_commits(server, api):
+    start = api.latest_event_seq()
+    following = subprocess.Popen([str(WIS), "events", "--follow", "--after", str(start), "--url", server.url,
+                                  "--token", TOKEN], stdout=subprocess.PIPE, text=True)
+    try:
+        api.create_station(station("ev_cli_follow", "Press"))
+        api.delete_station("ev_cli_follow")
+        lines = [following.stdout.readline().rstrip("\n").split("\t") for _ in range(2)]
+    finally:
+        following.terminate()
+        following.wait(10)
+        following.stdout.close()
+    assert [(int(seq), kind, identifier) for seq, _, kind, identifier, _, _ in lines] == [
+        (start + 1, "station.created", "ev_cli_follow"), (start + 2, "station.deleted", "ev_cli_follow")]
+
+
+def wait_for(condition, seconds=30):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)

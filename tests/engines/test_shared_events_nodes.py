@@ -1,13 +1,16 @@
 """Zero events lost across nodes (CONTRACT 14 on CONTRACT 8): two real gunicorn nodes on one PostgreSQL and one
 bucket, writers on both to one org, one node killed with SIGKILL mid-burst and started again. Every acknowledged
-change has exactly one event, the org's seqs are 1..N without a gap, and a follower that polls `events(after: N)`
-on the other node all along gets every event after N once, in order."""
+change has exactly one event, the org's seqs are 1..N without a gap, a follower that polls `events(after: N)` on the
+other node all along gets every event after N once, in order, and so does a client of the stream (GET /events) of the
+killed node, which connects to the other with `Last-Event-ID` when its node dies."""
+import json
 import threading
 import time
 
 import pytest
 import requests
 
+from service.client.events import messages
 from support.over_http import upsert_over_http
 from support.servers import SHIPPED_WORKER_CLASS
 from support.tokens import HEADERS
@@ -117,6 +120,52 @@ class Follower:
         assert not self.failures, self.failures
 
 
+class StreamFollower:
+    """A client of the stream of one node that, when that node's connection breaks, connects to the next node with
+    `Last-Event-ID`, as an SSE client behind a load balancer does; it records every event it gets and each reconnect."""
+
+    def __init__(self, urls, after):
+        self.received, self.failures, self.connections = [], [], []
+        self._last = after
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(urls,))
+        self._thread.start()
+
+    def _run(self, urls):
+        try:
+            for url in urls:
+                self.connections.append(url)
+                if self._read(url):
+                    return
+            raise AssertionError("every node's stream broke")
+        except BaseException as error:  # an assertion in a thread must fail the test
+            self.failures.append(error)
+
+    def _read(self, url):
+        """Follow `url` from the last seq; True when stopped, False when the connection broke."""
+        headers = {**HEADERS, "Last-Event-ID": str(self._last)}
+        try:
+            with requests.get(f"{url}/events", headers=headers, stream=True, timeout=(10, 30)) as response:
+                assert response.status_code == 200, response.text
+                self._response = response
+                for message in messages(response.iter_lines(decode_unicode=True)):
+                    if "data" in message and message["event"] != "reset":
+                        event = json.loads(message["data"])["data"]
+                        self.received.append(event)
+                        self._last = event["seq"]
+        except (requests.RequestException, AttributeError):  # AttributeError: urllib3, its response closed under it
+            pass
+        return self._stop.is_set()
+
+    def stop(self, latest):
+        """Stop (hang up) once every event up to `latest` has come."""
+        wait_for(lambda: self._last >= latest or self.failures, seconds=30)
+        self._stop.set()
+        self._response.close()
+        self._thread.join(timeout=60)
+        assert not self.failures, self.failures
+
+
 def wait_for(condition, seconds=60):
     deadline = time.monotonic() + seconds
     while not condition():
@@ -141,6 +190,7 @@ def test_no_event_is_lost_or_doubled_when_a_node_is_killed_mid_burst(tmp_path, s
     wait_for(lambda: on_doomed.count() + on_survivor.count() >= 30)
     after, _ = events_after(survivor.url, 0)
     follower = Follower(survivor.url, after)
+    streamed = StreamFollower([doomed.url, survivor.url], after)
     on_restarted = None
     try:
         wait_for(lambda: on_doomed.count() >= 60)
@@ -157,6 +207,7 @@ def test_no_event_is_lost_or_doubled_when_a_node_is_killed_mid_burst(tmp_path, s
 
     events = every_event(restarted.url)
     latest, _ = events_after(survivor.url, 0)
+    streamed.stop(latest)
     assert [event["seq"] for event in events] == list(range(1, latest + 1))
     names = [event["name"] for event in events]
     assert len(set(names)) == len(names)  # no change has two events
@@ -171,3 +222,8 @@ def test_no_event_is_lost_or_doubled_when_a_node_is_killed_mid_burst(tmp_path, s
     # The follower on the other node got every event after the seq it started from, once, in order.
     assert [event["seq"] for event in follower.received] == list(range(after + 1, latest + 1))
     assert [without_object(event) for event in follower.received] == [without_object(event) for event in events[after:]]
+
+    # The stream's client of the killed node went on from the other node where it left off: every event once, in order.
+    assert streamed.connections == [doomed.url, survivor.url]
+    assert [event["seq"] for event in streamed.received] == list(range(after + 1, latest + 1))
+    assert [event["name"] for event in streamed.received] == [event["name"] for event in events[after:]]

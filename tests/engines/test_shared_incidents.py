@@ -3,7 +3,8 @@
 
 While the database is known to be down every request is refused within 1 s (503 JSON or SERVICE_UNAVAILABLE), /readyz
 says so and /metrics still answers, counting the refusals; within 5 s of its return everything is served again, whatever the outage's
-length. A database whose max_connections other clients hold is not an outage: the node keeps serving and stays ready.
+length. A client following the event stream (Client.follow) all along gets, once the database is back, every event
+committed after it started, once and in order (CONTRACT 14: it connects again with Last-Event-ID). A database whose max_connections other clients hold is not an outage: the node keeps serving and stays ready.
 
 The outages are long because the issue measured them so (the pool's backoff made the 70 s one cost 37-47 s more):
 they share one test, one server and one node, so the suite pays for them once."""
@@ -15,12 +16,13 @@ import psycopg
 import pytest
 import requests
 
+from service.client import Client
 from service.storage.shared.database import Database
 from support.backends import SharedBackend
 from support.engines import PostgresServer
 from support.metrics import metric_value
 from support.servers import SHIPPED_WORKER_CLASS
-from support.tokens import HEADERS
+from support.tokens import HEADERS, TOKEN
 
 pytestmark = pytest.mark.waits
 
@@ -145,17 +147,58 @@ def outage(url, postgres, traffic, seconds):
     return round(known - stopped, 2), round(slowest_refusal, 3), round(recovered, 2)
 
 
+class StreamFollower:
+    """Client.follow() in a thread from the org's latest event, until it gets the station `the_end`."""
+
+    def __init__(self, url):
+        self.client = Client(url, TOKEN, timeout=30)
+        self.start = self.client.latest_event_seq()
+        self.received, self.failures = [], []
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
+
+    def _run(self):
+        try:
+            for envelope in self.client.follow(after=self.start):
+                self.received.append((envelope["type"], envelope["data"].get("seq"), envelope["data"].get("id")))
+                if envelope["data"].get("id") == "the_end":
+                    return
+        except BaseException as error:  # an assertion in a thread must fail the test
+            self.failures.append(error)
+
+    def end(self, url):
+        """Commit `the_end` and wait for the follower to get it; its events, and the feed's after its start."""
+        assert upsert_station(url, "the_end") == "ok"
+        self._thread.join(60)
+        assert not self._thread.is_alive() and not self.failures, self.failures
+        feed = self.client.events(after=self.start, first=1000)
+        self.client.close()
+        return self.received, [(event["type"], event["seq"], event["id"]) for event in feed]
+
+
+def upsert_station(url, identifier):
+    response = requests.post(url + GRAPH, headers=HEADERS, timeout=30, json={
+        "query": STATION_CREATE, "variables": {"input": {"station": {"id": identifier, "name": identifier}}}})
+    return "ok" if response.status_code == 200 and "errors" not in response.json() else response.text
+
+
 def test_database_outages_of_20_and_70_seconds_fail_fast_and_recover_within_5_seconds(node, own_postgres):
     url = node.url
     traffic = Traffic(url)
+    follower = StreamFollower(url)
     try:
         wait_until(lambda: len(traffic.samples) >= 10, 30, "ten upserts")
         assert {outcome for _, _, outcome in traffic.samples} == {"ok"}, traffic.samples[:5]
-        figures = {length: outage(url, own_postgres, traffic, length) for length in (20, 70)}
+        figures = {}
+        for length in (20, 70):
+            figures[length] = outage(url, own_postgres, traffic, length)
+            assert upsert_station(url, f"after_{length}_s") == "ok"
     finally:
         traffic.stop()
         own_postgres.start()
     print("\n(known down after s, slowest refusal s, recovered after s) by outage length:", figures)
+    received, feed = follower.end(url)
+    assert received == feed and {"after_20_s", "after_70_s", "the_end"} <= {event[2] for event in received}
     # The log stayed JSON, one object a line (the pool's warnings included), and said each outage once per worker,
     # not once per refused request. (Lines starting with "[" are gunicorn's own: this test server does not load
     # service.gunicorn_config, whose logger writes JSON too.)

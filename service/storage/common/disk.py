@@ -156,6 +156,16 @@ class PendingReplace:
         if writeback:
             start_writeback(self._handle.fileno(), 0, 0)
 
+    def sync(self):
+        """Make the replacement's bytes durable now, so that `commit()` has only the rename left to wait for (its
+        fsync then finds nothing to write); whatever fails, nothing is left aside."""
+        with disk_errors():
+            try:
+                os.fsync(self._handle.fileno())
+            except BaseException:
+                self.discard()
+                raise
+
     def commit(self):
         """Make the replacement durable and put it in place; whatever fails, nothing is left aside."""
         with disk_errors():
@@ -178,6 +188,16 @@ class PendingReplace:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._temporary)
             self._temporary = None
+
+
+def numbered_files(directory, suffix):
+    """The numbers of the files named `<number><suffix>` in `directory`, ascending ([] when there is no directory)."""
+    try:
+        with os.scandir(directory) as entries:
+            names = [entry.name[:-len(suffix)] for entry in entries if entry.name.endswith(suffix)]
+    except FileNotFoundError:
+        return []
+    return sorted(int(name) for name in names if name.isdigit())
 
 
 def write_unsynced(path, data):

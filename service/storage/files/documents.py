@@ -23,7 +23,8 @@ from service.storage.contract import (
     CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, NOBODY, RESTORED, UPDATED, Revision, Saved,
     check_revision, oldest_kept, utc_timestamp, without_meta)
 from service.storage.contract.events import NewEvent
-from service.storage.common.disk import atomic_write_bytes, fsync_directory, lock, remove_stale_temporaries
+from service.storage.common.disk import (
+    PendingReplace, atomic_write_bytes, fsync_directory, lock, numbered_files, remove_stale_temporaries)
 from service.storage.common.encoding import NAME_HEAD_SIZE, encode, name_in_head
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
@@ -122,8 +123,16 @@ class FileDocumentStore:
                 change = RESTORED if restored else UPDATED if current else CREATED
                 self._keep_earlier_version(history, current)
                 self._write_entry(history, newest + 1, change, now, encoded, by)
-                with self._committing(org, NewEvent(now, kind, identifier, newest + 1, change, body.get("name"), *by)):
-                    atomic_write_bytes(path, encoded)
+                # The document's bytes are made durable before the org's events lock is taken: under it (every writer
+                # of the org waits for it) only the event's append and the rename are left.
+                replacement = PendingReplace(path, encoded)
+                replacement.sync()
+                try:
+                    with self._committing(org, NewEvent(now, kind, identifier, newest + 1, change, body.get("name"),
+                                                        *by)):
+                        replacement.commit()
+                finally:
+                    replacement.discard()
                 self._prune(history, newest + 1)
         return Saved(document, current is None, True)
 
@@ -304,12 +313,7 @@ def _read_json(path):
 
 def _entry_numbers(history):
     """The revision numbers of the entries in a history folder, ascending."""
-    try:
-        with os.scandir(history) as entries:
-            names = [entry.name[: -len(SUFFIX)] for entry in entries if entry.name.endswith(SUFFIX)]
-    except FileNotFoundError:
-        return []
-    return sorted(int(name) for name in names if name.isdigit())
+    return numbered_files(history, SUFFIX)
 
 
 def _entry_head(path):

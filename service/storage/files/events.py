@@ -21,7 +21,7 @@ import time
 import orjson
 
 from service.errors import disk_errors
-from service.storage.common.disk import fsync_directory, lock
+from service.storage.common.disk import fsync_directory, lock, numbered_files
 from service.storage.contract.events import Event, EventBounds
 from service.storage.files.names import id_to_name
 
@@ -189,12 +189,7 @@ class FileEventLog:
 
     @staticmethod
     def _segments_in(directory):
-        try:
-            with os.scandir(directory) as entries:
-                names = [entry.name[:-len(SEGMENT_SUFFIX)] for entry in entries if entry.name.endswith(SEGMENT_SUFFIX)]
-        except FileNotFoundError:
-            return []
-        return sorted(int(name) for name in names if name.isdigit())
+        return numbered_files(directory, SEGMENT_SUFFIX)
 
     def _events_of(self, org, number):
         """The events of one segment, in order (none when it was pruned meanwhile)."""
