@@ -3,8 +3,9 @@
 The configured tokens (WIS_API_TOKENS', or the embedded default token) are fixed at start-up. The stored ones (`wis
 token create`) are read again when the store's version has changed, which is looked at most every REFRESH_SECONDS: a
 token revoked on any node is refused here within that, plus the time of one read, and streams started with it end at
-the next look of the streams' hub (service.web.events.hub). So a lookup costs a SHA-256, two dictionary lookups and one
-constant-time comparison, whether the token is known or not, and at most once a second one read of the version.
+the next look of the streams' hub (service.web.events.hub). So a lookup costs a SHA-256, a dictionary lookup or two and
+one constant-time comparison, whether the token is known or not, and at most once a second one read of the store's
+version (never for a configured token: its requests neither wait for the store nor fail with it).
 
 A use is remembered in memory and written to the store at most every USE_RECORD_SECONDS (`record_uses_when_due`, after
 a response): `last used` is accurate to about a minute, and no request writes.
@@ -14,7 +15,6 @@ import threading
 import time
 from typing import NamedTuple
 
-from service.errors import StorageFailed
 from service.storage.contract import utc_timestamp
 from service.domain.tokens import Credential
 
@@ -50,13 +50,8 @@ class TokenDirectory:
 
     def find(self, digest):
         """The Credential of the token whose SHA-256 is `digest`, or None. StorageFailed when the stored tokens are
-        due to be read again and the store does not answer (a configured token is still found)."""
-        try:
-            found = self._current().by_digest.get(digest)
-        except StorageFailed:
-            if digest in self._configured:
-                return self._configured[digest]
-            raise
+        due to be read again and the store does not answer (a configured token is found without them)."""
+        found = self._configured.get(digest) or self._current().by_digest.get(digest)
         if not hmac.compare_digest(found.digest if found else NO_DIGEST, digest):
             return None
         if digest not in self._configured:

@@ -101,7 +101,8 @@ def test_db_upgrade_from_four_nodes_at_once_applies_it_once(shared_settings):
     with psycopg.connect(shared_settings["WIS_DATABASE_URL"]) as connection:
         assert connection.execute("SELECT version FROM wis_schema").fetchall() == [(len(MIGRATIONS),)]
         tables = connection.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1").fetchall()
-    assert [name for (name,) in tables] == ["collected_media", "documents", "event_counters", "events", "media",
+    assert [name for (name,) in tables] == ["api_tokens", "api_tokens_version", "collected_media", "documents",
+                                            "event_counters", "events", "media",
                                             "open_streams_count", "revisions", "secrets", "stream_chunks", "streams",
                                             "test_counters", "wis_schema"]
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from service.domain.tokens import SCOPES, allows
+from service.domain import token_directory
+from service.domain.tokens import SCOPES, allows, create_token, list_tokens
+from service.storage.contract import utc_timestamp
 from service.web.auth import FLASK_VIEWS, PUBLIC, SIGNED_IN, UNDECLARED, declared_access
 from service.web.sessions import COOKIE_NAME
 from support.tokens import HEADERS, READ_TOKEN, SCOPED_HEADERS
@@ -172,3 +174,15 @@ def test_the_embedded_default_token_is_admin_and_signs_its_changes_default_token
     answer = client.post("/graph/v2", headers=headers, json={"query": '{ stationHistory(id: "st_1") { author } }'})
     assert answer.get_json()["data"]["stationHistory"] == [{"author": "default-token"}]
     assert client.get("/_test/objects", headers=headers).status_code == 200
+
+
+def test_a_stored_tokens_use_is_written_after_a_response_once_a_minute_not_per_request(app, repo, monkeypatch):
+    token, _ = create_token(repo, "default", "tablet", "read")
+    client, headers = app.test_client(), {"x-service-api-org": token}
+    for _ in range(5):
+        assert client.post("/graph/v2", headers=headers, json={"query": "{ latestEventSeq }"}).status_code == 200
+    assert [stored.last_used_at for stored in list_tokens(repo)] == [None]  # within the process's first minute
+    monkeypatch.setattr(token_directory, "USE_RECORD_SECONDS", 0)  # as if the minute had passed
+    client.post("/graph/v2", headers=headers, json={"query": "{ latestEventSeq }"})
+    [used] = [stored.last_used_at for stored in list_tokens(repo)]
+    assert used is not None and used <= utc_timestamp()
