@@ -12,11 +12,11 @@ _READS = ("process", "processes", "product", "products", "station", "stations", 
 _WRITES = ("processCreate", "productCreate", "stationCreate", "processDelete", "productDelete", "stationDelete",
            "processRestore", "productRestore", "stationRestore")
 
-# root type -> {field: the scope it needs}. Webhooks' queries and mutations (CONTRACT 15) need `admin`: they show and
-# set secrets.
+# root type -> {field: the scope it needs}. A new root field is one more entry of its root type's dict, such as
+# `"webhookSubscribe": ADMIN` (webhooks' queries and mutations, CONTRACT 15, need admin: they show and set secrets).
 ROOT_FIELD_SCOPES = {
-    "Query": {field: READ for field in _READS},
-    "Mutation": {field: WRITE for field in _WRITES},
+    "Query": {**dict.fromkeys(_READS, READ)},
+    "Mutation": {**dict.fromkeys(_WRITES, WRITE)},
     "Subscription": {"events": READ},
 }
 # What any token may ask of any root type: the name of the type, and the schema itself (GraphQL's introspection).
