@@ -217,3 +217,27 @@ def test_graphql_and_test_mode_responses_match_the_document(make_app, auth, open
     call("POST", "/_test/restore", 413, headers=gzip_body, data=b"",
          environ_overrides={"CONTENT_LENGTH": str(MAX_SNAPSHOT_BYTES + 1)})
     assert len(seen) == 37
+
+
+def test_the_events_of_a_stream_match_their_description(client, document, auth):
+    """Each message of GET /events (a reset, then events) is the object the document describes; read as a client
+    does, a few messages and then hang up."""
+    from jsonschema import Draft202012Validator
+    from service.client.events import messages
+
+    for number in range(2):
+        client.post("/graph/v2", headers=auth, json={"query": 'mutation { stationCreate(input: {station: {id: '
+                                                              f'"st_oa", name: "Press {number}"}}}}) }}'})
+    event_schema = document["paths"]["/events"]["get"]["responses"]["200"]["content"]["text/event-stream"]["schema"]
+    response = client.get("/events", headers={**auth, "Last-Event-ID": "100"}, buffered=False)
+    lines = (line for chunk in response.response for line in chunk.decode().splitlines())
+    found = []
+    for message in messages(lines):
+        found.append({key: value for key, value in message.items()})
+        if len(found) == 3:
+            break
+    response.close()
+    assert [message.get("event") for message in found] == ["message", "reset", "station.created"]
+    validator = Draft202012Validator(event_schema)
+    for message in found:
+        assert not list(validator.iter_errors(message)), message
