@@ -6,7 +6,7 @@ loads in every project that has the package installed, or the client) must not p
 
 
 def create_app(config_overrides=None):
-    """Build the app: config -> storage -> observability -> CORS -> auth and sessions -> error handlers -> body limits
+    """Build the app: config -> storage -> observability -> CORS -> error handlers -> body limits -> auth and sessions
     -> blueprints.
 
     What only some requests need (the GraphQL endpoint: graphql-core, ariadne and the schema; marshmallow for the
@@ -31,10 +31,11 @@ def create_app(config_overrides=None):
 
     observability.init_app(app)
     cors.init_app(app)
-    auth.init_app(app)
-    sessions.init_app(app)
     error_handlers.init_app(app)
     body_limits.init_app(app)
+    # After the body limits (a body is held to its limit first), before anything else a request does: its scope.
+    auth.init_app(app)
+    sessions.init_app(app)
 
     # These import observability too, hence the same late import.
     from service.web import events, graphql, openapi, pages, uploads, webhooks

@@ -21,6 +21,7 @@ RESPONSES = {
     "invalid_chunk": (400, "BAD_REQUEST"),
     "invalid_snapshot": (400, "BAD_REQUEST"),
     "unauthenticated": (401, "UNAUTHENTICATED"),
+    "forbidden": (403, "FORBIDDEN"),
     "unsupported_checksum": (400, "BAD_REQUEST"),
     "stream_not_found": (404, "NOT_FOUND"),
     "media_not_found": (404, "NOT_FOUND"),
@@ -29,9 +30,11 @@ RESPONSES = {
     "subscription_not_found": (404, "NOT_FOUND"),
     "delivery_not_found": (404, "NOT_FOUND"),
     "subscription_disabled": (409, "CONFLICT"),
+    "token_not_found": (404, "NOT_FOUND"),
     "revision_conflict": (409, "CONFLICT"),
     "events_expired": (410, "EVENTS_EXPIRED"),
     "process_in_use": (409, "CONFLICT"),
+    "token_name_taken": (409, "CONFLICT"),
     "offset_mismatch": (409, "CONFLICT"),
     "wrong_protocol": (409, "CONFLICT"),
     "tus_version_unsupported": (412, "PRECONDITION_FAILED"),
@@ -134,6 +137,37 @@ class Unauthenticated(ServiceError):
     code = "unauthenticated"
     message = (f"missing or unknown API token: send it in the {TOKEN_HEADER} header (or {TOKEN_HEADER_ALIAS}, the "
                "vendor's spelling)")
+
+
+class Forbidden(ServiceError):
+    """The request's token is known but its scope does not reach what the request does (CONTRACT 16): nothing was
+    done. `scope` is the scope needed."""
+    code = "forbidden"
+
+    def __init__(self, doing, needed, name, scope):
+        self.scope = needed
+        self.extensions = {"scope": needed}
+        super().__init__(f"{doing} needs a token of the {needed} scope; this token ({name!r}) has the {scope} scope, "
+                         "so nothing was done (ask an administrator for a token of that scope: `wis token create`)")
+
+
+class TokenNameTaken(ServiceError):
+    """`wis token create` names a token its org has, or had: names are never given twice, so that an author in a
+    history always means one token."""
+    code = "token_name_taken"
+
+    def __init__(self, org, name):
+        super().__init__(f"name: org {org!r} has (or had: a revoked token keeps its name) a token named {name!r}; "
+                         "choose another name")
+
+
+class TokenNotFound(ServiceError):
+    """`wis token revoke` names no token of the org that is still valid."""
+    code = "token_not_found"
+
+    def __init__(self, org, name):
+        super().__init__(f"org {org!r} has no token named {name!r} to revoke (unknown, revoked already, or a token of "
+                         "WIS_API_TOKENS, which is removed by editing that variable): `wis token list` shows them")
 
 
 class StreamNotFound(ServiceError):

@@ -45,6 +45,7 @@ from service import storage  # noqa: E402
 from service.server import cycle_collector  # noqa: E402
 from service.web import auth, observability, webhooks  # noqa: E402
 from service.config import load_config, load_server_config, uses_shared_backend  # noqa: E402
+from service.domain.tokens import parse_api_tokens  # noqa: E402
 from service.errors import ConfigurationError, StorageFailed  # noqa: E402
 from service.web.graphql import load_schema  # noqa: E402
 from service.web.openapi import load_document  # noqa: E402
@@ -57,7 +58,7 @@ def _settings():
     try:
         server = load_server_config()
         service = load_config()
-        auth.parse_tokens(service["API_TOKENS"])
+        parse_api_tokens(service["API_TOKENS"])
         load_schema()
         load_document()
         if uses_shared_backend(service):

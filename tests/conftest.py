@@ -18,7 +18,7 @@ from flask.testing import FlaskClient
 
 from service import create_app
 from service.client import Client
-from service.storage import get_repository
+from service.storage import get_repository, open_repository
 from support.backends import FileBackend, SharedBackend
 from support.engines import POSTGRES_INSTALL, WEED_INSTALL, PostgresServer, SeaweedServer, postgres_bin, weed_binary
 from support.projects import WITHOUT_FOREIGN_PLUGINS
@@ -115,6 +115,19 @@ def make_app(tmp_path, backend):
 @pytest.fixture
 def app(make_app):
     return make_app()
+
+
+@pytest.fixture
+def repo(app):
+    return get_repository(app)
+
+
+@pytest.fixture
+def other_repo(app):
+    """A second repository on the app's stores: another worker process, or on the shared backend another node."""
+    other = open_repository(app.config)
+    yield other
+    other.close()
 
 
 @pytest.fixture

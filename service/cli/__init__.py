@@ -1,14 +1,14 @@
 """`wis`: serve the service, upload media, push work instructions from files, export and import an org, delete and
 restore objects, follow change events, manage webhooks, collect garbage, upgrade the shared backend's database and
-move a data directory into it. One module
-a group of commands; each adds its commands to the parser and runs them."""
+move a data directory into it, manage API tokens. One module a group of commands; each adds its commands to the parser
+and runs them."""
 import argparse
 import sys
 
-from service.cli import events, objects, operations, serve, transfers, webhooks
+from service.cli import events, objects, operations, serve, tokens, transfers, webhooks
 from service.cli.common import UsageError
 from service.client import ClientError, describe
-from service.errors import ConfigurationError, StorageFailed
+from service.errors import ConfigurationError, ServiceError
 from service.interface.archive import ArchiveError
 
 
@@ -17,7 +17,7 @@ def build_parser():
                                      "push work instructions from files, export and import an org, delete and "
                                      "restore objects, collect garbage.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (serve, transfers, objects, events, webhooks, operations):
+    for group in (serve, transfers, objects, events, webhooks, operations, tokens):
         group.add_commands(commands)
     return parser
 
@@ -32,7 +32,8 @@ def main(argv=None):
     # ValueError: a request the client refused; ArchiveError: an archive that cannot be used at all.
     except (UsageError, ConfigurationError, ValueError, ArchiveError) as error:
         print(f"error: {error}", file=sys.stderr)
-    except StorageFailed as error:  # the database, the bucket or the disk of a storage command failed
+    # A storage command's refusal (a token's name taken), or its database, bucket or disk that failed.
+    except ServiceError as error:
         print(f"error: {error}", file=sys.stderr)
     except OSError as error:
         # A local file or directory (input, upload state, data directory) that cannot be used.

@@ -62,6 +62,12 @@ def add_server_options(command):
                          help="do not draw progress bars (drawn on stderr when it is a terminal)")
 
 
+def add_comment_option(command):
+    """--comment: why, kept in the history beside the name of the token (CONTRACT 16)."""
+    command.add_argument("--comment", help="why: kept with each change in its history, beside the name of the token "
+                                           "(at most 500 characters)")
+
+
 def find_token(args):
     """--token, else $WIS_TOKEN, else the default token a service on this machine keeps in its data directory."""
     token = args.token or os.environ.get("WIS_TOKEN")

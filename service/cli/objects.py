@@ -1,7 +1,7 @@
 """`wis delete`, `wis restore`, `wis history` and `wis diff`: verbs on one process, product or station."""
 import sys
 
-from service.cli.common import add_server_options, int_at_least, make_client
+from service.cli.common import add_comment_option, add_server_options, int_at_least, make_client
 
 
 def add_commands(commands):
@@ -17,6 +17,7 @@ def add_commands(commands):
         if condition:
             command.add_argument("--if-revision", type=int_at_least(0), metavar="N", help=condition)
             command.add_argument("--dry-run", action="store_true", help="check, write nothing")
+            add_comment_option(command)
         add_server_options(command)
         command.set_defaults(run=run)
 
@@ -32,14 +33,15 @@ def add_commands(commands):
 
 def delete_command(args):
     with make_client(args) as client:
-        outcome = client.delete(args.kind, args.id, if_revision=args.if_revision, dry_run=args.dry_run)
+        outcome = client.delete(args.kind, args.id, if_revision=args.if_revision, dry_run=args.dry_run,
+                                comment=args.comment)
     print(f"{args.kind} {args.id}: {outcome}" + (" (dry run)" if args.dry_run else ""))
 
 
 def restore_command(args):
     with make_client(args) as client:
         outcome = client.restore(args.kind, args.id, args.revision, if_revision=args.if_revision,
-                                 dry_run=args.dry_run)
+                                 dry_run=args.dry_run, comment=args.comment)
     print(f"{args.kind} {args.id}: {outcome} from revision {args.revision}" + (" (dry run)" if args.dry_run else ""))
 
 
@@ -49,7 +51,9 @@ def history_command(args):
         while True:
             page = client.history(args.kind, args.id, first=100, after=after)
             for revision in page:
-                print(f"{revision['revision']}\t{revision['savedAt']}\t{revision['change']}")
+                print("\t".join(str(value) if value is not None else "" for value in (
+                    revision["revision"], revision["savedAt"], revision["change"], revision["author"],
+                    revision["comment"])))
             if len(page) < 100:
                 break
             after = page[-1]["revision"]

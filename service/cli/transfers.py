@@ -1,8 +1,8 @@
 """`wis upload`, `wis push`, `wis export` and `wis import`: files and archives through the API."""
 import sys
 
-from service.cli.common import (add_server_options, make_client, progress_bar, show_result, transfer_progress,
-                                upload_options)
+from service.cli.common import (add_comment_option, add_server_options, make_client, progress_bar, show_result,
+                                transfer_progress, upload_options)
 from service.client import transfer
 from service.interface import DESTINATIONS
 from service.interface.archive import ArchiveReader
@@ -27,6 +27,7 @@ def add_commands(commands):
     push.add_argument("--dry-run", action="store_true",
                       help="write nothing: check the files, the local media (format, size) and every object with the "
                            "server's dryRun")
+    add_comment_option(push)
     add_server_options(push)
     push.set_defaults(run=push_command)
 
@@ -50,6 +51,7 @@ def add_commands(commands):
     import_.add_argument("--dry-run", action="store_true",
                          help="write nothing: check the archive, its media locally and every object with the "
                               "server's dryRun")
+    add_comment_option(import_)
     add_server_options(import_)
     import_.set_defaults(run=import_command)
 
@@ -63,7 +65,7 @@ def upload_command(args):
 def push_command(args):
     with make_client(args) as client:
         results = client.push(args.files, on_result=show_result, progress_for=lambda file: progress_bar(args, file),
-                              dry_run=args.dry_run, **upload_options(args))
+                              dry_run=args.dry_run, comment=args.comment, **upload_options(args))
     return 1 if any(result.error is not None for result in results) else 0
 
 
@@ -88,7 +90,8 @@ def import_command(args):
     objects = sum(len(ids) for ids in contents.ids.values())
     with make_client(args) as client, transfer_progress(args, media_bytes, objects) as progress:
         results = transfer.import_archive(client, reader, dry=args.dry_run, on_result=show_result,
-                                          progress=progress, upload_options=upload_options(args))
+                                          progress=progress, upload_options=upload_options(args),
+                                          comment=args.comment)
     failed = sum(result.error is not None for result in results)
     print(f"{len(results) - failed} entr{'y' if len(results) - failed == 1 else 'ies'} "
           f"{'checked' if args.dry_run else 'imported'}, {failed} failed", file=sys.stderr)

@@ -120,78 +120,82 @@ class Client(WebhookCalls):
             raise ClientError(response.status_code, error_message(response))
         return body["data"]
 
-    def _upsert(self, kind, obj, if_revision, dry_run):
-        mutation = f"{kind}Create"
-        input_type = mutation[0].upper() + mutation[1:] + "Input"
-        query = (f"mutation($input: {input_type}!, $ifRevision: Int, $dryRun: Boolean) "
-                 f"{{ {mutation}(input: $input, ifRevision: $ifRevision, dryRun: $dryRun) }}")
-        return self.graphql(query, {"input": {kind: obj}, "ifRevision": if_revision, "dryRun": dry_run})[mutation]
+    def _mutate(self, mutation, arguments, comment):
+        """Run `mutation` with `arguments` ({name: (GraphQL type, value)}) and, when given, `comment` (left out
+        otherwise, so a server that takes none answers as before); its answer."""
+        if comment is not None:
+            arguments = {**arguments, "comment": ("String", comment)}
+        declared = ", ".join(f"${name}: {type_}" for name, (type_, _) in arguments.items())
+        passed = ", ".join(f"{name}: ${name}" for name in arguments)
+        return self.graphql(f"mutation({declared}) {{ {mutation}({passed}) }}",
+                            {name: value for name, (_, value) in arguments.items()})[mutation]
 
-    def create_process(self, process, if_revision=None, dry_run=False):
+    def _upsert(self, kind, obj, if_revision, dry_run, comment):
+        input_type = f"{kind[0].upper()}{kind[1:]}CreateInput!"
+        return self._mutate(f"{kind}Create", {"input": (input_type, {kind: obj}), "ifRevision": ("Int", if_revision),
+                                              "dryRun": ("Boolean", dry_run)}, comment)
+
+    def create_process(self, process, if_revision=None, dry_run=False, comment=None):
         """Create or update a process; return "CREATED" or "UPDATED" (UPDATED also when the input equals the stored
         one: then nothing is stored). `if_revision`: only if the stored revision is this one (0: only if it does not
         exist), else ClientError with code CONFLICT and `extensions["revision"]` the stored one. `dry_run`: check and
-        answer as the write would, store nothing."""
-        return self._upsert("process", process, if_revision, dry_run)
+        answer as the write would, store nothing. `comment`: why, at most 500 characters, kept in the history with
+        the name of the token as its author."""
+        return self._upsert("process", process, if_revision, dry_run, comment)
 
-    def create_product(self, product, if_revision=None, dry_run=False):
-        """Create or update a product; return "CREATED" or "UPDATED"; `if_revision` and `dry_run` as create_process."""
-        return self._upsert("product", product, if_revision, dry_run)
+    def create_product(self, product, if_revision=None, dry_run=False, comment=None):
+        """Create or update a product; return "CREATED" or "UPDATED"; the options as create_process."""
+        return self._upsert("product", product, if_revision, dry_run, comment)
 
-    def create_station(self, station, if_revision=None, dry_run=False):
-        """Create or update a station; return "CREATED" or "UPDATED"; `if_revision` and `dry_run` as create_process."""
-        return self._upsert("station", station, if_revision, dry_run)
+    def create_station(self, station, if_revision=None, dry_run=False, comment=None):
+        """Create or update a station; return "CREATED" or "UPDATED"; the options as create_process."""
+        return self._upsert("station", station, if_revision, dry_run, comment)
 
-    def _delete(self, kind, object_id, if_revision, dry_run):
-        mutation = f"{kind}Delete"
-        query = (f"mutation($id: String!, $ifRevision: Int, $dryRun: Boolean) "
-                 f"{{ {mutation}(id: $id, ifRevision: $ifRevision, dryRun: $dryRun) }}")
-        return self.graphql(query, {"id": object_id, "ifRevision": if_revision, "dryRun": dry_run})[mutation]
+    def _delete(self, kind, object_id, if_revision, dry_run, comment):
+        return self._mutate(f"{kind}Delete", {"id": ("String!", object_id), "ifRevision": ("Int", if_revision),
+                                              "dryRun": ("Boolean", dry_run)}, comment)
 
-    def delete_process(self, process_id, if_revision=None, dry_run=False):
+    def delete_process(self, process_id, if_revision=None, dry_run=False, comment=None):
         """Delete a process (its history stays); return "DELETED". ClientError with code NOT_FOUND when there is
-        none, CONFLICT with `extensions["products"]` while products name it; `if_revision`, `dry_run` as
-        create_process."""
-        return self._delete("process", process_id, if_revision, dry_run)
+        none, CONFLICT with `extensions["products"]` while products name it; the options as create_process."""
+        return self._delete("process", process_id, if_revision, dry_run, comment)
 
-    def delete_product(self, product_id, if_revision=None, dry_run=False):
+    def delete_product(self, product_id, if_revision=None, dry_run=False, comment=None):
         """Delete a product; as delete_process."""
-        return self._delete("product", product_id, if_revision, dry_run)
+        return self._delete("product", product_id, if_revision, dry_run, comment)
 
-    def delete_station(self, station_id, if_revision=None, dry_run=False):
+    def delete_station(self, station_id, if_revision=None, dry_run=False, comment=None):
         """Delete a station; as delete_process."""
-        return self._delete("station", station_id, if_revision, dry_run)
+        return self._delete("station", station_id, if_revision, dry_run, comment)
 
-    def _restore(self, kind, object_id, revision, if_revision, dry_run):
-        mutation = f"{kind}Restore"
-        query = (f"mutation($id: String!, $revision: Int!, $ifRevision: Int, $dryRun: Boolean) "
-                 f"{{ {mutation}(id: $id, revision: $revision, ifRevision: $ifRevision, dryRun: $dryRun) }}")
-        return self.graphql(query, {"id": object_id, "revision": revision, "ifRevision": if_revision,
-                                    "dryRun": dry_run})[mutation]
+    def _restore(self, kind, object_id, revision, if_revision, dry_run, comment):
+        return self._mutate(f"{kind}Restore", {"id": ("String!", object_id), "revision": ("Int!", revision),
+                                               "ifRevision": ("Int", if_revision), "dryRun": ("Boolean", dry_run)},
+                            comment)
 
-    def restore_process(self, process_id, revision, if_revision=None, dry_run=False):
+    def restore_process(self, process_id, revision, if_revision=None, dry_run=False, comment=None):
         """Store the input of a past revision as a new revision; return "CREATED" (it was deleted) or "UPDATED".
         ClientError with code NOT_FOUND when the history does not hold that revision, BAD_USER_INPUT when it no
-        longer passes the checks of a create (its media removed); `if_revision`, `dry_run` as create_process."""
-        return self._restore("process", process_id, revision, if_revision, dry_run)
+        longer passes the checks of a create (its media removed); the options as create_process."""
+        return self._restore("process", process_id, revision, if_revision, dry_run, comment)
 
-    def restore_product(self, product_id, revision, if_revision=None, dry_run=False):
+    def restore_product(self, product_id, revision, if_revision=None, dry_run=False, comment=None):
         """Restore a past revision of a product; as restore_process."""
-        return self._restore("product", product_id, revision, if_revision, dry_run)
+        return self._restore("product", product_id, revision, if_revision, dry_run, comment)
 
-    def restore_station(self, station_id, revision, if_revision=None, dry_run=False):
+    def restore_station(self, station_id, revision, if_revision=None, dry_run=False, comment=None):
         """Restore a past revision of a station; as restore_process."""
-        return self._restore("station", station_id, revision, if_revision, dry_run)
+        return self._restore("station", station_id, revision, if_revision, dry_run, comment)
 
     def _history(self, kind, object_id, first, after):
         field = f"{kind}History"
         query = (f"query($id: String!, $first: Int, $after: Int) "
-                 f"{{ {field}(id: $id, first: $first, after: $after) {{ revision savedAt change }} }}")
+                 f"{{ {field}(id: $id, first: $first, after: $after) {{ revision savedAt change author comment }} }}")
         return self.graphql(query, {"id": object_id, "first": first, "after": after})[field]
 
     def process_history(self, process_id, first=100, after=None):
-        """Up to `first` revisions of a process, newest first, each {"revision", "savedAt", "change"}; `after` is the
-        last revision number of the previous page. [] for an unknown id."""
+        """Up to `first` revisions of a process, newest first, each {"revision", "savedAt", "change", "author",
+        "comment"}; `after` is the last revision number of the previous page. [] for an unknown id."""
         return self._history("process", process_id, first, after)
 
     def product_history(self, product_id, first=100, after=None):
@@ -224,8 +228,8 @@ class Client(WebhookCalls):
 
     def events(self, after=None, first=100, types=None):
         """Up to `first` (1 to 1000) of the org's events after the seq `after` (None or 0: from the oldest kept),
-        oldest first, each {"seq", "type", "timestamp", "kind", "id", "revision", "change", "name"}; `types` keeps those
-        of these types (`"process.updated"`, `"product.*"`). ClientError with code EVENTS_EXPIRED (and
+        oldest first, each {"seq", "type", "timestamp", "kind", "id", "revision", "change", "name", "author",
+        "comment"}; `types` keeps those of these types (`"process.updated"`, `"product.*"`). ClientError with code EVENTS_EXPIRED (and
         `extensions["oldest"]`) when events after `after` were pruned."""
         return events_module.events_page(self, after, first, types)
 
@@ -241,17 +245,17 @@ class Client(WebhookCalls):
 
     # By kind ("process", "product", "station"), for callers that handle every kind alike (wis import, wis delete):
 
-    def create(self, kind, obj, if_revision=None, dry_run=False):
+    def create(self, kind, obj, if_revision=None, dry_run=False, comment=None):
         """create_process, create_product or create_station by `kind`."""
-        return self._upsert(_kind(kind), obj, if_revision, dry_run)
+        return self._upsert(_kind(kind), obj, if_revision, dry_run, comment)
 
-    def delete(self, kind, object_id, if_revision=None, dry_run=False):
+    def delete(self, kind, object_id, if_revision=None, dry_run=False, comment=None):
         """delete_process, delete_product or delete_station by `kind`."""
-        return self._delete(_kind(kind), object_id, if_revision, dry_run)
+        return self._delete(_kind(kind), object_id, if_revision, dry_run, comment)
 
-    def restore(self, kind, object_id, revision, if_revision=None, dry_run=False):
+    def restore(self, kind, object_id, revision, if_revision=None, dry_run=False, comment=None):
         """restore_process, restore_product or restore_station by `kind`."""
-        return self._restore(_kind(kind), object_id, revision, if_revision, dry_run)
+        return self._restore(_kind(kind), object_id, revision, if_revision, dry_run, comment)
 
     def history(self, kind, object_id, first=100, after=None):
         """process_history, product_history or station_history by `kind`."""
@@ -339,16 +343,16 @@ class Client(WebhookCalls):
         return self.uploader.upload(path, destination, chunk_size=chunk_size, parallel=parallel,
                                     progress=progress, resumed=resumed, state_dir=state_dir)
 
-    def push(self, paths, on_result=None, progress_for=None, dry_run=False, **upload_options):
+    def push(self, paths, on_result=None, progress_for=None, dry_run=False, comment=None, **upload_options):
         """Create or update the stations, processes and products in JSON/YAML files; see service.client.push.
 
         Returns a PushResult per entry, also passed to `on_result` as each is known. `upload_options`
         (chunk_size, parallel, state_dir) go to the upload of each local media file; `progress_for(file)`
         may return a context manager giving that upload's `progress`/`resumed` callbacks. `dry_run`: write
-        nothing (local media checked, not uploaded; objects sent with dryRun).
+        nothing (local media checked, not uploaded; objects sent with dryRun). `comment`: kept with each change.
         """
         return push_module.push(self, paths, on_result=on_result, upload_options=upload_options,
-                                progress_for=progress_for, dry=dry_run)
+                                progress_for=progress_for, dry=dry_run, comment=comment)
 
 
 def _kind(kind):

@@ -38,10 +38,10 @@ class _Item(NamedTuple):
     source: Path
 
 
-def push(client, paths, on_result=None, upload_options=None, progress_for=None, dry=False):
-    """Apply every object found in `paths` (files or directories) and return a PushResult for each entry.
-    With `dry`, nothing is written: local media files are checked, not uploaded, and objects are sent with dryRun
-    (service.client.dry_run says what that promises).
+def push(client, paths, on_result=None, upload_options=None, progress_for=None, dry=False, comment=None):
+    """Apply every object found in `paths` (files or directories) and return a PushResult for each entry, each change
+    with `comment` when given. With `dry`, nothing is written: local media files are checked, not uploaded, and
+    objects are sent with dryRun (service.client.dry_run says what that promises).
 
     Unreadable files and malformed entries come first, then stations, processes and products in this
     order (products refer to processes). `on_result(result)` is called as each one is known.
@@ -66,7 +66,7 @@ def push(client, paths, on_result=None, upload_options=None, progress_for=None, 
             else:
                 if item.kind == "process":
                     _upload_local_media(client, item, uploaded, upload_options or {}, progress_for)
-                outcome = getattr(client, f"create_{item.kind}")(item.obj)
+                outcome = getattr(client, f"create_{item.kind}")(item.obj, comment=comment)
         except ServerUnreachable:
             raise
         except ClientError as error:

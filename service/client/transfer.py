@@ -71,10 +71,11 @@ def export_org(client, target, org, on_result=None, progress=None):
     return ExportResult(counts, problems)
 
 
-def import_archive(client, path, dry=False, on_result=None, progress=None, upload_options=None, parallel=4):
-    """Send the archive at `path` (or an ArchiveReader of it) to the server; a PushResult per entry (also to `on_result`
-    as each is known). ArchiveError, before anything is sent, for an archive that cannot be used at all. With `dry`,
-    nothing is written: media are checked locally and objects sent with dryRun (service.client.dry_run)."""
+def import_archive(client, path, dry=False, on_result=None, progress=None, upload_options=None, parallel=4,
+                   comment=None):
+    """Send the archive at `path` (or an ArchiveReader of it) to the server, each change with `comment`; a PushResult
+    per entry (also to `on_result` as each is known). ArchiveError, before anything is sent, for an archive that cannot
+    be used at all. With `dry`, nothing is written: media checked locally, objects sent with dryRun (see dry_run)."""
     report, advance = on_result or (lambda result: None), progress or (lambda what, n: None)
     results = []
 
@@ -102,15 +103,14 @@ def import_archive(client, path, dry=False, on_result=None, progress=None, uploa
             record(PushResult(label, error=failed[entry.path]))
         advance("media", entry.size)
     pending_media = set(contents.media) - set(failed) if dry else set()
-    sent_processes = set()
-    clients = _ThreadClients(client)
+    sent_processes, clients = set(), _ThreadClients(client)
 
     def send(kind, identifier, obj):
         """(outcome, error) of one object, in a thread of the pool with a Client of its own."""
         try:
             obj = _with_paths(obj, moved, failed)
             if not dry:
-                return clients.get().create(kind, obj), None
+                return clients.get().create(kind, obj, comment=comment), None
             pending = dry_run.media_fields(kind, obj, pending_media) | dry_run.process_fields(kind, obj, sent_processes)
             checked = dry_run.check(clients.get(), kind, obj, pending)
             waiting = f"; {checked.pending} field(s) wait for what the import creates first" if checked.pending else ""

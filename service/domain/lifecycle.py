@@ -1,4 +1,6 @@
-"""The lifecycle of an object beyond create-or-update (CONTRACT 10): deletion, restoring a past revision, history."""
+"""The lifecycle of an object beyond create-or-update (CONTRACT 10): deletion, restoring a past revision, history, and
+who made each change (CONTRACT 16)."""
+from service.interface import MAX_COMMENT_LENGTH
 from service.interface.ids import is_valid_id
 from service.domain.input_form import input_of
 from service.domain.processes import upsert_process
@@ -6,29 +8,45 @@ from service.domain.products import refuse_while_named, upsert_product
 from service.interface.kinds import PROCESSES, PRODUCTS, STATIONS
 from service.domain.reads import check_first
 from service.domain.stations import upsert_station
-from service.domain.validation import Problems
+from service.domain.validation import InvalidInput, Problems
 from service.errors import ObjectNotFound, RevisionNotFound
+from service.storage.contract import NOBODY, Attribution
 
 UPSERTS = {PROCESSES: upsert_process, PRODUCTS: upsert_product, STATIONS: upsert_station}
 
 
-def delete_object(repo, org, kind, identifier, if_revision=None, dry_run=False):
-    """Delete the object (its history stays); the revision of its deletion. ObjectNotFound when it does not exist;
-    a process that products name is refused (ProcessInUse)."""
+def attribution(author, comment):
+    """Who makes a change (the name of the request's token) and why (the mutation's `comment`): InvalidInput naming
+    `comment` when it is longer than MAX_COMMENT_LENGTH code points, or holds half of a UTF-16 surrogate pair (no
+    character: JSON's `"\\ud800"` alone), which could not be stored."""
+    if comment is not None:
+        if len(comment) > MAX_COMMENT_LENGTH:
+            raise InvalidInput([("comment", f"is {len(comment):,} characters long; at most {MAX_COMMENT_LENGTH} are "
+                                            "accepted")])
+        if any("\ud800" <= character <= "\udfff" for character in comment):
+            raise InvalidInput([("comment", "holds half of a UTF-16 surrogate pair, which is no character")])
+    return Attribution(author, comment)
+
+
+def delete_object(repo, org, kind, identifier, if_revision=None, dry_run=False, by=NOBODY):
+    """Delete the object (its history stays); the revision of its deletion, which `by` (an Attribution) made.
+    ObjectNotFound when it does not exist; a process that products name is refused (ProcessInUse)."""
     if not is_valid_id(identifier):
         raise ObjectNotFound(kind, identifier)
     guard = refuse_while_named(org, identifier) if kind == PROCESSES else None
-    return repo.documents.delete(org, kind, identifier, if_revision=if_revision, dry_run=dry_run, guard=guard)
+    return repo.documents.delete(org, kind, identifier, if_revision=if_revision, dry_run=dry_run, guard=guard, by=by)
 
 
-def restore_object(repo, org, kind, identifier, revision, if_revision=None, dry_run=False):
-    """Store the input of revision `revision` as a new revision (RESTORED), checked as a create is; what the store did
-    (service.storage.contract.Saved). RevisionNotFound when the history does not hold that revision's content."""
+def restore_object(repo, org, kind, identifier, revision, if_revision=None, dry_run=False, by=NOBODY):
+    """Store the input of revision `revision` as a new revision (RESTORED) that `by` made, checked as a create is;
+    what the store did (service.storage.contract.Saved). RevisionNotFound when the history does not hold that
+    revision's content."""
     document = repo.documents.revision(org, kind, identifier, revision) \
         if is_valid_id(identifier) and revision >= 1 else None
     if document is None:
         raise RevisionNotFound(kind, identifier, revision)
-    return UPSERTS[kind](repo, org, input_of(kind, document), if_revision=if_revision, dry_run=dry_run, restored=True)
+    return UPSERTS[kind](repo, org, input_of(kind, document), if_revision=if_revision, dry_run=dry_run, restored=True,
+                         by=by)
 
 
 def history_of(repo, org, kind, identifier, first, after=None):
@@ -41,5 +59,5 @@ def history_of(repo, org, kind, identifier, first, after=None):
     problems.raise_if_any()
     if not is_valid_id(identifier):
         return []
-    return [{"revision": entry.revision, "savedAt": entry.saved_at, "change": entry.change}
-            for entry in repo.documents.history(org, kind, identifier, first, after)]
+    return [{"revision": entry.revision, "savedAt": entry.saved_at, "change": entry.change, "author": entry.author,
+             "comment": entry.comment} for entry in repo.documents.history(org, kind, identifier, first, after)]

@@ -7,6 +7,7 @@ from service.domain.input_form import normalised
 from service.interface.kinds import PROCESSES
 from service.domain.validation import Problems, quoted
 from service.interface import media_path, parse_media_path
+from service.storage.contract import NOBODY
 
 DEFAULT_START_BEHAVIOR = "CONFIRM"
 DEFAULT_END_BEHAVIOR = "SUMMARY"
@@ -16,16 +17,16 @@ UNITS_PATTERN = re.compile(r"[^\s-]+-\S+")
 COLOR_PATTERN = re.compile(r"#[0-9A-Fa-f]{6}")
 
 
-def upsert_process(repo, org, data, *, if_revision=None, dry_run=False, restored=False):
-    """Check a ProcessInput dict and store it whole, its defaults applied (derived data is derived when read); return
-    what the store did (service.storage.contract.Saved)."""
+def upsert_process(repo, org, data, *, if_revision=None, dry_run=False, restored=False, by=NOBODY):
+    """Check a ProcessInput dict and store it whole, its defaults applied (derived data is derived when read), as a
+    change `by` made (an Attribution); return what the store did (service.storage.contract.Saved)."""
     check_process(repo.media.existing, org, data)
     # A process naming media looks them up again under the org's references lock, which `wis gc --delete` takes to
     # delete media: the write sees each media file and commits before gc looks, or it sees one gone and is refused.
     # Only that lookup is repeated: the rest of the checks judge the input alone, which cannot have changed.
     guard = (lambda view: check_media_uploaded(view.existing_media, org, data)) if _media_paths(data) else None
     return repo.documents.save(org, PROCESSES, data["id"], normalised(with_defaults(data)), restored=restored,
-                               if_revision=if_revision, dry_run=dry_run, guard=guard)
+                               if_revision=if_revision, dry_run=dry_run, guard=guard, by=by)
 
 
 def check_process(existing_media, org, process):

@@ -4,21 +4,23 @@ from service.domain.input_form import normalised
 from service.interface.kinds import PROCESSES, PRODUCTS
 from service.domain.validation import Problems
 from service.errors import ProcessInUse
+from service.storage.contract import NOBODY
 
 DEFAULT_DEPENDENCY_QUANTITY = 1
 # How many of the products naming a process a message lists (extensions.products lists them all).
 NAMED_IN_MESSAGE = 20
 
 
-def upsert_product(repo, org, data, *, if_revision=None, dry_run=False, restored=False):
-    """Check a ProductInput dict against the org's processes and store it whole; return what the store did
-    (service.storage.contract.Saved). The check runs first to report every problem without holding a lock, then
-    again as the write's guard, under the org's references lock: a process deleted in between is noticed."""
+def upsert_product(repo, org, data, *, if_revision=None, dry_run=False, restored=False, by=NOBODY):
+    """Check a ProductInput dict against the org's processes and store it whole, as a change `by` made (an
+    Attribution); return what the store did (service.storage.contract.Saved). The check runs first to report every
+    problem without holding a lock, then again as the write's guard, under the org's references lock: a process
+    deleted in between is noticed."""
     check_product(repo.documents, org, data)
     dependencies = [{**edge, "quantity": _quantity(edge)} for edge in data.get("dependencies") or []]
     return repo.documents.save(org, PRODUCTS, data["id"], normalised({**data, "dependencies": dependencies}),
                                restored=restored, if_revision=if_revision, dry_run=dry_run,
-                               guard=lambda view: check_product(view, org, data))
+                               guard=lambda view: check_product(view, org, data), by=by)
 
 
 def processes_of(product):

@@ -49,6 +49,8 @@ MAX_TOTAL_CHUNKS = 10_000
 # measured): a work instruction is read on the floor in seconds, and each field's length bounds what a read repeats.
 MAX_TEXT_LENGTH = 20_000
 MAX_NAME_LENGTH = 1_000
+# The longest comment a create, delete or restore mutation may give its change (CONTRACT 16), in code points.
+MAX_COMMENT_LENGTH = 500
 # What one mutation's input may hold in all: a character per value plus the characters of its strings, counted with
 # every variable expanded where it is used. Any input sent once, in `variables` or in the query text, fits, since its
 # JSON is longer than that count; a variable repeated thousands of times in the query text does not.

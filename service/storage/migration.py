@@ -18,8 +18,9 @@ def is_data_directory(path):
 
 def copy_data_directory(source, target):
     """Copy the media, documents and open upload streams of every org of `source` (a FileRepository) into `target`
-    (a SharedRepository). Return {what: Counter of outcomes ("copied", "unchanged")} in the order copied: "media", each kind of document
-    (processes, products, stations), "streams"."""
+    (a SharedRepository), and the API tokens `wis token create` stored there. Return {what: Counter of outcomes
+    ("copied", "unchanged")} in the order copied: "media", each kind of document (processes, products, stations),
+    "streams", "tokens"."""
     counts = {"media": Counter()}
     orgs = source.orgs()
     for org in orgs:
@@ -40,6 +41,7 @@ def copy_data_directory(source, target):
             outcome = _copy_stream(source, target, org, stream_id)
             if outcome is not None:
                 counts["streams"][outcome] += 1
+    counts["tokens"] = Counter(target.tokens.import_token(token) for token in source.tokens.all())
     return counts
 
 

@@ -1,7 +1,8 @@
 """Test-mode endpoints under /_test/ for integrators' test suites: reset, inspect, read the request journal, inject
 faults.
 
-Registered only when TEST_MODE is on (absent, so 404, otherwise), and they need the API token. Faults and the
+Registered only when TEST_MODE is on (absent, so 404, otherwise), and they need an API token of the admin scope (the
+test double's own token has it). Faults and the
 journal live in the data directory under locks, so they hold across gunicorn workers as well as threads. The request
 schemas are in service.testing.schemas, imported by the views that use them (marshmallow costs the embedded test
 double a tenth of a second at start-up) unless init_app imported them.
@@ -16,7 +17,7 @@ from flask import Blueprint, current_app, g, jsonify, request, send_file
 
 from service.errors import disk_errors
 from service.testing import recorder
-from service.web.auth import require_org
+from service.web.auth import ADMIN_TOKEN, requires
 from service.domain import snapshots
 from service.storage import get_repository
 
@@ -27,7 +28,6 @@ DEFAULT_FAULT_ERROR = "fault injected by the test-mode API"
 SNAPSHOT_IN_MEMORY = 8 * 1024 * 1024
 
 bp = Blueprint("testing_api", __name__, url_prefix=PREFIX)
-bp.before_request(require_org)
 
 
 def _inject_fault():
@@ -82,6 +82,7 @@ def _org_objects(repo, org):
 
 
 @bp.post("/reset")
+@requires(ADMIN_TOKEN)
 def reset():
     """Remove every org's documents, media, streams, events and webhooks, every pending fault and the journal; count
     names anew."""
@@ -90,6 +91,7 @@ def reset():
 
 
 @bp.post("/snapshot")
+@requires(ADMIN_TOKEN)
 def snapshot():
     """The whole state, every org, as a snapshot archive (service.domain.snapshots)."""
     repo = get_repository(current_app)
@@ -107,6 +109,7 @@ def snapshot():
 
 
 @bp.post("/restore")
+@requires(ADMIN_TOKEN)
 def restore():
     """Replace the whole state with the snapshot archive of the body; the orgs restored, with their counts."""
     repo = get_repository(current_app)
@@ -126,6 +129,7 @@ def webhooks_due():
 
 
 @bp.get("/objects")
+@requires(ADMIN_TOKEN)
 def objects():
     """What is stored, per org: document ids by kind, media paths, open stream ids."""
     repo = get_repository(current_app)
@@ -133,6 +137,7 @@ def objects():
 
 
 @bp.get("/requests")
+@requires(ADMIN_TOKEN)
 def requests_received():
     """The request journal, oldest first: the entries after `since`, at most the last 10,000."""
     from service.testing.schemas import JournalQuerySchema
@@ -143,6 +148,7 @@ def requests_received():
 
 
 @bp.post("/faults")
+@requires(ADMIN_TOKEN)
 def add_fault():
     from service.testing.schemas import FaultSchema
     from service.web.uploads.schemas import load
@@ -156,11 +162,13 @@ def add_fault():
 
 
 @bp.get("/faults")
+@requires(ADMIN_TOKEN)
 def list_faults():
     return jsonify(faults=get_repository(current_app).faults.list())
 
 
 @bp.delete("/faults")
+@requires(ADMIN_TOKEN)
 def clear_faults():
     get_repository(current_app).faults.clear()
     return "", 204

@@ -8,6 +8,7 @@ the cause in `checks`; the database being down makes it 503."""
 from flask import Blueprint, current_app, jsonify
 
 from service.storage import get_repository
+from service.web.auth import PUBLIC, requires
 
 bp = Blueprint("health", __name__)
 
@@ -16,11 +17,13 @@ DEGRADING_ENGINES = frozenset({"objects"})
 
 
 @bp.get("/healthz")
+@requires(PUBLIC)
 def healthz():
     return jsonify(status="ok")
 
 
 @bp.get("/readyz")
+@requires(PUBLIC)
 def readyz():
     states = get_repository(current_app).check_ready()
     checks = {engine: f"down: {problem}" if problem else "ok" for engine, problem in states.items()}

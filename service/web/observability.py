@@ -20,6 +20,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from pythonjsonlogger.json import JsonFormatter
 
 from service import storage
+from service.domain.tokens import READ
 from service.web import auth
 from service.errors import StorageFailed
 from service.interface import REQUEST_ID_HEADER
@@ -280,9 +281,8 @@ def _finish_request(response):
 
 
 @bp.get("/metrics")
+@auth.requires(auth.Access(READ, exempt=lambda: not current_app.config["METRICS_REQUIRE_TOKEN"]))
 def metrics_view():
-    if current_app.config["METRICS_REQUIRE_TOKEN"]:
-        auth.require_org()
     return Response(get_metrics(current_app).exposition(), content_type=CONTENT_TYPE_LATEST)
 
 

@@ -5,6 +5,7 @@ import orjson
 from flask import Blueprint, Response, current_app
 
 from service.errors import ConfigurationError
+from service.web.auth import PUBLIC, requires
 
 DOCUMENT = Path(__file__).parents[1] / "openapi.json"  # package data of `service` (setup.cfg)
 
@@ -22,6 +23,7 @@ def load_document(path=DOCUMENT):
 
 
 @bp.get("/openapi.json")
+@requires(PUBLIC)
 def openapi_document():
     return Response(current_app.extensions["openapi"], content_type="application/json")
 

@@ -156,11 +156,14 @@ def test_delete_history_and_restore_from_the_command_line(source, capsys):
     code, out, err = wis(capsys, source, "delete", "process", "frame_weld")
     assert code == 1 and "CONFLICT" not in err and "bike" in err  # a product still refers to it
     assert wis(capsys, source, "delete", "product", "bike", "--dry-run")[1] == ["product bike: DELETED (dry run)"]
-    assert wis(capsys, source, "delete", "product", "bike", "--if-revision", "1")[1] == ["product bike: DELETED"]
+    assert wis(capsys, source, "delete", "product", "bike", "--if-revision", "1",
+               "--comment", "not built any more")[1] == ["product bike: DELETED"]
     code, out, err = wis(capsys, source, "delete", "product", "bike")
     assert code == 1 and err.startswith("error: ")
     history = wis(capsys, source, "history", "product", "bike")[1]
-    assert [line.split("\t")[::2] for line in history] == [["2", "DELETED"], ["1", "CREATED"]]
+    # revision, savedAt, change, author (the token's name: the first of WIS_API_TOKENS), comment
+    assert [line.split("\t")[:1] + line.split("\t")[2:] for line in history] == [
+        ["2", "DELETED", "env-1", "not built any more"], ["1", "CREATED", "env-1", ""]]
     assert wis(capsys, source, "restore", "product", "bike", "1")[1] == ["product bike: CREATED from revision 1"]
     with Client(source.url, TOKEN) as client:
         assert client.get_product("bike")["name"] == "Bike"

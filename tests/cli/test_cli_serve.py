@@ -55,6 +55,8 @@ def test_dev_mode_is_one_reloading_worker(monkeypatch, tmp_path):
 @pytest.mark.parametrize("setting, named", [
     ({"WIS_WORKERS": "many"}, "WIS_WORKERS"),
     ({"WIS_API_TOKENS": "acme:short"}, "WIS_API_TOKENS"),
+    ({"WIS_API_TOKENS": "acme:a-long-enough-token,acme:another-long-token:owner"},
+     "WIS_API_TOKENS, entry 2 (org 'acme'): unknown scope 'owner'"),
     ({"WIS_STREAM_TTL_HOURS": "soon"}, "WIS_STREAM_TTL_HOURS"),
 ])
 def test_a_malformed_setting_stops_serve_with_one_line_naming_it(tmp_path, setting, named, server_process):

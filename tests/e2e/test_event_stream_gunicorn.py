@@ -12,7 +12,7 @@ import requests
 
 from support.events import Follower, commit, follower, latest_seq
 from support.servers import SHIPPED_WORKER_CLASS
-from support.tokens import HEADERS
+from support.tokens import HEADERS, TOKEN_NAME
 
 SHIPPED = ("--worker-class", SHIPPED_WORKER_CLASS, "--threads", "4", "--graceful-timeout", "60")
 # What the contract promises: an event reaches every open stream within a second, a hung-up client frees its place
@@ -49,7 +49,7 @@ def test_events_come_in_order_with_their_ids_types_and_envelopes(server):
             for number in range(5):
                 commit(server.url, "ev_order", f"Press {number}")
             requests.post(f"{server.url}/graph/v2", headers=HEADERS, timeout=30,
-                          json={"query": 'mutation { stationDelete(id: "ev_order") }'})
+                          json={"query": 'mutation { stationDelete(id: "ev_order", comment: "line closed") }'})
             found = [message for _, message in everything.events(6)]
             [(_, deleted)] = deletions.events(1)
     assert [int(message["id"]) for message in found] == list(range(start + 1, start + 7))
@@ -58,7 +58,8 @@ def test_events_come_in_order_with_their_ids_types_and_envelopes(server):
     assert [data_of(message)["data"]["name"] for message in found] == [f"Press {n}" for n in range(5)] + [None]
     assert data_of(found[-1]) == {**data_of(deleted), "type": "station.deleted"}
     assert data_of(deleted)["data"] == {"seq": start + 6, "kind": "station", "id": "ev_order", "revision": 6,
-                                        "change": "DELETED", "name": None, "author": None, "comment": None}
+                                        "change": "DELETED", "name": None, "author": TOKEN_NAME,
+                                        "comment": "line closed"}
 
 
 def test_an_event_committed_on_either_worker_reaches_the_streams_of_both_within_a_second(server):

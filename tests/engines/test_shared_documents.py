@@ -1,5 +1,6 @@
 """The shared backend's documents (PostgreSQL): the same answers as the file backend's FileDocumentStore, one revision per
-acknowledged write under concurrent processes, pages as index range scans, and the import that `wis migrate` uses."""
+acknowledged write under concurrent processes, pages as index range scans, the import that `wis migrate` uses, and the
+upgrades of a database of an earlier version."""
 import multiprocessing
 import os
 import re
@@ -8,15 +9,19 @@ import time
 import pytest
 
 from service.errors import UnstorableDocument
+from service.storage.contract import Attribution
 from service.storage.files.documents import FileDocumentStore
 from service.storage.shared.database import Database
 from service.storage.shared.documents import SharedDocumentStore
 from service.storage.shared.events import SharedEventStore
 from service.storage.shared.schema import MIGRATIONS
+from service.storage.shared.tokens import SharedTokenStore
 from support.old_schema import database_with_an_old_station
 
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 ORG = "default"
+# The schema version before the migration that gave history entries their author (CONTRACT 16).
+BEFORE_AUTHORS = next(number for number, migration in enumerate(MIGRATIONS) if "ADD COLUMN author" in migration)
 
 
 @pytest.fixture
@@ -187,9 +192,33 @@ def test_the_history_migration_starts_each_stored_document_at_its_revision(postg
     database = Database(url)
     store = SharedDocumentStore(database, SharedEventStore(database))
     try:
-        assert store.history(ORG, "stations", "st_1", 10) == [(3, "2024-01-02T00:00:00.000Z", "UPDATED")]
+        assert store.history(ORG, "stations", "st_1", 10) == [(3, "2024-01-02T00:00:00.000Z", "UPDATED", None, None)]
         assert store.revision(ORG, "stations", "st_1", 3)["name"] == "A"
         assert store.save(ORG, "stations", "st_1", {"id": "st_1", "name": "B"}).document["revision"] == 4
         assert [entry.change for entry in store.history(ORG, "stations", "st_1", 10)] == ["UPDATED", "UPDATED"]
+    finally:
+        database.close()
+
+
+def test_history_stored_before_authors_reads_as_made_by_nobody_after_the_upgrade(postgres):
+    """A database of the version before changes had authors (CONTRACT 16): after `upgrade` its history entries have a
+    null author and comment, the next change records both, and tokens can be stored."""
+    url = postgres.new_database()
+    database_with_an_old_station(url, BEFORE_AUTHORS)
+    database = Database(url)
+    try:
+        with database.transaction() as connection:
+            connection.execute("INSERT INTO revisions (org, kind, id, revision, change, saved_at, created_at, body) "
+                               "SELECT org, kind, id, revision, 'UPDATED', updated_at, created_at, body FROM documents")
+    finally:
+        database.close()
+    assert Database(url).upgrade() == (BEFORE_AUTHORS, len(MIGRATIONS))
+    database = Database(url)
+    store = SharedDocumentStore(database, SharedEventStore(database))
+    try:
+        store.save(ORG, "stations", "st_1", {"id": "st_1", "name": "B"}, by=Attribution("pipeline", "renamed"))
+        assert [entry[2:] for entry in store.history(ORG, "stations", "st_1", 10)] == [
+            ("UPDATED", "pipeline", "renamed"), ("UPDATED", None, None)]
+        assert SharedTokenStore(database).all() == []
     finally:
         database.close()

@@ -11,6 +11,8 @@ import pytest
 import requests
 
 from service import create_app
+from service.domain.tokens import create_token, revoke_token
+from service.interface import TOKEN_HEADER
 from service.storage import get_repository
 from service.storage.shared.database import MIGRATIONS, Database
 from support.documents import upsert_process
@@ -99,7 +101,8 @@ def test_db_upgrade_from_four_nodes_at_once_applies_it_once(shared_settings):
     with psycopg.connect(shared_settings["WIS_DATABASE_URL"]) as connection:
         assert connection.execute("SELECT version FROM wis_schema").fetchall() == [(len(MIGRATIONS),)]
         tables = connection.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1").fetchall()
-    assert [name for (name,) in tables] == ["collected_media", "documents", "event_counters", "events", "media",
+    assert [name for (name,) in tables] == ["api_tokens", "api_tokens_version", "collected_media", "documents",
+                                            "event_counters", "events", "media",
                                             "open_streams_count", "revisions", "secrets", "stream_chunks", "streams",
                                             "test_counters", "webhook_deliveries", "webhook_subscriptions",
                                             "wis_schema"]
@@ -147,6 +150,9 @@ def test_migrate_copies_a_data_directory_and_a_second_run_changes_nothing(tmp_pa
     token_file = tmp_path / "old-data" / "default-token"
     token_file.write_text("the-secret-default-token\n")
 
+    token, _ = create_token(source, "default", "tablet", "read")
+    revoked, _ = create_token(source, "default", "old-tablet", "read")
+
     done = wis("migrate", "--from-data-dir", str(tmp_path / "old-data"), settings=upgraded)
     assert done.returncode == 0, done.stderr
     # What to add to WIS_API_TOKENS, and where the token is: never the token itself.
@@ -154,7 +160,12 @@ def test_migrate_copies_a_data_directory_and_a_second_run_changes_nothing(tmp_pa
         done.stderr and "the-secret-default-token" not in done.stderr + done.stdout
     assert done.stdout.splitlines() == ["media: 1 copied, 0 unchanged", "processes: 2 copied, 0 unchanged",
                                         "stations: 1 copied, 0 unchanged", "streams: 1 copied, 0 unchanged",
-                                        "5 item(s) copied"]
+                                        "tokens: 2 copied, 0 unchanged", "7 item(s) copied"]
+    # The stored tokens work on the shared backend (a revocation since is copied by the next run).
+    for made in (token, revoked):
+        assert shared_app.test_client().post("/graph/v2", headers={TOKEN_HEADER: made}, json={
+            "query": "{ latestEventSeq }"}).status_code == 200
+    revoke_token(source, "default", "old-tablet")
 
     target = get_repository(shared_app)
     for kind, identifier in (("processes", "line_1"), ("processes", "Line_2"), ("stations", "st_1")):
@@ -176,7 +187,8 @@ def test_migrate_copies_a_data_directory_and_a_second_run_changes_nothing(tmp_pa
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines() == ["media: 0 copied, 1 unchanged", "processes: 0 copied, 2 unchanged",
                                          "stations: 0 copied, 1 unchanged", "streams: 0 copied, 1 unchanged",
-                                         "nothing changed: the shared backend already holds everything"]
+                                         "tokens: 1 copied, 1 unchanged", "1 item(s) copied"]
+    assert [token.revoked_at is None for token in target.tokens.all()] == [False, True]  # old-tablet, tablet
 
 
 def test_migrate_keeps_the_etag_a_client_cached_for_a_media_path(tmp_path, upgraded, shared_app):

@@ -13,23 +13,9 @@ from service.domain.processes import upsert_process
 from service.domain.products import upsert_product
 from service.domain.stations import upsert_station
 from service.errors import ProcessInUse
-from service.storage import get_repository, open_repository
 from service.storage.contract import StagedDocument
 
 ORG = "default"
-
-
-@pytest.fixture
-def repo(app):
-    return get_repository(app)
-
-
-@pytest.fixture
-def other_repo(app):
-    """A second repository on the same stores: another worker process, or on the shared backend another node."""
-    other = open_repository(app.config)
-    yield other
-    other.close()
 
 
 def station(identifier, name):

@@ -5,7 +5,7 @@ import pytest
 import requests
 
 from service import create_app
-from service.web.auth import parse_tokens
+from service.domain.tokens import ADMIN, Credential, digest_of, parse_api_tokens
 from service.cli import build_parser
 from service.errors import ConfigurationError
 from service.interface import TOKEN_HEADER
@@ -30,12 +30,15 @@ def test_unknown_route_is_json_404(client, auth):
 
 
 def test_parse_tokens_assigns_bare_token_to_default_org():
-    assert parse_tokens("acme:secret-acme, bare-token-1") == {"secret-acme": "acme", "bare-token-1": "default"}
+    assert parse_api_tokens("acme:secret-acme, bare-token-1") == [
+        Credential("acme", "env-1", ADMIN, digest_of("secret-acme")),
+        Credential("default", "env-2", ADMIN, digest_of("bare-token-1"))]
 
 
 @pytest.mark.parametrize("setting, named", [
     ({"WIS_API_TOKENS": "acme:short"}, "WIS_API_TOKENS"),
     ({"WIS_API_TOKENS": "bad org!:a-long-enough-token"}, "WIS_API_TOKENS"),
+    ({"WIS_API_TOKENS": "acme:a-long-enough-token:reed"}, "WIS_API_TOKENS, entry 1 .org 'acme'.: unknown scope 'reed'"),
     ({"WIS_STREAM_TTL_HOURS": "a day"}, "WIS_STREAM_TTL_HOURS"),
     ({"WIS_MAX_OPEN_STREAMS": "0"}, "WIS_MAX_OPEN_STREAMS"),
     ({"WIS_MAX_OPEN_STREAMS": "many"}, "WIS_MAX_OPEN_STREAMS"),

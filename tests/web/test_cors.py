@@ -4,6 +4,7 @@ import pytest
 
 from service import create_app
 from service.config import load_config
+from service.web.auth import PUBLIC, requires
 from service.web.cors import ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS
 from service.errors import ConfigurationError
 from service.interface import MAX_REQUEST_BODY, TOKEN_HEADER
@@ -158,6 +159,7 @@ def test_a_tus_options_view_is_reached_by_plain_options_and_not_by_preflights(ap
     calls = []
 
     @app.route("/tus-discovery", methods=["OPTIONS"])
+    @requires(PUBLIC)
     def tus_discovery():
         calls.append(1)
         return "", 204, {"Tus-Resumable": "1.0.0", "Tus-Version": "1.0.0"}
@@ -209,6 +211,7 @@ def test_an_answer_to_an_unlisted_origin_or_to_no_origin_has_no_cors_headers(cli
 
 def test_errors_to_a_listed_origin_carry_the_cors_headers(app, client, auth):
     @app.get("/boom")
+    @requires(PUBLIC)
     def boom():
         raise RuntimeError("exploded")
 

@@ -15,6 +15,7 @@ import service
 from service.interface import MAX_REQUEST_BODY, MAX_SNAPSHOT_BYTES
 
 from support.paths import REPOSITORY
+from support.tokens import READ_HEADERS
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 MP4 = b"\0\0\0\x18ftypmp42" + b"\1" * 500
@@ -132,6 +133,7 @@ def test_real_responses_match_the_document(client, auth, other_auth, openapi):
     call("GET", f"/uploads/{stream}", 200, headers=auth)
     call("PATCH", f"/uploads/{stream}", 404, headers=other_auth, data=chunk(0, 2, MP4[:300]))
     call("GET", f"/uploads/{stream}", 401)
+    call("GET", f"/uploads/{stream}", 403, headers=READ_HEADERS)  # a stream's state needs the write scope
     call("DELETE", f"/uploads/{stream}", 204, headers=auth)
     call("DELETE", f"/uploads/{stream}", 404, headers=auth)
     call("GET", f"/uploads/{'0' * 32}", 404, headers=auth)
@@ -168,7 +170,7 @@ def test_real_responses_match_the_document(client, auth, other_auth, openapi):
     call("HEAD", upload, 200, headers=tus)
     call("DELETE", upload, 204, headers=tus)
 
-    assert len(seen) == 40
+    assert len(seen) == 41
 
 
 def test_graphql_and_test_mode_responses_match_the_document(make_app, auth, openapi):
@@ -217,3 +219,27 @@ def test_graphql_and_test_mode_responses_match_the_document(make_app, auth, open
     call("POST", "/_test/restore", 413, headers=gzip_body, data=b"",
          environ_overrides={"CONTENT_LENGTH": str(MAX_SNAPSHOT_BYTES + 1)})
     assert len(seen) == 38
+
+
+def test_the_events_of_a_stream_match_their_description(client, document, auth):
+    """Each message of GET /events (a reset, then events) is the object the document describes; read as a client
+    does, a few messages and then hang up."""
+    from jsonschema import Draft202012Validator
+    from service.client.events import messages
+
+    for number in range(2):
+        client.post("/graph/v2", headers=auth, json={"query": 'mutation { stationCreate(input: {station: {id: '
+                                                              f'"st_oa", name: "Press {number}"}}}}) }}'})
+    event_schema = document["paths"]["/events"]["get"]["responses"]["200"]["content"]["text/event-stream"]["schema"]
+    response = client.get("/events", headers={**auth, "Last-Event-ID": "100"}, buffered=False)
+    lines = (line for chunk in response.response for line in chunk.decode().splitlines())
+    found = []
+    for message in messages(lines):
+        found.append({key: value for key, value in message.items()})
+        if len(found) == 3:
+            break
+    response.close()
+    assert [message.get("event") for message in found] == ["message", "reset", "station.created"]
+    validator = Draft202012Validator(event_schema)
+    for message in found:
+        assert not list(validator.iter_errors(message)), message

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from service import create_app
+from service.web.auth import PUBLIC, requires
 from service.web.observability import json_handler
 from service.storage import get_repository
 from support.metrics import metric_value
@@ -55,6 +56,7 @@ def test_500_is_logged_with_traceback_and_request_id_but_never_the_token(tmp_pat
     app = create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS})
 
     @app.get("/boom")
+    @requires(PUBLIC)
     def boom():
         raise RuntimeError("exploded while serving")
 
@@ -74,6 +76,7 @@ def test_metrics_count_requests_by_url_rule_and_status(tmp_path):
     app = create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS})
 
     @app.get("/things/<name>")
+    @requires(PUBLIC)
     def thing(name):
         return {"name": name}
 

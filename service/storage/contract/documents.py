@@ -29,11 +29,24 @@ class Saved(NamedTuple):
     changed: bool  # False: the body equals the stored one, nothing was stored
 
 
+class Attribution(NamedTuple):
+    """Who made a change and why (CONTRACT 16), kept with its history entry and its event: the name of the token that
+    sent it, and the comment its mutation gave. None where nobody said (a change made before tokens had names, a
+    test-mode restore, a mutation without a comment)."""
+    author: str | None = None
+    comment: str | None = None
+
+
+NOBODY = Attribution()
+
+
 class Revision(NamedTuple):
     """One entry of an object's history."""
     revision: int
     saved_at: str
     change: str  # CREATED, UPDATED, DELETED or RESTORED
+    author: str | None = None
+    comment: str | None = None
 
 
 def without_meta(document):
@@ -92,16 +105,18 @@ class DocumentStore(DocumentView, Protocol):
     def get(self, org: str, kind: str, identifier: str) -> dict | None: ...
 
     def save(self, org: str, kind: str, identifier: str, body: dict, *, restored: bool = False,
-             if_revision: int | None = None, dry_run: bool = False, guard: Guard | None = None) -> Saved:
-        """Store `body` as the whole document, as a new revision (RESTORED when `restored`, else CREATED or UPDATED),
-        unless it equals the stored body (then nothing is stored). In order: `guard`, then `if_revision` (the stored
-        revision must be it, 0 for none: RevisionConflict), then the comparison. A dry run stores nothing and answers
-        what the write would."""
+             if_revision: int | None = None, dry_run: bool = False, guard: Guard | None = None,
+             by: Attribution = NOBODY) -> Saved:
+        """Store `body` as the whole document, as a new revision (RESTORED when `restored`, else CREATED or UPDATED)
+        that `by` made, unless it equals the stored body (then nothing is stored). In order: `guard`, then
+        `if_revision` (the stored revision must be it, 0 for none: RevisionConflict), then the comparison. A dry run
+        stores nothing and answers what the write would."""
 
     def delete(self, org: str, kind: str, identifier: str, *, if_revision: int | None = None, dry_run: bool = False,
-               guard: Guard | None = None) -> int:
-        """Remove the current document, adding a DELETED revision (its number is answered); the history stays and a
-        later save continues its numbers. ObjectNotFound when there is none; then `if_revision`, then `guard`."""
+               guard: Guard | None = None, by: Attribution = NOBODY) -> int:
+        """Remove the current document, adding a DELETED revision that `by` made (its number is answered); the history
+        stays and a later save continues its numbers. ObjectNotFound when there is none; then `if_revision`, then
+        `guard`."""
 
     def history(self, org: str, kind: str, identifier: str, first: int, after: int | None = None) -> list[Revision]:
         """Up to `first` revisions, newest first, older than `after` when given; [] for an unknown id."""

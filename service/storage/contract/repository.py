@@ -9,6 +9,7 @@ from service.storage.contract.documents import DocumentStore, StagedDocument
 from service.storage.contract.events import EventStore
 from service.storage.contract.media import MediaStore, StagedMedia
 from service.storage.contract.streams import StreamStore
+from service.storage.contract.tokens import TokenStore
 from service.storage.contract.webhooks import WebhookStore
 from service.storage.testmode.faults import FaultStore
 from service.storage.testmode.journal_store import JournalStore
@@ -25,12 +26,13 @@ class Counter(Protocol):
 
 class Stores(Protocol):
     """What the views, resolvers and domain hand each other: the stores of documents, media, upload streams, change
-    events and webhooks."""
+    events, webhooks and API tokens."""
     documents: DocumentStore
     media: MediaStore
     streams: StreamStore
     events: EventStore
     webhooks: WebhookStore
+    tokens: TokenStore
     new_hex: Callable[[int], str]  # the source of the names the server makes up: random, or seeded in test mode
 
     def orgs(self) -> list[str]:

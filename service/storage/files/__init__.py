@@ -1,8 +1,8 @@
 """The file backend, the default: every org's documents, media and upload streams as files under one data directory
 (`<data>/orgs/<org>/`), written atomically and locked across worker processes with flock(2).
 
-Modules: `streams` (upload streams, a package of its own), `media` (published media), `documents`, `names` (ids as
-file names).
+Modules: `streams` (upload streams, a package of its own), `media` (published media), `documents`, `events`, `tokens`
+(the API tokens `wis token create` made), `names` (ids as file names).
 """
 import os
 import shutil
@@ -22,6 +22,7 @@ from service.storage.files.events import FileEventLog
 from service.storage.files.media import FileMediaStore
 from service.storage.files.streams import FileStreamStore
 from service.storage.files.webhooks import FileWebhookStore
+from service.storage.files.tokens import FileTokenStore
 from service.storage.testmode.fresh_names import name_source
 from service.storage.testmode.journal_store import JournalStore
 from service.storage.common.node_local import NodeLocal
@@ -56,6 +57,7 @@ class FileRepository(NodeLocal):
         self.events.needed = self.webhooks.oldest_needed
         self.streams = FileStreamStore(self.orgs_root, self.media, stream_ttl_seconds, clock, max_open_streams,
                                        new_hex=self.new_hex)
+        self.tokens = FileTokenStore(self.data_dir)
         self.faults = FaultStore(self.data_dir, test_seed)
         self.journal = JournalStore(self.data_dir)
         self._sweep_schedule = SweepSchedule(lambda: self.clock())  # the clock may be replaced (tests)

@@ -8,7 +8,8 @@ readers ignore and the next write overwrites: an entry newer than the current do
 current document, newer than the last DELETED entry. So each acknowledged change adds exactly 1 to `revision`.
 
 Documents are compact UTF-8 JSON with the metadata written last; a history entry is `{"change":..,"savedAt":..,
-"document":..}`, its change and time first, so a listing reads the first bytes of each entry only.
+"author":..,"comment":..,"document":..}` (author and comment only when known: CONTRACT 16), what a listing shows
+first, so a listing reads the first HEAD_SIZE bytes of each entry only.
 """
 import bisect
 import contextlib
@@ -19,7 +20,7 @@ import orjson
 
 from service.errors import ObjectNotFound, disk_errors
 from service.storage.contract import (
-    CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, RESTORED, UPDATED, Revision, Saved,
+    CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, NOBODY, RESTORED, UPDATED, Revision, Saved,
     check_revision, oldest_kept, utc_timestamp, without_meta)
 from service.storage.contract.events import NewEvent
 from service.storage.common.disk import (
@@ -31,8 +32,13 @@ SUFFIX = ".json"
 HISTORY = ".history"
 # Taken by a guarded write (service.storage.contract.Guard), one per org, before the document's own lock.
 REFERENCES_LOCK = ".references"
-ENTRY_HEAD = re.compile(rb'\{"change":"([A-Z]+)","savedAt":"([0-9T:.Z-]+)"')
-HEAD_SIZE = 64
+# A JSON string as orjson writes it: no raw quote, backslash or line break inside.
+JSON_STRING = rb'"(?:[^"\\]|\\.)*"'
+ENTRY_HEAD = re.compile(rb'\{"change":"([A-Z]+)","savedAt":"([0-9T:.Z-]+)"(?:,"author":(%s))?(?:,"comment":(%s))?,'
+                        rb'"document":' % (JSON_STRING, JSON_STRING))
+# The longest head: a change and a time, an author (a token's name: 64 characters) and a comment of 500 characters
+# of at most 6 bytes each as orjson writes them (a control character is `\u001f`).
+HEAD_SIZE = 4096
 # A document ends with its revision (its metadata is written last).
 REVISION_AT_END = re.compile(rb'"revision":(\d+)\}\s*$')
 REVISION_TAIL = 40
@@ -95,7 +101,8 @@ class FileDocumentStore:
         with self._references_lock(org):
             return action(self)
 
-    def save(self, org, kind, identifier, body, *, restored=False, if_revision=None, dry_run=False, guard=None):
+    def save(self, org, kind, identifier, body, *, restored=False, if_revision=None, dry_run=False, guard=None,
+             by=NOBODY):
         """Store `body` as a new revision unless it equals the stored body (service.storage.contract.DocumentStore)."""
         path, history = self._path(org, kind, identifier), self._history(org, kind, identifier)
         body = without_meta(body)
@@ -115,20 +122,21 @@ class FileDocumentStore:
                 encoded = encode(document)
                 change = RESTORED if restored else UPDATED if current else CREATED
                 self._keep_earlier_version(history, current)
-                self._write_entry(history, newest + 1, change, now, encoded)
+                self._write_entry(history, newest + 1, change, now, encoded, by)
                 # The document's bytes are made durable before the org's events lock is taken: under it (every writer
                 # of the org waits for it) only the event's append and the rename are left.
                 replacement = PendingReplace(path, encoded)
                 replacement.sync()
                 try:
-                    with self._committing(org, NewEvent(now, kind, identifier, newest + 1, change, body.get("name"))):
+                    with self._committing(org, NewEvent(now, kind, identifier, newest + 1, change, body.get("name"),
+                                                        *by)):
                         replacement.commit()
                 finally:
                     replacement.discard()
                 self._prune(history, newest + 1)
         return Saved(document, current is None, True)
 
-    def delete(self, org, kind, identifier, *, if_revision=None, dry_run=False, guard=None):
+    def delete(self, org, kind, identifier, *, if_revision=None, dry_run=False, guard=None, by=NOBODY):
         """Remove the current document after writing its DELETED entry; return that entry's revision."""
         path, history = self._path(org, kind, identifier), self._history(org, kind, identifier)
         with self._locked(org, kind, identifier, guard):
@@ -142,8 +150,9 @@ class FileDocumentStore:
             if not dry_run:
                 now = utc_timestamp()
                 self._keep_earlier_version(history, current)
-                self._write_entry(history, deleted, DELETED, now, b"null")
-                with self._committing(org, NewEvent(now, kind, identifier, deleted, DELETED, None)), disk_errors():
+                self._write_entry(history, deleted, DELETED, now, b"null", by)
+                with self._committing(org, NewEvent(now, kind, identifier, deleted, DELETED, None, *by)), \
+                        disk_errors():
                     os.unlink(path)
                     fsync_directory(path.parent)
                 self._prune(history, deleted)
@@ -172,8 +181,8 @@ class FileDocumentStore:
             self._write_entry(history, current["revision"], change, current["updatedAt"], encode(current))
 
     @staticmethod
-    def _write_entry(history, revision, change, saved_at, encoded_document):
-        atomic_write_bytes(history / f"{revision}{SUFFIX}", _entry(change, saved_at, encoded_document))
+    def _write_entry(history, revision, change, saved_at, encoded_document, by=NOBODY):
+        atomic_write_bytes(history / f"{revision}{SUFFIX}", _entry(change, saved_at, encoded_document, by))
 
     def load(self, org, kind, identifier, body, saved_at):
         """Write `body` as revision 1 of a new object, CREATED at `saved_at`, into a tree that no request reads yet
@@ -214,9 +223,9 @@ class FileDocumentStore:
                 continue
             head = _entry_head(history / f"{number}{SUFFIX}")
             if head is None and current is not None and number == newest:
-                head = (CREATED if newest == 1 else UPDATED, current["updatedAt"])
+                head = Revision(newest, current["updatedAt"], CREATED if newest == 1 else UPDATED)
             if head is not None:  # None: pruned since the listing
-                found.append(Revision(number, head[1], head[0]))
+                found.append(head._replace(revision=number))
         return found
 
     def revision(self, org, kind, identifier, revision):
@@ -285,9 +294,13 @@ class FileDocumentStore:
         return sum(remove_stale_temporaries(directory, cutoff) for directory in directories if directory.is_dir())
 
 
-def _entry(change, saved_at, encoded_document):
-    """A history entry, its change and time first (ENTRY_HEAD)."""
-    return b'{"change":"%s","savedAt":"%s","document":%s}' % (change.encode(), saved_at.encode(), encoded_document)
+def _entry(change, saved_at, encoded_document, by=NOBODY):
+    """A history entry, its change, time, author and comment first (ENTRY_HEAD)."""
+    head = b'{"change":"%s","savedAt":"%s"' % (change.encode(), saved_at.encode())
+    for field, value in zip((b"author", b"comment"), by):
+        if value is not None:
+            head += b',"%s":%s' % (field, orjson.dumps(value))
+    return head + b',"document":%s}' % encoded_document
 
 
 def _read_json(path):
@@ -304,13 +317,15 @@ def _entry_numbers(history):
 
 
 def _entry_head(path):
-    """(change, savedAt) of a history entry, from its first bytes; None when it is gone."""
+    """The Revision a history entry records (its number 0: the caller knows it), from its first bytes; None when it is
+    gone."""
     try:
         with open(path, "rb") as handle:
             match = ENTRY_HEAD.match(handle.read(HEAD_SIZE))
     except FileNotFoundError:
         return None
-    return match[1].decode(), match[2].decode()
+    author, comment = (None if text is None else orjson.loads(text) for text in match.group(3, 4))
+    return Revision(0, match[2].decode(), match[1].decode(), author, comment)
 
 
 def _last_committed(history):
@@ -318,6 +333,6 @@ def _last_committed(history):
     it are leftovers of a killed writer), 0 when none."""
     for number in reversed(_entry_numbers(history)):
         head = _entry_head(history / f"{number}{SUFFIX}")
-        if head is not None and head[0] == DELETED:
+        if head is not None and head.change == DELETED:
             return number
     return 0

@@ -5,8 +5,8 @@ test that wants one view of them talks to one node; the count of made-up names i
 
 Modules, each importing only those after it: `streams` (upload streams, a package of its own), `media` (published
 media), `documents`, `events` (change events, which the documents store records with each change), `counter` (test
-mode's count of made-up names), `secrets` (the session-signing key), `database` (PostgreSQL: pool, transactions,
-schema), `objects` (the bucket).
+mode's count of made-up names), `secrets` (the session-signing key), `tokens` (the API tokens `wis token create`
+made), `database` (PostgreSQL: pool, transactions, schema), `objects` (the bucket).
 """
 import shutil
 import time
@@ -30,6 +30,7 @@ from service.storage.shared.secrets import shared_secret
 from service.storage.shared.streams import SharedStreamStore
 from service.storage.shared.webhooks import SharedWebhookStore
 from service.storage.shared.streams.spool import remove_orphans
+from service.storage.shared.tokens import SharedTokenStore
 
 # Where this node spools request bodies on their way to the bucket.
 SPOOL = "spool"
@@ -60,6 +61,7 @@ class SharedRepository(NodeLocal):
         self.media = SharedMediaStore(self.database, self.objects, self.spool, clock)
         self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds,
                                          max_open_streams, self.new_hex)
+        self.tokens = SharedTokenStore(self.database)
         self.faults = FaultStore(self.data_dir, test_seed)
         self.journal = JournalStore(self.data_dir)
         self._sweep_schedule = SweepSchedule(lambda: self.clock())  # the clock may be replaced (tests)

@@ -13,7 +13,7 @@ import orjson
 
 from service.errors import ObjectNotFound
 from service.storage.contract import (
-    CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, RESTORED, UPDATED, Revision, Saved,
+    CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, NOBODY, RESTORED, UPDATED, Revision, Saved,
     check_revision, oldest_kept, without_meta)
 from service.storage.contract.events import NewEvent
 from service.storage.common.encoding import NAME_HEAD_SIZE, SHORT_NAME_HEAD_SIZE, encode, name_in_head
@@ -46,16 +46,18 @@ SAVE = """
         ON CONFLICT (org, kind, id) DO UPDATE
             SET body = EXCLUDED.body, updated_at = EXCLUDED.updated_at, revision = EXCLUDED.revision
     ), logged AS (
-        INSERT INTO revisions (org, kind, id, revision, change, saved_at, created_at, body)
-        VALUES (%(org)s, %(kind)s, %(id)s, %(revision)s, %(change)s, %(now)s, %(created_at)s, %(body)s)
+        INSERT INTO revisions (org, kind, id, revision, change, saved_at, created_at, body, author, comment)
+        VALUES (%(org)s, %(kind)s, %(id)s, %(revision)s, %(change)s, %(now)s, %(created_at)s, %(body)s, %(author)s,
+                %(comment)s)
     )
 """ + PRUNE
 DELETE = """
     WITH removed AS (
         DELETE FROM documents WHERE org = %(org)s AND kind = %(kind)s AND id = %(id)s
     ), logged AS (
-        INSERT INTO revisions (org, kind, id, revision, change, saved_at, created_at, body)
-        VALUES (%(org)s, %(kind)s, %(id)s, %(revision)s, %(change)s, %(now)s, %(created_at)s, NULL)
+        INSERT INTO revisions (org, kind, id, revision, change, saved_at, created_at, body, author, comment)
+        VALUES (%(org)s, %(kind)s, %(id)s, %(revision)s, %(change)s, %(now)s, %(created_at)s, NULL, %(author)s,
+                %(comment)s)
     )
 """ + PRUNE
 
@@ -87,6 +89,17 @@ PAGE_BATCH_BYTES = 8 * 1024 * 1024
 def _body_text(body):
     """The body without metadata fields, as the JSON text stored in the `body` column."""
     return encode(without_meta(body)).decode()
+
+
+def _attribution_texts(by):
+    """The author and comment of a change as the `revisions` columns hold them: JSON strings (PostgreSQL text cannot
+    hold the NUL a comment may have), as the events' are."""
+    return {field: None if value is None else orjson.dumps(value).decode() for field, value in zip(by._fields, by)}
+
+
+def _revision(revision, saved_at, change, *texts):
+    """The Revision of a row of `revisions` (its author and comment as _attribution_texts keeps them)."""
+    return Revision(revision, saved_at, change, *(None if text is None else orjson.loads(text) for text in texts))
 
 
 def _batches(sized):
@@ -182,7 +195,8 @@ class SharedDocumentStore:
         now, *row, last = connection.execute(CURRENT, key).fetchone()
         return now, (row if row[0] is not None else None), last
 
-    def save(self, org, kind, identifier, body, *, restored=False, if_revision=None, dry_run=False, guard=None):
+    def save(self, org, kind, identifier, body, *, restored=False, if_revision=None, dry_run=False, guard=None,
+             by=NOBODY):
         """Store `body` as a new revision unless it equals the stored body (service.storage.contract.DocumentStore)."""
         key = {"org": org, "kind": kind, "id": identifier}
         body = without_meta(body)
@@ -199,12 +213,13 @@ class SharedDocumentStore:
             if not dry_run:
                 change = RESTORED if restored else UPDATED if current else CREATED
                 connection.execute(SAVE, {**key, "body": body_text, "created_at": created_at, "now": now,
-                                          "revision": revision, "change": change,
+                                          "revision": revision, "change": change, **_attribution_texts(by),
                                           "oldest": oldest_kept(revision, self.history_revisions)})
-                self.events.record(connection, org, NewEvent(now, kind, identifier, revision, change, body.get("name")))
+                self.events.record(connection, org,
+                                   NewEvent(now, kind, identifier, revision, change, body.get("name"), *by))
         return Saved(_document(body_text, created_at, now, revision), current is None, True)
 
-    def delete(self, org, kind, identifier, *, if_revision=None, dry_run=False, guard=None):
+    def delete(self, org, kind, identifier, *, if_revision=None, dry_run=False, guard=None, by=NOBODY):
         """Remove the current document and add its DELETED revision, in one transaction; return that revision."""
         key = {"org": org, "kind": kind, "id": identifier}
         with self.database.transaction() as connection:
@@ -217,19 +232,19 @@ class SharedDocumentStore:
             deleted = max(current[3], last) + 1
             if not dry_run:
                 connection.execute(DELETE, {**key, "revision": deleted, "change": DELETED, "now": now,
-                                            "created_at": current[1],
+                                            "created_at": current[1], **_attribution_texts(by),
                                             "oldest": oldest_kept(deleted, self.history_revisions)})
-                self.events.record(connection, org, NewEvent(now, kind, identifier, deleted, DELETED, None))
+                self.events.record(connection, org, NewEvent(now, kind, identifier, deleted, DELETED, None, *by))
         return deleted
 
     def history(self, org, kind, identifier, first, after=None):
         """Up to `first` revisions, newest first, older than `after` when given."""
         with self.database.transaction() as connection:
             rows = connection.execute(
-                "SELECT revision, saved_at, change FROM revisions WHERE org = %s AND kind = %s AND id = %s "
-                "AND revision < %s ORDER BY revision DESC LIMIT %s",
+                "SELECT revision, saved_at, change, author, comment FROM revisions WHERE org = %s AND kind = %s "
+                "AND id = %s AND revision < %s ORDER BY revision DESC LIMIT %s",
                 (org, kind, identifier, after if after is not None else 2 ** 62, first)).fetchall()
-        return [Revision(*row) for row in rows]
+        return [_revision(*row) for row in rows]
 
     def revision(self, org, kind, identifier, revision):
         """The document as revision `revision` stored it, or None."""

@@ -156,6 +156,31 @@ MIGRATIONS = [
         last bigint NOT NULL
     );
     """,
+    # Who changed what (CONTRACT 16): the author (the name of the token that sent the change) and the comment of each
+    # history entry, JSON strings as the events' are. The entries stored before read as made by nobody (null).
+    """
+    ALTER TABLE revisions ADD COLUMN author text, ADD COLUMN comment text;
+    """,
+    # API tokens made by `wis token create` (CONTRACT 16): the SHA-256 of each, never the token; a revoked one keeps
+    # its row, so its name is never given again. `api_tokens_version` changes with every add and revoke, in their
+    # transaction: each process reads that one row (at most once a second) before it reads the tokens again.
+    """
+    CREATE TABLE api_tokens (
+        digest text COLLATE "C" PRIMARY KEY,
+        org text COLLATE "C" NOT NULL,
+        name text COLLATE "C" NOT NULL,
+        scope text NOT NULL,
+        created_at text NOT NULL,
+        last_used_at text,
+        revoked_at text,
+        UNIQUE (org, name)
+    );
+    CREATE TABLE api_tokens_version (
+        one boolean PRIMARY KEY DEFAULT true CHECK (one),
+        version bigint NOT NULL
+    );
+    INSERT INTO api_tokens_version (version) VALUES (0);
+    """,
     # Webhooks (CONTRACT 15): each subscription with `logged_through`, the seq through which the org's events are logged
     # for it (its cursor over `events`: what comes after it is due, so a change's commit writes nothing for webhooks),
     # and the lease of the claim that holds it (the database's clock, seconds since the epoch); the delivery log, one

@@ -11,6 +11,7 @@ from service.config import load_server_config
 from service.interface import WORKER_ENVIRON
 from service.storage import get_repository
 from service.web.events import sse
+from service.web.auth import token_directory
 from service.web.events.hub import StreamHub
 from service.web.observability import get_metrics
 
@@ -33,19 +34,21 @@ def hub_of(app, environ):
                 threads = lifetime.threads if lifetime is not None else load_server_config()["threads"]
                 limit = app.config["EVENT_STREAMS_PER_WORKER"] or max(1, threads // 2)
                 hub = app.extensions[HUB] = StreamHub(get_repository(app).events, limit,
-                                                      get_metrics(app).event_streams)
+                                                      get_metrics(app).event_streams,
+                                                      token_directory(app).is_valid)
                 if lifetime is not None:
                     lifetime.on_stop(hub.stop)
     return hub
 
 
-def stream_answer(org, wanted, position, frames_of):
-    """The 200 answer of a new stream of the org's events after `position` (those of `wanted`) in this worker's hub,
-    whose bytes the generator `frames_of(stream)` makes; EventStreamsFull (a 503) at once when the hub is full."""
+def stream_answer(credential, wanted, position, frames_of):
+    """The 200 answer of a new stream of the events of the credential's org after `position` (those of `wanted`) in
+    this worker's hub, whose bytes the generator `frames_of(stream)` makes; EventStreamsFull (a 503) at once when the
+    hub is full. The stream ends when the credential's token is no longer accepted (revoked)."""
     hub = hub_of(current_app, request.environ)
     hub.reserve()
     try:
-        stream = hub.open(org, wanted, position, request.environ.get("gunicorn.socket"))
+        stream = hub.open(credential.org, wanted, position, request.environ.get("gunicorn.socket"), credential)
     except BaseException:
         hub.release()
         raise

@@ -11,6 +11,12 @@ half the worker's threads), each of which holds a thread while its client follow
 
 A test-mode reset or restore numbers an org's events again from 1: the hub sees the latest seq go below the one it
 read, or the event at that seq become another, and ends the org's streams with Ending.RENUMBERED.
+
+The thread also ends the streams whose token is no longer accepted (Ending.REVOKED: CONTRACT 16 wants them ended within
+5 s): it looks at least every ACCESS_CHECK_SECONDS, and a revocation reaches this process's token directory within
+about a second (service.domain.token_directory), so a stream ends about 3 s after its token is revoked at the latest.
+Between the looks the thread waits on the watcher as before; it reads the orgs' events when the watcher wakes it, and
+otherwise every FALLBACK_SECONDS.
 """
 import contextlib
 import logging
@@ -26,6 +32,8 @@ log = logging.getLogger(__name__)
 
 # The longest the thread waits for the watcher before it reads the orgs' bounds anyway.
 FALLBACK_SECONDS = 3.0
+# The longest a stream whose token was revoked goes on before the thread looks (CONTRACT 16: within 5 s in all).
+ACCESS_CHECK_SECONDS = 2.0
 # Events read from the store at once and offered to the streams.
 OFFER_PAGE = 1000
 
@@ -57,11 +65,14 @@ class Trouble:
 class StreamHub:
     """This process's open streams, their cap, and the thread that feeds them."""
 
-    def __init__(self, events_store, limit, gauge=None):
-        """`gauge`: a metric (inc, dec) of the streams open, if any."""
+    def __init__(self, events_store, limit, gauge=None, still_valid=None):
+        """`gauge`: a metric (inc, dec) of the streams open, if any; `still_valid(credential)`: whether a stream's
+        token is still accepted (service.domain.token_directory.TokenDirectory.is_valid), if streams are to end when
+        it is not."""
         self._events = events_store
         self.limit = limit
         self._gauge = gauge
+        self._still_valid = still_valid
         self._lock = threading.Lock()  # the streams and the thread
         self._streams = {}  # org -> set of EventStream
         self._count = 0
@@ -88,9 +99,10 @@ class StreamHub:
         if self._gauge is not None:
             self._gauge.dec()
 
-    def open(self, org, wanted, position, connection=None):
-        """A stream (in a place `reserve` took) of the org's events after `position`, those of `wanted`."""
-        stream = EventStream(org, wanted, position, connection)
+    def open(self, org, wanted, position, connection=None, credential=None):
+        """A stream (in a place `reserve` took) of the org's events after `position`, those of `wanted`, opened with
+        `credential` (ended when it is no longer accepted)."""
+        stream = EventStream(org, wanted, position, connection, credential)
         with self._reading:
             cursor = self._cursors.get(org)
             if cursor is None:
@@ -126,8 +138,7 @@ class StreamHub:
         """The worker stops: every stream ends now, and no new one opens."""
         with self._lock:
             self._stopping = True
-            streams = [stream for org_streams in self._streams.values() for stream in org_streams]
-        for stream in streams:
+        for stream in self._every_stream():
             stream.end(Ending.STOPPING)
 
     @property
@@ -138,14 +149,19 @@ class StreamHub:
     # -- the thread ----------------------------------------------------------------------------------------------------
 
     def _run(self):
-        watcher = None
+        watcher, read_due, read_at = None, True, 0.0
         try:
             while self._still_needed():
                 if watcher is None:
                     watcher = self._new_watcher()
-                self._read_all()  # after the watcher exists: a commit just before it is read too
-                if not self._waited(watcher):
+                if read_due:
+                    self._read_all()  # after the watcher exists: a commit just before it is read too
+                    read_at = time.monotonic()
+                self._end_revoked()
+                woke = self._waited(watcher)
+                if woke is None:
                     watcher = None
+                read_due = woke is not False or time.monotonic() - read_at >= FALLBACK_SECONDS
         finally:
             if watcher is not None:
                 watcher.close()
@@ -168,17 +184,30 @@ class StreamHub:
             return None
 
     def _waited(self, watcher):
-        """Wait for a commit, FALLBACK_SECONDS at most; False when there is no working watcher (then it is closed)."""
+        """Wait for a commit, until the next look at the streams' tokens at most: True when one may have committed,
+        False when none did; None when there is no working watcher (then it is closed, and the wait a sleep)."""
+        timeout = min(FALLBACK_SECONDS, ACCESS_CHECK_SECONDS)
         try:
             if watcher is not None:
-                watcher.wait(FALLBACK_SECONDS)
-                return True
+                return bool(watcher.wait(timeout))
         except Exception as error:  # noqa: BLE001 (as in _new_watcher)
             self._trouble.failed("watching for commits", error)
             with contextlib.suppress(Exception):
                 watcher.close()
-        time.sleep(FALLBACK_SECONDS)
-        return False
+        time.sleep(timeout)
+        return None
+
+    def _end_revoked(self):
+        """End each stream whose token is no longer accepted (revoked on any node, or its session's)."""
+        if self._still_valid is None:
+            return
+        for stream in self._every_stream():
+            try:
+                if stream.credential is not None and not self._still_valid(stream.credential):
+                    stream.end(Ending.REVOKED)
+            except Exception as error:  # noqa: BLE001 (an outage of the tokens' store: looked at again next pass)
+                self._trouble.failed("checking the streams' tokens", error)
+                return
 
     def _read_all(self):
         with self._reading:
@@ -235,6 +264,10 @@ class StreamHub:
         """A cursor at the org's event `latest`, holding that event (another event there tells a renumbering)."""
         found = self._events.read(org, latest - 1, 1) if latest else []
         return Cursor(latest, found[0] if found and found[0].seq == latest else None)
+
+    def _every_stream(self):
+        with self._lock:
+            return [stream for org_streams in self._streams.values() for stream in org_streams]
 
     def _streams_of(self, org):
         with self._lock:

@@ -23,13 +23,15 @@ class Ending(enum.Enum):
     HUNG_UP = "the client closed the connection"
     STOPPING = "the worker is stopping"
     RENUMBERED = "the org's events were numbered again (a test-mode reset or restore)"
+    REVOKED = "the token it was opened with (or its session's) is no longer accepted"
 
 
 class EventStream:
-    """One client's stream of one org's events (those of `wanted`, a set of (kind, change); None: every event)."""
+    """One client's stream of one org's events (those of `wanted`, a set of (kind, change); None: every event), opened
+    with `credential` (service.domain.tokens.Credential; None: nothing to check)."""
 
-    def __init__(self, org, wanted, position, connection=None):
-        self.org, self.wanted, self.connection = org, wanted, connection
+    def __init__(self, org, wanted, position, connection=None, credential=None):
+        self.org, self.wanted, self.connection, self.credential = org, wanted, connection, credential
         self.position = position  # the last seq sent or passed over (the stream's thread alone moves it)
         self.ending = None  # an Ending, once the stream ends
         self.oldest = None  # with Ending.RENUMBERED: the oldest seq now kept

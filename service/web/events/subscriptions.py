@@ -62,7 +62,7 @@ def subscription_answer(endpoint, entry, variables, operation_name, context):
         return _refused(capped(format_execution_errors(source.errors)))
 
     events = context["repo"].events
-    return stream_answer(context["org"], source.wanted, source.position,
+    return stream_answer(context["credential"], source.wanted, source.position,
                          lambda stream: _results(stream, executor, events))
 
 

@@ -4,7 +4,8 @@
 happens. It starts after the `Last-Event-ID` header, else after `?after=`, else at the latest event; `?types=` keeps
 some types. A start whose events are no longer kept (or past the latest seq) first gets `event: reset` naming the
 oldest kept, then goes on from there; so does a stream whose org's events are numbered again (a test-mode reset), which
-then ends. The token header or the pages' session cookie authenticates it (an EventSource cannot send headers).
+then ends. A read token or the pages' session cookie authenticates it (an EventSource cannot send headers); it ends
+when that token is revoked (service.web.events.hub).
 """
 import logging
 import re
@@ -18,7 +19,7 @@ from service.storage import get_repository
 from service.web.events import sse
 from service.web.events.answer import stream_answer
 from service.web.events.stream import Ending
-from service.web.sessions import require_org_or_session
+from service.web.auth import READ_OR_SESSION, requires
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,8 @@ SEQ = re.compile(r"[0-9]{1,15}")
 
 
 @bp.get("/events")
+@requires(READ_OR_SESSION)
 def follow():
-    require_org_or_session()
     after, wanted = _parameters()
     repo, org = get_repository(current_app), g.org
     position, oldest = stream_start(repo, org, after)
@@ -40,7 +41,7 @@ def follow():
             yield _reset(oldest)
         yield from _events_of(stream, repo.events)
 
-    return stream_answer(org, wanted, position, frames)
+    return stream_answer(g.credential, wanted, position, frames)
 
 
 def _parameters():

@@ -13,7 +13,8 @@ from importlib import resources
 
 from flask import Blueprint, Response, current_app, g, jsonify, render_template, request
 
-from service.web.auth import require_org
+from service.domain.tokens import READ
+from service.web.auth import READ_TOKEN, Access, requires
 from service.web.error_handlers import with_retry_after
 from service.errors import ConfigurationError, EventStreamsFull, Unauthenticated, graphql_code, http_status
 from service.web.graphql.http import BadGraphQLRequest, read_payload, read_url_parameters, request_error
@@ -96,21 +97,9 @@ def _on_graphql_paths(method):
 
 
 @_on_graphql_paths("POST")
+@requires(READ_TOKEN)  # what each root field needs besides: service.web.graphql.scopes
 def run():
-    require_org()
     return _answer(read_payload, request.get_data(cache=False), mutations=True)
-
-
-@_on_graphql_paths("GET")
-def get():
-    """The explorer for a browser; a query's answer for a GraphQL client (GraphQL over HTTP, GET)."""
-    if _wants_explorer():
-        return _explorer_page()
-    require_org()
-    response = _answer(read_url_parameters, request.args, mutations=False)
-    # One org's data, chosen by a header: no cache between client and service may keep it for anyone else.
-    response.headers["Cache-Control"] = "no-store"
-    return response
 
 
 def _wants_explorer():
@@ -119,6 +108,18 @@ def _wants_explorer():
     accept = request.accept_mimetypes
     html, data = accept.quality(HTML), max(accept.quality(JSON), accept.quality(GRAPHQL_RESPONSE))
     return html > data or (html == data and "query" not in request.args)
+
+
+@_on_graphql_paths("GET")
+@requires(Access(READ, exempt=_wants_explorer))  # the explorer page needs no token
+def get():
+    """The explorer for a browser; a query's answer for a GraphQL client (GraphQL over HTTP, GET)."""
+    if _wants_explorer():
+        return _explorer_page()
+    response = _answer(read_url_parameters, request.args, mutations=False)
+    # One org's data, chosen by a header: no cache between client and service may keep it for anyone else.
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 def _explorer_page():
@@ -139,11 +140,14 @@ def _answer(read_parameters, source, mutations):
     else:
         # What was asked, for whoever looks at this request afterwards (the journal of test mode).
         g.graphql_parameters = parameters
-        context = {"repo": get_repository(current_app), "org": g.org}
+        context = {"repo": get_repository(current_app), "org": g.org, "credential": g.credential}
         query, variables, operation_name = parameters
         entry = endpoint.prepare(query)
         event_stream = _names_event_stream()
-        if mutations and endpoint.operation_type(entry, query, operation_name, event_stream) == SUBSCRIPTION:
+        forbidden = endpoint.forbidden(entry, operation_name, g.credential)
+        if forbidden is not None:
+            status, body = 200, forbidden
+        elif mutations and endpoint.operation_type(entry, query, operation_name, event_stream) == SUBSCRIPTION:
             if event_stream:
                 # Here, not at the top: it imports graphql-core, which this module leaves to endpoint_of.
                 from service.web.events.subscriptions import subscription_answer

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from graphql import (
     DocumentNode,
     FieldNode,
+    FragmentDefinitionNode,
     GraphQLError,
     OperationDefinitionNode,
     OperationType,
@@ -32,7 +33,8 @@ from service.web.graphql.calls import root_calls
 from service.web.graphql.coercion import PrecoercedExecutor, VariableCoercer, without_variable_definitions
 from service.web.graphql.errors import format_execution_errors, variable_errors
 from service.web.graphql.http import request_error
-from service.web.graphql.limits import MAX_TOKENS, QueryLimits, capped
+from service.web.graphql.limits import MAX_TOKENS, QueryLimits, capped, fields_of_root
+from service.web.graphql.scopes import refusal
 
 CACHE_SIZE = 256
 # At most this many characters of query text in the cache (about 20 MB of parsed documents at worst: up to
@@ -180,6 +182,21 @@ class GraphQLEndpoint:
         operation = get_operation_ast(document, operation_name)
         return None if operation is None else operation.operation.value
 
+    def forbidden(self, entry, operation_name, credential):
+        """The answer (HTTP 200) to an operation that asks for a root field beyond the credential's scope (CONTRACT
+        16): each root field null, one FORBIDDEN error; None when it asks for none (or there is no operation to run:
+        `respond` says so). `entry`: what `prepare(query)` answered."""
+        prepared, errors = entry
+        operation = None if errors else get_operation_ast(prepared.document, operation_name)
+        if operation is None:
+            return None
+        fragments = {definition.name.value: definition for definition in prepared.document.definitions
+                     if isinstance(definition, FragmentDefinitionNode)}
+        fields = list(fields_of_root(operation.selection_set, fragments))
+        error = refusal(self.schema.get_root_type(operation.operation).name, [field.name.value for field in fields],
+                        credential)
+        return None if error is None else {"errors": [error], "data": self._null_data(operation, fields)}
+
     def root_calls(self, query, variables, operation_name):
         """[(root field name, ids it names)] of the operation a request ran or asked for (service.web.graphql.calls);
         empty when the document does not parse or validate, or names no operation to run."""
@@ -189,11 +206,13 @@ class GraphQLEndpoint:
         operation = get_operation_ast(prepared.document, operation_name)
         return [] if operation is None else root_calls(self.schema, prepared.document, operation, variables)
 
-    def _null_data(self, operation):
-        """`data` of an operation none of whose fields ran: each field null, or null as a whole if one is non-null."""
+    def _null_data(self, operation, fields=None):
+        """`data` of an operation none of whose fields ran: each field null, or null as a whole if one is non-null.
+        `fields`: its root fields, through its fragments (by default those written at its top, fragments counting as
+        non-null fields)."""
         root = self.schema.get_root_type(operation.operation)
         data = {}
-        for selection in operation.selection_set.selections:
+        for selection in operation.selection_set.selections if fields is None else fields:
             field = root.fields.get(selection.name.value) if isinstance(selection, FieldNode) else None
             if field is None or is_non_null_type(field.type):
                 return None

@@ -4,7 +4,7 @@ from graphql.utilities import value_from_ast_untyped
 
 from service.domain.changes import changes_between
 from service.domain.events import event_type, latest_event_seq, list_events, subscription_start
-from service.domain.lifecycle import UPSERTS, delete_object, history_of, restore_object
+from service.domain.lifecycle import UPSERTS, attribution, delete_object, history_of, restore_object
 from service.interface.kinds import PROCESSES, PRODUCTS, SINGULAR, STATIONS
 from service.domain.reads import get_object, list_objects
 from service.web.events.subscriptions import EventSubscription
@@ -24,25 +24,31 @@ def _answer(saved):
     return "CREATED" if saved.created else "UPDATED"
 
 
+def _by(info, comment):
+    """Who makes the change (the request's token's name) and why (CONTRACT 16)."""
+    return attribution(info.context["credential"].name, comment)
+
+
 def _upsert(kind, key):
-    def resolve(_, info, input, ifRevision=None, dryRun=False):
+    def resolve(_, info, input, ifRevision=None, dryRun=False, comment=None):
         return _answer(UPSERTS[kind](info.context["repo"], info.context["org"], input[key], if_revision=ifRevision,
-                                     dry_run=dryRun))
+                                     dry_run=dryRun, by=_by(info, comment)))
 
     return resolve
 
 
 def _delete(kind):
-    def resolve(_, info, id, ifRevision=None, dryRun=False):
-        delete_object(info.context["repo"], info.context["org"], kind, id, ifRevision, dryRun)
+    def resolve(_, info, id, ifRevision=None, dryRun=False, comment=None):
+        delete_object(info.context["repo"], info.context["org"], kind, id, ifRevision, dryRun, _by(info, comment))
         return "DELETED"
 
     return resolve
 
 
 def _restore(kind):
-    def resolve(_, info, id, revision, ifRevision=None, dryRun=False):
-        return _answer(restore_object(info.context["repo"], info.context["org"], kind, id, revision, ifRevision, dryRun))
+    def resolve(_, info, id, revision, ifRevision=None, dryRun=False, comment=None):
+        return _answer(restore_object(info.context["repo"], info.context["org"], kind, id, revision, ifRevision, dryRun,
+                                      _by(info, comment)))
 
     return resolve
 

@@ -6,40 +6,39 @@ a wrong one renders the login again with a message and starts nothing. Login CSR
 to an org of its choosing, to show an operator its instructions) is refused by where the POST comes from: a browser
 says so in Sec-Fetch-Site, and in Origin (older browsers); a POST that says another site is refused, one that says
 nothing (curl, a script) is let through, as it carries a token of its own. The session cookie is SameSite=Strict, so
-no other site's request carries it, and it authorises only reads.
+no other site's request carries it, and it authorises only reads: a token of any scope signs in (CONTRACT 16).
 """
 import functools
 from urllib.parse import urlsplit
 
 from flask import g, redirect, render_template, request, url_for
 
-from service.web.auth import org_for_token
+from service.web.auth import PUBLIC, SIGNED_IN, credential_of, requires
 from service.web.pages.blueprint import error_page, is_page_path, page_route
-from service.web.sessions import carries_cookie, end_session, session_org, start_session
+from service.web.sessions import carries_cookie, end_session, session_credential, session_org, start_session
 
 # Where a login leads when it names no page to go back to.
 FIRST_PAGE = "pages.processes"
 # Sec-Fetch-Site values of a request a person started on this service's own pages (or by typing the address).
 OWN_SITE = {"same-origin", "none"}
-# No token is longer (auth.parse_tokens accepts any length; anything past this is not worth comparing).
-MAX_TOKEN_LENGTH = 4096
 
 
 def login_required(view):
-    """The view for a signed-in browser, with `g.org` set; anyone else is sent to the login, then back."""
+    """The view for a signed-in browser, with `g.org` and `g.credential` (at the read scope) set; anyone else is sent
+    to the login, then back."""
     @functools.wraps(view)
     def wrapped(**kwargs):
-        org = session_org()
-        if org is None:
-            ended = carries_cookie()  # a cookie that no longer counts: expired, tampered, or its token removed
+        credential = session_credential()
+        if credential is None:
+            ended = carries_cookie()  # a cookie that no longer counts: expired, tampered, or its token revoked
             response = redirect(url_for("pages.login", next=request.full_path.rstrip("?"), ended=int(ended) or None))
             if ended:
                 end_session(response)
             return response
-        g.org = org
+        g.org, g.credential = credential.org, credential
         return view(**kwargs)
 
-    return wrapped
+    return requires(SIGNED_IN)(wrapped)
 
 
 def _came_from_another_site():
@@ -64,6 +63,7 @@ def _refused_from_another_site():
 
 
 @page_route("/view/login")
+@requires(PUBLIC)
 def login():
     ended = request.args.get("ended") == "1"
     return render_template("pages/login.html", next=_page_to_return_to(request.args.get("next")), ended=ended,
@@ -71,22 +71,24 @@ def login():
 
 
 @page_route("/view/login", methods=["POST"])
+@requires(PUBLIC)
 def login_submit():
+    """A token of any scope signs in: the session it starts reads, whatever the token may do besides."""
     if _came_from_another_site():
         return _refused_from_another_site()
-    token = request.form.get("token", "").strip()
     next_page = _page_to_return_to(request.form.get("next"))
-    org = org_for_token(token) if 0 < len(token) <= MAX_TOKEN_LENGTH else None
-    if org is None:
+    credential = credential_of(request.form.get("token", "").strip())
+    if credential is None:
         # 200, as a form shown again is: a 401 must name an HTTP authentication scheme (RFC 9110), and a login form
         # is none.
         return render_template("pages/login.html", next=next_page, refused=True, org=None)
     response = redirect(next_page, 303)
-    start_session(response, org, token)
+    start_session(response, credential)
     return response
 
 
 @page_route("/view/logout", methods=["POST"])
+@requires(PUBLIC)
 def logout():
     if _came_from_another_site():
         return _refused_from_another_site()

@@ -9,6 +9,7 @@ from service.domain.changes import changes, revision_input
 from service.domain.lifecycle import history_of
 from service.interface.kinds import PROCESSES, PRODUCTS, STATIONS
 from service.domain.reads import get_object, names_of, page_of_objects
+from service.web.auth import PUBLIC, requires
 from service.web.pages import graph
 from service.web.pages.auth import login_required
 from service.web.pages.blueprint import DeletedObject, bp, page_route
@@ -57,6 +58,7 @@ def _list_page(kind, template):
 
 
 @page_route("/")
+@requires(PUBLIC)
 def home():
     g.org = session_org()
     return render_template("pages/home.html")
@@ -104,7 +106,7 @@ def history(kind, identifier):
     """The object's revisions, newest first (100 a page, `after` the last revision of the page before), and what
     changed between two of them (`from`, `to`; the last two by default). Kept after the object is deleted. Reads the 3
     newest entries, a page of at most 101, the current document and the two revisions compared, whatever the
-    history's length."""
+    history's length (and the entries of the two compared)."""
     problems = []
     after, chosen_from, chosen_to = (_revision_argument(name, problems) for name in ("after", "from", "to"))
     repo = _repository()
@@ -156,8 +158,9 @@ def _with_previous(entries):
 
 
 def _comparison(repo, kind, identifier, from_revision, to_revision, problems):
-    """{"from", "to", "lines"}: the changes between two revisions in words; None when there are not two to compare
-    or one of them is not in the history (a problem says which)."""
+    """{"from", "to", "lines", "entries"}: the changes between two revisions in words, and the history entries of the
+    two (who made each, and why); None when there are not two to compare or one of them is not in the history (a
+    problem says which)."""
     if from_revision is None or to_revision is None:
         return None
     found = {}
@@ -169,7 +172,8 @@ def _comparison(repo, kind, identifier, from_revision, to_revision, problems):
     if problems:
         return None
     lines = changes(kind, found[from_revision], found[to_revision])
-    return {"from": from_revision, "to": to_revision, "lines": lines}
+    entries = [entry for number in found for entry in history_of(repo, g.org, kind, identifier, 1, number + 1)]
+    return {"from": from_revision, "to": to_revision, "lines": lines, "entries": entries}
 
 
 def _object_url(kind, identifier):

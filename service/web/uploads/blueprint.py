@@ -1,25 +1,9 @@
-"""The uploads blueprint that every upload and media route is on: each needs the token (but tus discovery), and an
-answer of headers only names no body type."""
-from flask import Blueprint, request
-
-from service.web.auth import require_org
-from service.web.sessions import require_org_or_session
+"""The uploads blueprint that every upload and media route is on; each view declares what it needs
+(service.web.auth.requires): a write token for uploads, a read token or the pages' session for media, nothing for tus
+discovery. An answer of headers only names no body type."""
+from flask import Blueprint
 
 bp = Blueprint("uploads", __name__)
-MEDIA_ENDPOINT = "uploads.media"
-
-
-@bp.before_request
-def authenticate():
-    # tus clients discover the server with OPTIONS /uploads before they have anything to authenticate.
-    if request.endpoint == "uploads.tus_options":
-        return
-    # A page's <img> and <video> cannot send the token header: reading media also accepts a preview session's cookie
-    # (CONTRACT 11).
-    if request.endpoint == MEDIA_ENDPOINT and request.method in ("GET", "HEAD"):
-        require_org_or_session()
-        return
-    require_org()
 
 
 @bp.after_request

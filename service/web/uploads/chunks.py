@@ -10,6 +10,7 @@ import contextlib
 from flask import current_app, g, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from service.web.auth import WRITE_TOKEN, requires
 from service.web.body_limits import body_too_large_message
 from service.domain import uploads
 from service.errors import BodyTooLarge, InvalidRequest, MalformedBody
@@ -80,6 +81,7 @@ def _multipart(new_file):
 
 # OPTIONS /uploads is tus discovery (service.web.uploads.tus_views), not Flask's automatic answer.
 @bp.route("/uploads", methods=["POST"], provide_automatic_options=False)
+@requires(WRITE_TOKEN)
 def create_upload():
     """Single-request upload (multipart) or creation of a chunked stream (JSON)."""
     repo, org = _repo(), g.org
@@ -102,6 +104,7 @@ def create_upload():
 
 
 @bp.patch("/uploads/<stream_id>")
+@requires(WRITE_TOKEN)
 def send_chunk(stream_id):
     repo, org = _repo(), g.org
     if tus_views.speaks_tus():
@@ -126,6 +129,7 @@ def send_chunk(stream_id):
 
 
 @bp.get("/uploads/<stream_id>")
+@requires(WRITE_TOKEN)
 def stream_status(stream_id):
     if request.method == "HEAD":
         return tus_views.head(_repo(), g.org, stream_id)
@@ -133,6 +137,7 @@ def stream_status(stream_id):
 
 
 @bp.delete("/uploads/<stream_id>")
+@requires(WRITE_TOKEN)
 def delete_stream(stream_id):
     """Ends a stream of either protocol (tus termination, or the chunk API's DELETE)."""
     if tus_views.speaks_tus():

@@ -5,6 +5,7 @@ from werkzeug.wsgi import FileWrapper, wrap_file
 from service.domain import uploads
 from service.interface import KIND_BY_SEGMENT, MB, MEDIA_PATH_ROOT, media_path
 from service.storage import get_repository
+from service.web.auth import READ_OR_SESSION, requires
 from service.web.uploads.blueprint import bp
 
 # Media are sent in blocks of this size: a 500 MB video costs a worker one block of memory, and a read of the object
@@ -13,6 +14,9 @@ MEDIA_BLOCK = MB
 
 
 @bp.get(f"{MEDIA_PATH_ROOT}<any({', '.join(KIND_BY_SEGMENT)}):segment>/<path:name>")
+# A page's <img> and <video> cannot send the token header: reading media also accepts a preview session's cookie
+# (CONTRACT 11).
+@requires(READ_OR_SESSION)
 def media(segment, name):
     opened, content_type = uploads.media_file(get_repository(current_app), g.org,
                                               media_path(KIND_BY_SEGMENT[segment], name))

@@ -8,6 +8,7 @@ from flask import current_app, jsonify, request
 from service.domain import tus_uploads
 from service.domain import uploads
 from service.interface import TUS_VERSION
+from service.web.auth import PUBLIC, requires
 from service.web.observability import get_metrics
 from service.storage.contract import Outcome
 from service.web.uploads import tus_headers
@@ -28,6 +29,7 @@ def speaks_tus():
 
 # OPTIONS /uploads is tus discovery, not Flask's automatic answer.
 @bp.route("/uploads", methods=["OPTIONS"], provide_automatic_options=False)
+@requires(PUBLIC)  # tus clients discover the server before they have anything to authenticate
 def tus_options():
     return "", 204, tus_headers.OPTIONS_HEADERS
 

@@ -184,3 +184,27 @@ def test_an_outage_of_the_store_delays_events_but_loses_none_and_is_logged_once(
     messages = [record.getMessage() for record in caplog.records if record.name == hub_module.__name__]
     assert len(messages) == 2 and "failed" in messages[0] and "works again" in messages[1]
     hub.stop()
+
+
+def test_a_stream_whose_token_is_no_longer_valid_ends_at_the_next_look_and_the_others_go_on(repo, monkeypatch):
+    """A revoked token (CONTRACT 16): the hub looks at its streams' tokens every ACCESS_CHECK_SECONDS, even while no
+    event commits, and ends those whose token is revoked; the other streams, and those opened with nothing to check,
+    get their events."""
+    monkeypatch.setattr(hub_module, "ACCESS_CHECK_SECONDS", 0.1)
+    revoked = set()
+    hub = StreamHub(repo.events, limit=8, still_valid=lambda credential: credential not in revoked)
+    try:
+        streams = {}
+        for credential in ("tablet", "pipeline", None):
+            hub.reserve()
+            streams[credential] = hub.open(ORG, None, 0, credential=credential)
+        revoked.add("tablet")
+        deadline = time.monotonic() + WAIT
+        while streams["tablet"].ending is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert streams["tablet"].ending is Ending.REVOKED and collect(streams["tablet"], repo, 1) == []
+        commit(repo, "a")
+        assert collect(streams["pipeline"], repo, 1) == collect(streams[None], repo, 1) == [(1, "a")]
+        assert streams["pipeline"].ending is None
+    finally:
+        hub.stop()

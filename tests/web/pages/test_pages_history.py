@@ -9,7 +9,7 @@ import pytest
 
 from service.storage import get_repository
 from service.storage.common.encoding import NAME_HEAD_SIZE
-from support.tokens import OTHER_TOKEN
+from support.tokens import OTHER_TOKEN, TOKEN_NAME, WRITE_HEADERS, WRITE_TOKEN_NAME
 from test_pages_http import create_stations, listed, log_in, next_link, seed_example, text_of
 
 PROCESS = "gearbox_assembly"
@@ -315,3 +315,19 @@ def test_the_api_refuses_revisions_without_content_naming_them(client, auth, cha
         assert answer["data"] is None
         assert error["extensions"]["code"] == "NOT_FOUND"
         assert f"has no revision {missing} to compare" in error["message"]
+
+
+def test_the_history_shows_who_made_each_revision_and_why_in_the_list_and_the_comparison(client, auth):
+    """CONTRACT 16: each row names its author (the token's name) and its comment; the comparison says the same of the
+    two revisions it compares. Comments are text: markup in one is shown, never run."""
+    station = "mutation($s: StationInput!, $c: String) { stationCreate(input: {station: $s}, comment: $c) }"
+    gql(client, auth, station, s={"id": "st_who", "name": "A"})
+    gql(client, WRITE_HEADERS, station, s={"id": "st_who", "name": "B"}, c="<b>renamed</b> after the audit")
+    log_in(client)
+    response = client.get("/view/stations/st_who/history")
+    rows = re.findall(r'<tr>\s*<td class="num">(\d+)</td>.*?<td>(?:<code>(.*?)</code>|<span class="empty">(.*?)</span>)'
+                      r'</td>\s*<td class="comment">(.*?)</td>', response.get_data(as_text=True), re.S)
+    assert rows == [("2", WRITE_TOKEN_NAME, "", "&lt;b&gt;renamed&lt;/b&gt; after the audit"),
+                    ("1", TOKEN_NAME, "", "")]
+    assert "From revision 1 to revision 2: Revision 1 by env-1 Revision 2 by env-4 : \u201c<b>renamed</b> after the " \
+           "audit\u201d name" in text_of(response)

@@ -157,7 +157,7 @@ def test_a_login_form_over_its_limit_is_refused_and_starts_nothing(client):
 # -- sessions that no longer count ---------------------------------------------------------------------------------------
 
 def signing_key(app):
-    return app.extensions["sessions"].keyed().key
+    return app.extensions["sessions"].key()
 
 
 def cookie_signed(app, payload, seconds_ago=0, key=None):
