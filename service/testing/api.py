@@ -123,6 +123,7 @@ def restore():
 
 
 @bp.post("/webhooks/due")
+@requires(ADMIN_TOKEN)
 def webhooks_due():
     """Every pending webhook delivery is due now, not at its retry's time: how many."""
     return jsonify(due=get_repository(current_app).webhooks.make_due_now())

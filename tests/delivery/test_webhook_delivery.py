@@ -40,8 +40,8 @@ def receiver():
         yield receiver
 
 
-def station(client, identifier, name="Press"):
-    client.create_station({"id": identifier, "name": name})
+def station(client, identifier, name="Press", comment=None):
+    client.create_station({"id": identifier, "name": name}, comment=comment)
 
 
 def delivery_of(client, seq, subscription="mes", state=None):
@@ -56,14 +56,14 @@ def test_each_event_after_the_subscribe_is_posted_signed_with_its_envelope(clien
     station(client, "before")  # committed before the subscribe answer: not sent
     assert client.webhook_subscribe("mes", receiver.url, {"Authorization": "Bearer abc"},
                                     secret=receiver.secret) == "SUBSCRIBED"
-    station(client, "press_1", "Press 1")
+    station(client, "press_1", "Press 1", comment="the new line")
     station(client, "press_1", "Press one")
     first, second = receiver.wait_for(2)
     assert [first.id, second.id] == ["evt_default_2", "evt_default_3"]
     assert first.verified and second.verified
     assert first.json == {"type": "station.created", "timestamp": first.json["timestamp"],
                           "data": {"seq": 2, "kind": "station", "id": "press_1", "revision": 1, "change": "CREATED",
-                                   "name": "Press 1", "author": None, "comment": None}}
+                                   "name": "Press 1", "author": "env-1", "comment": "the new line"}}
     assert second.json["type"] == "station.updated" and second.json["data"]["seq"] == 3
     headers = first.headers
     assert headers["authorization"] == "Bearer abc" and headers["content-type"] == "application/json"

@@ -14,7 +14,7 @@ SERVICE = Path(service.__file__).parent
 WEB_FRAMEWORKS = ("flask", "werkzeug", "ariadne", "marshmallow")
 
 # The top of the package: the entry points and the foundations, nothing else.
-TOP_LEVEL = {"__init__.py", "cli", "config.py", "errors.py", "gunicorn_config.py"}
+TOP_LEVEL = {"__init__.py", "cli", "config.py", "errors", "gunicorn_config.py"}
 PACKAGES = {"client", "delivery", "domain", "interface", "server", "storage", "testing", "web"}
 
 # room -> the rooms its modules may import (a room always imports itself). The longest room a module's name starts
