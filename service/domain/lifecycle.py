@@ -1,6 +1,6 @@
 """The lifecycle of an object beyond create-or-update (CONTRACT 10): deletion, restoring a past revision, history, and
 who made each change (CONTRACT 16)."""
-from service.interface import MAX_COMMENT_LENGTH
+from service.interface import LONE_SURROGATE, MAX_COMMENT_LENGTH, is_unicode
 from service.interface.ids import is_valid_id
 from service.domain.input_form import input_of
 from service.domain.processes import upsert_process
@@ -23,8 +23,8 @@ def attribution(author, comment):
         if len(comment) > MAX_COMMENT_LENGTH:
             raise InvalidInput([("comment", f"is {len(comment):,} characters long; at most {MAX_COMMENT_LENGTH} are "
                                             "accepted")])
-        if any("\ud800" <= character <= "\udfff" for character in comment):
-            raise InvalidInput([("comment", "holds half of a UTF-16 surrogate pair, which is no character")])
+        if not is_unicode(comment):
+            raise InvalidInput([("comment", LONE_SURROGATE)])
     return Attribution(author, comment)
 
 

@@ -3,7 +3,8 @@ import math
 
 from service.interface.ids import ID_RULE, is_valid_id
 from service.errors import ServiceError
-from service.interface import MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, MAX_NAME_LENGTH, MAX_TEXT_LENGTH
+from service.interface import (
+    LONE_SURROGATE, MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, MAX_NAME_LENGTH, MAX_TEXT_LENGTH, is_unicode)
 
 # Input fields holding a display name; every other string is a text (ids have a rule of their own).
 NAME_FIELDS = frozenset({"name", "title", "partNumber", "measured", "units"})
@@ -43,8 +44,9 @@ class Problems:
             self.add(field, "is required and must not be blank")
 
     def check_values(self, field, value):
-        """Record each string longer than its field allows and each number that is not finite (1e400 in the query
-        text is infinite, and JSON would store it as null). Raise at once when the input holds more than
+        """Record each string longer than its field allows or holding half of a UTF-16 surrogate pair (JSON's
+        "\\ud800" alone is no character: no file or database could store it), and each number that is not finite
+        (1e400 in the query text is infinite, and JSON would store it as null). Raise at once when the input holds more than
         MAX_INPUT_SIZE or MAX_INPUT_OBJECTS, so that no check walks a variable repeated thousands of times."""
         walk = _Walk(self)
         try:
@@ -95,6 +97,8 @@ class _Walk:
                 self.size += len(value)
                 if len(value) > MAX_NAME_LENGTH:
                     self._check_length((path, key), key if list_key is None else list_key, value)
+                if not is_unicode(value):
+                    self.problems.add(_path_text((path, key)), LONE_SURROGATE)
             elif kind is dict:
                 self.objects += 1
                 self.visit(value.items(), (path, key), None)

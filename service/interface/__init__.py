@@ -105,6 +105,22 @@ MEDIA_EXTENSIONS = {kind: sorted({FORMATS[fmt].extension for destination in DEST
                     for kind in SEGMENT_BY_KIND}
 
 
+# What a string holding half of a UTF-16 surrogate pair is told: JSON's "\\ud800" alone decodes to no character, which
+# no file, database or answer of the service could hold.
+LONE_SURROGATE = "holds half of a UTF-16 surrogate pair (a lone \\ud800-\\udfff escape), which is no character"
+
+
+def is_unicode(text):
+    """Whether `text` holds only characters (no lone surrogate): what UTF-8 can encode."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def sniff_format(head):
     """The format whose magic number starts `head`, or None: JPEG, PNG, GIF, or MP4 (`ftyp` at bytes 4..8)."""
     if head.startswith(b"\xff\xd8\xff"):

@@ -5,6 +5,7 @@ import re
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from service.storage.testmode.fault_paths import CostlyPattern, check_pattern
+from service.web.uploads.schemas import characters
 
 FAULT_KINDS = ("status", "delay", "drop", "reset")
 
@@ -23,10 +24,10 @@ class FaultSchema(Schema):
     method = fields.String(load_default=None,
                            validate=validate.Regexp(r"^[A-Za-z]{1,20}$", error="must be an HTTP method"))
     # A regular expression searched in the request path: anchor it (^/uploads$) to match one route only.
-    path = fields.String(load_default=".*")
+    path = fields.String(load_default=".*", validate=characters)
     times = fields.Integer(strict=True, load_default=1, validate=validate.Range(min=1, max=10_000))
     status = fields.Integer(strict=True, validate=validate.Range(min=400, max=599))
-    error = fields.String(validate=validate.Length(max=1000))
+    error = fields.String(validate=[characters, validate.Length(max=1000)])
     delay = fields.Float(validate=validate.Range(min=0, max=60, min_inclusive=False))
     drop = fields.Boolean(validate=validate.Equal(True, error="must be true when given"))
     # The connection is closed before any work is done: the client gets no answer at all.

@@ -2,13 +2,21 @@
 from marshmallow import Schema, ValidationError, fields, validate
 
 from service.errors import InvalidRequest
+from service.interface import LONE_SURROGATE, is_unicode
 
 SHA256 = validate.Regexp(r"^[0-9a-fA-F]{64}$", error="must be 64 hexadecimal digits (a SHA-256)")
 REQUIRED = {"required": "is required", "null": "is required"}
 
 
-def _string(**kwargs):
-    return fields.String(error_messages={**REQUIRED, "invalid": "must be a string"}, **kwargs)
+def characters(text):
+    """A marshmallow validator: `text` holds no lone surrogate (a JSON body may, and nothing could store it)."""
+    if not is_unicode(text):
+        raise ValidationError(LONE_SURROGATE)
+
+
+def _string(validate=(), **kwargs):
+    validators = [characters, *([validate] if callable(validate) else validate)]
+    return fields.String(error_messages={**REQUIRED, "invalid": "must be a string"}, validate=validators, **kwargs)
 
 
 def _integer(strict, **kwargs):
