@@ -47,6 +47,8 @@ def test_a_subscribe_reports_every_problem_by_its_field_and_stores_nothing(clien
     ({"webhookHeaders": ["a"]}, "webhookHeaders"),
     ({"webhookHeaders": {"Host": "evil.example"}}, "webhookHeaders"),
     ({"webhookHeaders": {"X-A": "line\r\nInjected: yes"}}, "webhookHeaders"),
+    ({"webhookHeaders": {"X-A": "half a pair \ud800"}}, "webhookHeaders"),  # was a 500: no encoder takes it
+    ({"webhookHeaders": {"X-A": "caf\u00e9"}}, "webhookHeaders"),  # HTTP has no encoding for it
     ({"types": []}, "types"),
     ({"secret": "whsec_" + base64.b64encode(b"k" * 65).decode()}, "secret"),
     ({"secret": SECRET.rstrip("=")}, "secret"),  # padding is required
