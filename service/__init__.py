@@ -38,7 +38,7 @@ def create_app(config_overrides=None):
     sessions.init_app(app)
 
     # These import observability too, hence the same late import.
-    from service.web import events, graphql, openapi, pages, uploads
+    from service.web import events, graphql, openapi, pages, uploads, webhooks
 
     graphql.init_app(app)
     uploads.init_app(app)
@@ -46,6 +46,7 @@ def create_app(config_overrides=None):
     pages.init_app(app)
     openapi.init_app(app)
     health.init_app(app)
+    webhooks.init_app(app)
     if app.config["TEST_MODE"]:
         from service.testing import api as testing_api
 

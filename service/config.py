@@ -1,5 +1,6 @@
 """Configuration: defaults, then the environment, then explicit overrides (tests, embedding)."""
 import importlib
+import ipaddress
 import math
 import os
 import re
@@ -23,6 +24,15 @@ DEFAULTS = {
     # threads for as long as its client follows; None: half the worker's threads, at least 1, so that the rest keep
     # answering requests.
     "EVENT_STREAMS_PER_WORKER": None,
+    # Webhooks (CONTRACT 15): how long an attempt may take before it is a failure; the delays between the attempts
+    # of a delivery (10 attempts over about 3 days); whether http URLs are allowed (https only by default); the
+    # networks a webhook may be sent to beside the globally routable addresses (a factory's receivers on its LAN); how
+    # many attempts a worker process makes at once (each subscription has one at a time).
+    "WEBHOOK_TIMEOUT_SECONDS": 10.0,
+    "WEBHOOK_RETRY_SECONDS": (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0, 86400.0),
+    "WEBHOOK_ALLOW_HTTP": False,
+    "WEBHOOK_ALLOW_NETS": (),
+    "WEBHOOK_CONCURRENCY": 8,
     # Test mode turns on the state and fault-injection endpoints for integrators' test suites.
     "TEST_MODE": False,
     # Test mode only: an integer that makes the names the server makes up (stream ids, media name prefixes) and the
@@ -111,6 +121,24 @@ def _secret_key(value):
     return value
 
 
+def parse_delays(value):
+    """Comma-separated seconds (or a list of them) -> a tuple of delays, each 0 or more, at least one."""
+    entries = [part.strip() for part in value.split(",")] if isinstance(value, str) else list(value)
+    delays = tuple(float(entry) for entry in entries if entry != "")
+    if not delays or not all(math.isfinite(delay) and delay >= 0 for delay in delays):
+        raise ValueError("must be comma-separated seconds, each 0 or more, at least one (5,300,1800)")
+    return delays
+
+
+def parse_networks(value):
+    """Comma-separated CIDRs (or a list of them) -> a tuple of ipaddress networks."""
+    entries = [part.strip() for part in value.split(",")] if isinstance(value, str) else list(value)
+    try:
+        return tuple(ipaddress.ip_network(entry, strict=False) for entry in entries if entry)
+    except ValueError as error:
+        raise ValueError(f"must be comma-separated networks (10.0.0.0/8,fd00::/8): {error}") from None
+
+
 def parse_origins(value):
     """Comma-separated origins (or a list of them) -> a tuple of origins written as browsers send them."""
     origins = []
@@ -139,6 +167,11 @@ ENVIRONMENT = {
     "WIS_HISTORY_REVISIONS": ("HISTORY_REVISIONS", _count),
     "WIS_EVENTS_RETENTION_DAYS": ("EVENTS_RETENTION_DAYS", _days),
     "WIS_EVENT_STREAMS_PER_WORKER": ("EVENT_STREAMS_PER_WORKER", _positive_int),
+    "WIS_WEBHOOK_TIMEOUT_SECONDS": ("WEBHOOK_TIMEOUT_SECONDS", _seconds),
+    "WIS_WEBHOOK_RETRY_SECONDS": ("WEBHOOK_RETRY_SECONDS", parse_delays),
+    "WIS_WEBHOOK_ALLOW_HTTP": ("WEBHOOK_ALLOW_HTTP", _flag),
+    "WIS_WEBHOOK_ALLOW_NETS": ("WEBHOOK_ALLOW_NETS", parse_networks),
+    "WIS_WEBHOOK_CONCURRENCY": ("WEBHOOK_CONCURRENCY", _positive_int),
     "WIS_TEST_MODE": ("TEST_MODE", _flag),
     "WIS_TEST_SEED": ("TEST_SEED", int),
     "WIS_METRICS_REQUIRE_TOKEN": ("METRICS_REQUIRE_TOKEN", _flag),
@@ -158,7 +191,8 @@ ENVIRONMENT = {
 }
 SECRET_VARIABLES = {"WIS_SECRET_KEY"}
 # Settings whose overrides are parsed as their variable is (an embedding caller may give a string or a list).
-PARSED_OVERRIDES = {"CORS_ORIGINS": "WIS_CORS_ORIGINS"}
+PARSED_OVERRIDES = {"CORS_ORIGINS": "WIS_CORS_ORIGINS", "WEBHOOK_RETRY_SECONDS": "WIS_WEBHOOK_RETRY_SECONDS",
+                    "WEBHOOK_ALLOW_NETS": "WIS_WEBHOOK_ALLOW_NETS"}
 
 
 def _bytes_per_second(value):

@@ -43,7 +43,7 @@ from gunicorn.glogging import Logger  # noqa: E402 (after the environment is set
 
 from service import storage  # noqa: E402
 from service.server import cycle_collector  # noqa: E402
-from service.web import auth, observability  # noqa: E402
+from service.web import auth, observability, webhooks  # noqa: E402
 from service.config import load_config, load_server_config, uses_shared_backend  # noqa: E402
 from service.domain.tokens import parse_api_tokens  # noqa: E402
 from service.errors import ConfigurationError, StorageFailed  # noqa: E402
@@ -138,6 +138,14 @@ def on_starting(server):
 def post_worker_init(worker):
     # After the worker has loaded the app, so that what start-up built is frozen with it.
     cycle_collector.tune()
+    # Each worker delivers webhooks from the start, not from its first request (a node restarted with retries due
+    # and no traffic); the shipped worker stops claiming as soon as it stops taking requests.
+    webhooks.start(worker.app.wsgi(), getattr(worker, "lifetime", None))
+
+
+def worker_exit(server, worker):
+    # The graceful shutdown is over: the webhook attempts in flight finish (their timeout at most), then the worker ends.
+    webhooks.stop(worker.app.wsgi())
 
 
 def child_exit(server, worker):

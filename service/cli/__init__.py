@@ -1,10 +1,11 @@
 """`wis`: serve the service, upload media, push work instructions from files, export and import an org, delete and
-restore objects, collect garbage, upgrade the shared backend's database and move a data directory into it, manage API
-tokens. One module a group of commands; each adds its commands to the parser and runs them."""
+restore objects, follow change events, manage webhooks, collect garbage, upgrade the shared backend's database and
+move a data directory into it, manage API tokens. One module a group of commands; each adds its commands to the parser
+and runs them."""
 import argparse
 import sys
 
-from service.cli import events, objects, operations, serve, tokens, transfers
+from service.cli import events, objects, operations, serve, tokens, transfers, webhooks
 from service.cli.common import UsageError
 from service.client import ClientError, describe
 from service.errors import ConfigurationError, ServiceError
@@ -16,7 +17,7 @@ def build_parser():
                                      "push work instructions from files, export and import an org, delete and "
                                      "restore objects, collect garbage.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (serve, transfers, objects, events, operations, tokens):
+    for group in (serve, transfers, objects, events, webhooks, operations, tokens):
         group.add_commands(commands)
     return parser
 

@@ -6,6 +6,7 @@ from service.client import push as push_module
 from service.client.errors import ClientError
 from service.client.transport import Repeat, Transport, error_message
 from service.client.uploader import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, Uploader
+from service.client.webhooks import WebhookCalls
 
 READ_BLOCK = 1024 * 1024
 # A GraphQL document whose (first) operation is a mutation; comments and whitespace may come first.
@@ -51,7 +52,7 @@ READS = {
 }
 
 
-class Client:
+class Client(WebhookCalls):
     """A session with one service: `Client("http://127.0.0.1:8000", token)`.
 
     `timeout` is per request (connect, then each wait for the answer); failed requests are retried up to

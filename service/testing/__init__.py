@@ -6,9 +6,11 @@
         RequestJournal(server.session()).assert_called("processCreate", ids=["weld_1"], times=1)
         server.reset()
         server.restore("line.tar.gz")       # a snapshot as the whole state; server.snapshot(path) takes one
+        server.deliver_due()                # webhook retries now, not on their schedule
 
 Test mode is on (the /_test/ endpoints), the data directory is a fresh temporary one unless given, and
-the token is known (`server.token`). `seed=<int>` makes the names the server makes up the same on every run.
+the token is known (`server.token`). `seed=<int>` makes the names the server makes up the same on every run. Webhooks
+are delivered by the server itself, and may go to http receivers on 127.0.0.1 (service.testing.webhook_receiver).
 No pytest import: any test framework, or none, can use it.
 """
 import contextlib
@@ -27,6 +29,7 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 from service import create_app
 from service.interface import MEDIA_PATH_ROOT, TOKEN_HEADER
 from service.testing.change_log import ChangeLog  # noqa: F401 (the test double's reader of change events)
+from service.web import webhooks
 
 READY_TIMEOUT = 10
 # A snapshot of hundreds of MB takes seconds to write or read back.
@@ -62,8 +65,10 @@ class ThreadedServer:
         # 0.3 s), marshmallow by the first request with a body to validate (an upload, a fault: 0.1 s), not before
         # /healthz answers: a suite that sends none never pays for them. start() does not warm them in a thread: the
         # imports hold the GIL, so a warm-up slows whatever the test does meanwhile by as much.
+        # Webhooks may go to receivers on this machine (service.testing.webhook_receiver): http, to 127.0.0.1.
         settings = {"DATA_DIR": str(self.data_dir), "API_TOKENS": f"{org}:{self.token}", "TEST_MODE": True,
-                    "QUIET_STARTUP": True, "LOAD_ON_FIRST_REQUEST": True}
+                    "QUIET_STARTUP": True, "LOAD_ON_FIRST_REQUEST": True, "WEBHOOK_ALLOW_HTTP": True,
+                    "WEBHOOK_ALLOW_NETS": "127.0.0.1/32"}
         if seed is not None:
             settings["TEST_SEED"] = int(seed)
         self.app = create_app({**settings, **(config or {})})
@@ -82,9 +87,17 @@ class ThreadedServer:
         return ServiceSession(self.url, self.token)
 
     def reset(self):
-        """Remove every stored document, media file, stream and pending fault."""
+        """Remove every stored document, media file, stream, event, webhook subscription and pending fault."""
         with self.session() as session:
             session.post("/_test/reset", timeout=30).raise_for_status()
+
+    def deliver_due(self):
+        """Make every pending webhook delivery due now (POST /_test/webhooks/due) instead of waiting for its retry;
+        how many."""
+        with self.session() as session:
+            answer = session.post("/_test/webhooks/due", timeout=30)
+        answer.raise_for_status()
+        return answer.json()["due"]
 
     def snapshot(self, path=None):
         """The whole state, every org, as a snapshot archive (POST /_test/snapshot): its bytes, also written to `path`
@@ -114,6 +127,7 @@ class ThreadedServer:
                                             name="wis-test-server", daemon=True)
             self._thread.start()
             self._wait_ready()
+            webhooks.start(self.app)
         return self
 
     def _wait_ready(self):
@@ -135,6 +149,7 @@ class ThreadedServer:
             self._server.shutdown()
             self._thread.join()
             self._thread = None
+            webhooks.stop(self.app)
         self._server.server_close()
         if self._own_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)

@@ -84,7 +84,8 @@ def _org_objects(repo, org):
 @bp.post("/reset")
 @requires(ADMIN_TOKEN)
 def reset():
-    """Remove every org's documents, media and streams, every pending fault and the journal; count names anew."""
+    """Remove every org's documents, media, streams, events and webhooks, every pending fault and the journal; count
+    names anew."""
     get_repository(current_app).reset()
     return jsonify(status="reset")
 
@@ -119,6 +120,13 @@ def restore():
         snapshots.check_objects(state, coerced_input)
         repo.replace_state(state.documents, state.media)
     return jsonify(status="restored", orgs=state.orgs)
+
+
+@bp.post("/webhooks/due")
+@requires(ADMIN_TOKEN)
+def webhooks_due():
+    """Every pending webhook delivery is due now, not at its retry's time: how many."""
+    return jsonify(due=get_repository(current_app).webhooks.make_due_now())
 
 
 @bp.get("/objects")

@@ -16,6 +16,9 @@
   `wis_journal.assert_called("processCreate", ids=["weld_1"], times=1)`, `.operations()`, `.ids(...)`, `.uploads()`.
 - `wis_fault`: `wis_fault(method="PATCH", path="^/uploads/", status=503)` injects a fault (see /_test/faults):
   also `rate=0.3` (each matching request fails with that probability) and `reset=True` (no answer at all).
+- `wis_webhook_receiver`: a receiver of webhooks on 127.0.0.1 (service.testing.webhook_receiver.WebhookReceiver) for
+  one test: subscribe its `url` with its `secret`, then `wait_for(n)` deliveries, each with its signature verified by
+  the `standardwebhooks` library; `fail(status=500)`, `hang()`, `redirect(url)`, `slow(seconds)` queue faults.
 
 Nothing here starts unless a test asks for one of these fixtures.
 """
@@ -115,6 +118,21 @@ def wis_events(wis_clean):
 
     with wis_clean.session() as session:
         yield ChangeLog(session)
+
+
+@pytest.fixture
+def wis_webhook_receiver():
+    """A WebhookReceiver on 127.0.0.1 for this test (the test server sends webhooks there: http to 127.0.0.1 is
+    allowed in test mode); its signatures are checked with the `standardwebhooks` package, which must be installed."""
+    try:
+        import standardwebhooks  # noqa: F401
+    except ImportError:
+        pytest.fail("wis_webhook_receiver verifies signatures with the standardwebhooks package: pip install "
+                    "standardwebhooks", pytrace=False)
+    from service.testing.webhook_receiver import WebhookReceiver
+
+    with WebhookReceiver() as receiver:
+        yield receiver
 
 
 @pytest.fixture

@@ -131,6 +131,43 @@ class BuildInfoCollector:
         yield gauge
 
 
+# Commit-to-2xx of a webhook: within a second normally, up to the days of the retry schedule.
+WEBHOOK_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 7200, 86400, 259200)
+
+
+class WebhookMetrics:
+    """What the webhook dispatcher (service.delivery.dispatcher) counts, by the names it calls."""
+
+    def __init__(self, registry):
+        self._emitted = Counter("wis_webhook_events_emitted", "Events sent to a webhook subscription for the first time "
+                                "(one per subscription and event)", registry=registry)
+        self._attempts = Counter("wis_webhook_attempts", "Webhook delivery attempts, by outcome (succeeded, http_error, "
+                                 "rate_limited, gone, redirect, timeout, connection, refused_address, expired)",
+                                 ["outcome"], registry=registry)
+        self._latency = Histogram("wis_webhook_delivery_seconds", "From an event's commit to its webhook's 2xx answer "
+                                  "(retries included)", buckets=WEBHOOK_LATENCY_BUCKETS, registry=registry)
+        self._disabled = Counter("wis_webhook_subscriptions_disabled", "Webhook subscriptions disabled, by reason (GONE: "
+                                 "410; FAILING: every attempt failed for 5 days)", ["reason"], registry=registry)
+        self._pending = Gauge("wis_webhook_deliveries_pending", "Webhook deliveries PENDING in the whole storage (every "
+                              "node's), as last counted (every 10 s): aggregate with max()", registry=registry,
+                              multiprocess_mode="livemostrecent")
+
+    def emitted(self):
+        self._emitted.inc()
+
+    def attempted(self, kind):
+        self._attempts.labels(kind).inc()
+
+    def delivered_after(self, seconds):
+        self._latency.observe(seconds)
+
+    def disabled(self, reason):
+        self._disabled.labels(reason).inc()
+
+    def pending(self, count):
+        self._pending.set(count)
+
+
 class Metrics:
     """The service's metrics, one set per app (kept in app.extensions["metrics"])."""
 
@@ -174,6 +211,7 @@ class Metrics:
         self.database_up = Gauge(
             "wis_database_up", "0 while a worker of this node knows the database to be down, else 1",
             registry=self.registry, multiprocess_mode="livemin")
+        self.webhooks = WebhookMetrics(self.registry)
         self.event_streams = Gauge(
             "wis_event_streams_open", "Event streams (GET /events, GraphQL subscriptions) open in this node's live "
             "workers, each holding a thread", registry=self.registry, multiprocess_mode="livesum")

@@ -165,9 +165,11 @@ def test_a_malformed_worker_setting_stops_start_up_naming_it(tmp_path, variable,
 def test_workers_tune_the_cycle_collector_once_after_start_up(tmp_path):
     # Not per request (that paused it for every thread of the worker), and not in create_app (an embedding
     # process keeps its own settings).
-    script = ("import gc, json, service.gunicorn_config as c; from service import create_app; "
-              f"create_app({{'DATA_DIR': {str(tmp_path / 'data')!r}, 'API_TOKENS': 'default:abcdefgh12'}}); "
-              "untouched = gc.get_threshold(), gc.get_freeze_count(); c.post_worker_init(None); "
+    # The worker is a stand-in holding the app (post_worker_init also starts the app's webhook dispatcher).
+    script = ("import gc, json, types, service.gunicorn_config as c; from service import create_app; "
+              f"app = create_app({{'DATA_DIR': {str(tmp_path / 'data')!r}, 'API_TOKENS': 'default:abcdefgh12'}}); "
+              "worker = types.SimpleNamespace(app=types.SimpleNamespace(wsgi=lambda: app)); "
+              "untouched = gc.get_threshold(), gc.get_freeze_count(); c.post_worker_init(worker); "
               "print(json.dumps([untouched, [gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()]]))")
     environment = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(tmp_path))
     result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True)

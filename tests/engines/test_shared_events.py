@@ -13,6 +13,7 @@ import pytest
 from service.domain.events import list_events
 from service.domain.stations import upsert_station
 from service.errors import DatabaseUnavailable, EventsExpired
+from service.storage.contract import AttemptOutcome, DeliveryState, DispatchRules, SubscriptionSettings
 from service.storage.shared import SharedRepository
 from service.storage.shared.database import Database
 from service.storage.shared.documents import SharedDocumentStore
@@ -138,6 +139,27 @@ def test_pruning_goes_by_the_database_clock_and_keeps_a_run_of_seqs_and_the_late
     assert list_events(repo, ORG, after=25) == []
     upsert_station(repo, ORG, station("st_1", "Press again"))
     assert [event.seq for event in repo.events.read(ORG, 0, 10)] == [26]
+
+
+def test_pruning_keeps_what_a_webhook_subscription_may_still_send_and_its_log_goes_with_the_events(make_repo):
+    repo = make_repo(events_retention_seconds=3600)
+    upsert_station(repo, ORG, station("st_1", "Press 0"))
+    repo.webhooks.subscribe(ORG, SubscriptionSettings("mes", "https://93.184.216.34/", {}, None, None, None),
+                            "whsec_" + "A" * 43 + "=", 86400)
+    for number in range(1, 6):
+        upsert_station(repo, ORG, station("st_1", f"Press {number}"))
+    backdate(repo, range(1, 7))
+    repo.sweep()
+    assert repo.events.bounds(ORG) == (2, 6)  # seq 1 came before the subscription; 2-6 are owed to it
+    rules = DispatchRules(lambda types: None, 60)
+    claim = repo.webhooks.claim(1, rules)[0]
+    for _ in range(3):  # 2, 3, 4 delivered; 5 retrying
+        claim = repo.webhooks.finish(claim, AttemptOutcome(DeliveryState.SUCCEEDED, 204, None), rules)
+    repo.webhooks.finish(claim, AttemptOutcome(DeliveryState.PENDING, 500, "HTTP 500", retry_in=60), rules,
+                         claim_next=False)
+    repo.sweep()
+    assert repo.events.bounds(ORG) == (5, 6)  # the retrying delivery's event and what follows it
+    assert [delivery.seq for delivery in repo.webhooks.deliveries(ORG, "mes", 10, None)] == [6, 5]
 
 
 def test_with_every_event_kept_nothing_is_pruned(make_repo):

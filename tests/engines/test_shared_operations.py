@@ -104,7 +104,8 @@ def test_db_upgrade_from_four_nodes_at_once_applies_it_once(shared_settings):
     assert [name for (name,) in tables] == ["api_tokens", "api_tokens_version", "collected_media", "documents",
                                             "event_counters", "events", "media",
                                             "open_streams_count", "revisions", "secrets", "stream_chunks", "streams",
-                                            "test_counters", "wis_schema"]
+                                            "test_counters", "webhook_deliveries", "webhook_subscriptions",
+                                            "wis_schema"]
 
 
 def test_db_upgrade_without_a_database_url_names_the_setting():

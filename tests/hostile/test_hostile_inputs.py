@@ -321,15 +321,15 @@ def test_every_route_that_takes_a_body_is_covered_below(test_mode_app):
     # A snapshot restore has a limit of its own (512 MiB: test_testing_snapshots.py), as have the pages' forms.
     assert writing_routes(test_mode_app) == [
         ("PATCH", "/uploads/<stream_id>"), ("POST", "/_test/faults"), ("POST", "/_test/reset"),
-        ("POST", "/_test/restore"), ("POST", "/_test/snapshot"), ("POST", "/graph/v2"), ("POST", "/graphql"),
-        ("POST", "/uploads"), ("POST", "/view/login"), ("POST", "/view/logout")]
+        ("POST", "/_test/restore"), ("POST", "/_test/snapshot"), ("POST", "/_test/webhooks/due"), ("POST", "/graph/v2"),
+        ("POST", "/graphql"), ("POST", "/uploads"), ("POST", "/view/login"), ("POST", "/view/logout")]
 
 
 @pytest.mark.parametrize("content_type", ["application/json", "multipart/form-data; boundary=xyz",
                                           "application/octet-stream", "text/plain", None])
 @pytest.mark.parametrize("method, rule", [
-    ("PATCH", "/uploads/<stream_id>"), ("POST", "/_test/faults"), ("POST", "/_test/reset"), ("POST", "/graph/v2"),
-    ("POST", "/graphql"), ("POST", "/uploads")])
+    ("PATCH", "/uploads/<stream_id>"), ("POST", "/_test/faults"), ("POST", "/_test/reset"),
+    ("POST", "/_test/webhooks/due"), ("POST", "/graph/v2"), ("POST", "/graphql"), ("POST", "/uploads")])
 def test_a_body_over_the_limit_is_a_json_413_on_every_route(test_mode_app, auth, method, rule, content_type):
     """(The preview pages' forms have a limit of their own: test_pages_http.py.)"""
     client = test_mode_app.test_client()

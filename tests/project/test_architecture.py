@@ -14,8 +14,8 @@ SERVICE = Path(service.__file__).parent
 WEB_FRAMEWORKS = ("flask", "werkzeug", "ariadne", "marshmallow")
 
 # The top of the package: the entry points and the foundations, nothing else.
-TOP_LEVEL = {"__init__.py", "cli", "config.py", "errors.py", "gunicorn_config.py"}
-PACKAGES = {"client", "domain", "interface", "server", "storage", "testing", "web"}
+TOP_LEVEL = {"__init__.py", "cli", "config.py", "errors", "gunicorn_config.py"}
+PACKAGES = {"client", "delivery", "domain", "interface", "server", "storage", "testing", "web"}
 
 # room -> the rooms its modules may import (a room always imports itself). The longest room a module's name starts
 # with is its room. "*" is any module of the service.
@@ -41,8 +41,12 @@ MAY_IMPORT = {
     "service.storage": {"service.config", "service.errors", "service.interface", "service.storage.contract",
                         "service.storage.common", "service.storage.files", "service.storage.shared"},
     "service.server": {"service.config", "service.errors", "service.interface"},
+    # Work a worker process does for others in the background: webhook deliveries. Handed the repository and what
+    # only the web can do (a fragment's body, the metrics); it speaks HTTP as a client (urllib3), no web framework.
+    "service.delivery": {"service.domain", "service.storage.contract", "service.interface", "service.errors",
+                         "service.config"},
     "service.web": {"service.domain", "service.storage", "service.storage.contract", "service.interface",
-                    "service.errors", "service.config",
+                    "service.errors", "service.config", "service.delivery",
                     # The embedded default token is made in the data directory before any repository is opened
                     # (the gunicorn master announces it once): a file of the data directory, not a store.
                     "service.storage.common.data_dir_secrets"},

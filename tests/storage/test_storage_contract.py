@@ -43,7 +43,7 @@ def test_a_record_is_stored_with_the_field_names_earlier_versions_read():
 # -- both backends against the Protocols -----------------------------------------------------------------------------
 
 STORES = {"documents": contract.DocumentStore, "media": contract.MediaStore, "streams": contract.StreamStore,
-          "events": contract.EventStore, "tokens": contract.TokenStore}
+          "events": contract.EventStore, "webhooks": contract.WebhookStore, "tokens": contract.TokenStore}
 
 
 @pytest.fixture(params=["files", "shared"])

@@ -53,6 +53,18 @@ def test_rate_and_reset_faults(wis_fault, wis_session):
     wis_fault(path="^/healthz$", reset=True)
     with pytest.raises(requests.ConnectionError):
         wis_session.get("/healthz")
+
+
+def test_webhooks(wis_server, wis_client, wis_webhook_receiver):
+    wis_client.webhook_subscribe("mes", wis_webhook_receiver.url, secret=wis_webhook_receiver.secret)
+    wis_webhook_receiver.fail(status=500)
+    wis_client.create_station({"id": "station_1", "name": "Press"})
+    wis_webhook_receiver.wait_for(1, answered=False)
+    wis_server.deliver_due()
+    [delivery] = wis_webhook_receiver.wait_for(1)
+    assert delivery.verified and delivery.id == "evt_default_1"
+    assert delivery.json["data"]["id"] == "station_1"
+    assert [entry.status for entry in wis_webhook_receiver.deliveries] == [500, 204]
 '''
 
 SEEDED_TESTS = '''
@@ -85,7 +97,7 @@ def test_created_once(wis_client, wis_journal):
 def test_integrator_suite_using_the_fixtures_passes(pytester):
     pytester.makepyfile(test_integration=INTEGRATOR_TESTS)
     result = pytester.runpytest_subprocess(*WITHOUT_FOREIGN_PLUGINS, "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=8)
+    result.assert_outcomes(passed=9)
 
 
 def test_fixtures_are_listed_for_discovery(pytester):
@@ -94,7 +106,8 @@ def test_fixtures_are_listed_for_discovery(pytester):
     listing = result.stdout.str().partition("fixtures defined from service.testing.pytest_plugin")[2]
     listed = re.findall(r"^(wis_\w+)", listing, re.M)
     assert sorted(listed) == sorted(["wis_token", "wis_server", "wis_seed", "wis_clean", "wis_session", "wis_client",
-                                     "wis_journal", "wis_events", "wis_fault", "wis_snapshot"])
+                                     "wis_journal", "wis_events", "wis_fault", "wis_snapshot",
+                                     "wis_webhook_receiver"])
 
 
 def seeded_names(pytester, *args):

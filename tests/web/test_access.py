@@ -43,6 +43,7 @@ REQUESTS = {
     "testing_api.reset": ("POST", "/_test/reset", {}),
     "testing_api.restore": ("POST", "/_test/restore", {"data": b"not an archive"}),
     "testing_api.snapshot": ("POST", "/_test/snapshot", {}),
+    "testing_api.webhooks_due": ("POST", "/_test/webhooks/due", {}),
     "uploads.create_upload": ("POST", "/uploads", {"json": {}}),
     "uploads.delete_stream": ("DELETE", "/uploads/no_such_stream", {}),
     "uploads.media": ("GET", "/api/v1/images/no-such-image.png", {}),

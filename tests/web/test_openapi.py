@@ -65,6 +65,7 @@ def test_document_covers_the_upload_media_graphql_events_and_test_endpoints(docu
         "/_test/objects": ["get"],
         "/_test/requests": ["get"],
         "/_test/faults": ["delete", "get", "post"],
+        "/_test/webhooks/due": ["post"],
     }
     assert sorted(document["components"]["pathItems"]["GraphQL"]) == ["get", "post"]
 
@@ -200,6 +201,7 @@ def test_graphql_and_test_mode_responses_match_the_document(make_app, auth, open
         call("GET", path, 405, headers={**auth, "Accept": "application/json"}, query_string=mutation)
 
     call("POST", "/_test/faults", 201, headers=auth, json={"path": "^/healthz$", "status": 503, "rate": 0.5, "times": 3})
+    call("POST", "/_test/webhooks/due", 200, headers=auth)
     call("POST", "/_test/faults", 400, headers=auth, json={"status": 503, "rate": 2})
     call("GET", "/_test/faults", 200, headers=vendor)
     call("DELETE", "/_test/faults", 204, headers=auth)
@@ -216,7 +218,7 @@ def test_graphql_and_test_mode_responses_match_the_document(make_app, auth, open
     call("POST", "/_test/restore", 400, headers=gzip_body, data=snapshot[:-10])
     call("POST", "/_test/restore", 413, headers=gzip_body, data=b"",
          environ_overrides={"CONTENT_LENGTH": str(MAX_SNAPSHOT_BYTES + 1)})
-    assert len(seen) == 37
+    assert len(seen) == 38
 
 
 def test_the_events_of_a_stream_match_their_description(client, document, auth):

@@ -35,3 +35,20 @@ def test_the_default_workers_are_capped_so_default_nodes_fit_in_max_connections(
     workers = load_server_config(environ={})["workers"]
     assert 2 <= workers <= MAX_DEFAULT_WORKERS == 8
     assert load_server_config(environ={"WIS_WORKERS": "12"})["workers"] == 12
+
+
+def test_the_webhook_settings_come_from_the_environment():
+    config = load_config(environ={"WIS_WEBHOOK_TIMEOUT_SECONDS": "2.5", "WIS_WEBHOOK_RETRY_SECONDS": "1, 60,3600",
+                                  "WIS_WEBHOOK_ALLOW_HTTP": "1", "WIS_WEBHOOK_ALLOW_NETS": "10.20.0.0/16, fd00::/8",
+                                  "WIS_WEBHOOK_CONCURRENCY": "3"}, serving=False)
+    assert (config["WEBHOOK_TIMEOUT_SECONDS"], config["WEBHOOK_RETRY_SECONDS"], config["WEBHOOK_ALLOW_HTTP"],
+            config["WEBHOOK_CONCURRENCY"]) == (2.5, (1.0, 60.0, 3600.0), True, 3)
+    assert [str(network) for network in config["WEBHOOK_ALLOW_NETS"]] == ["10.20.0.0/16", "fd00::/8"]
+
+
+@pytest.mark.parametrize("variable, value", [
+    ("WIS_WEBHOOK_TIMEOUT_SECONDS", "0"), ("WIS_WEBHOOK_RETRY_SECONDS", "5,-1"), ("WIS_WEBHOOK_RETRY_SECONDS", "soon"),
+    ("WIS_WEBHOOK_ALLOW_NETS", "10.0.0.0/33"), ("WIS_WEBHOOK_ALLOW_NETS", "lan"), ("WIS_WEBHOOK_CONCURRENCY", "0")])
+def test_a_wrong_webhook_setting_is_refused_naming_its_variable(variable, value):
+    with pytest.raises(ConfigurationError, match=f"invalid value for {variable}: '{value}'"):
+        load_config(environ={variable: value}, serving=False)

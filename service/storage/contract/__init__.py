@@ -14,6 +14,9 @@ from service.storage.contract.media import (  # noqa: F401
     MEDIA_FOLDERS, MediaIdentity, MediaStore, OpenMedia, StagedMedia)
 from service.storage.contract.repository import (  # noqa: F401
     Counter, Operations, Repository, Stores, TestModeState)
+from service.storage.contract.webhooks import (  # noqa: F401
+    FAILING, GONE, Claim, Delivery, DeliveryState, DispatchRules, AttemptOutcome, Subscription, SubscriptionSettings,
+    WebhookStore, iso_of)
 from service.storage.contract.tokens import StoredToken, TokenStore  # noqa: F401
 from service.storage.contract.streams import (  # noqa: F401
     STREAM_ID, Chunk, ChunkRules, CompletionRules, Incoming, Outcome, StreamRecord, StreamState, StreamStatus,

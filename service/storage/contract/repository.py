@@ -10,6 +10,7 @@ from service.storage.contract.events import EventStore
 from service.storage.contract.media import MediaStore, StagedMedia
 from service.storage.contract.streams import StreamStore
 from service.storage.contract.tokens import TokenStore
+from service.storage.contract.webhooks import WebhookStore
 from service.storage.testmode.faults import FaultStore
 from service.storage.testmode.journal_store import JournalStore
 
@@ -24,12 +25,13 @@ class Counter(Protocol):
 
 
 class Stores(Protocol):
-    """What the views, resolvers and domain hand each other: the stores of documents, media, upload streams, events and
-    API tokens."""
+    """What the views, resolvers and domain hand each other: the stores of documents, media, upload streams, change
+    events, webhooks and API tokens."""
     documents: DocumentStore
     media: MediaStore
     streams: StreamStore
     events: EventStore
+    webhooks: WebhookStore
     tokens: TokenStore
     new_hex: Callable[[int], str]  # the source of the names the server makes up: random, or seeded in test mode
 
@@ -68,8 +70,8 @@ class TestModeState(Protocol):
     names_counter: Counter  # the count of made-up names (service.storage.testmode.fresh_names)
 
     def reset(self) -> None:
-        """Remove every org's documents, media and streams, every pending fault and the request journal, and count
-        made-up names from the start again."""
+        """Remove every org's documents, media, streams, events and webhooks, every pending fault and the request
+        journal, and count made-up names from the start again."""
 
     def staging_directory(self) -> ContextManager[Path]:
         """A new, empty directory on the filesystem of this node's stored files, removed with what is left in it when
@@ -78,7 +80,7 @@ class TestModeState(Protocol):
     def replace_state(self, documents: Iterable[StagedDocument], media: Iterable[StagedMedia]) -> None:
         """Make these documents and media the whole state, as reset() then storing them would, but at once: every
         document is revision 1 (CREATED now, no other history), every media path is kept and created now; streams,
-        pending faults and the request journal are gone and made-up names count from the start again. Two
+        webhooks, pending faults and the request journal are gone and made-up names count from the start again. Two
         replacements on one node never overlap."""
 
 

@@ -21,6 +21,7 @@ from service.storage.files.documents import FileDocumentStore
 from service.storage.files.events import FileEventLog
 from service.storage.files.media import FileMediaStore
 from service.storage.files.streams import FileStreamStore
+from service.storage.files.webhooks import FileWebhookStore
 from service.storage.files.tokens import FileTokenStore
 from service.storage.testmode.fresh_names import name_source
 from service.storage.testmode.journal_store import JournalStore
@@ -32,6 +33,8 @@ from service.storage.common.data_dir_secrets import ensure_secret_key
 NAMES_COUNTER = "test-mode/names-counter"
 # Held while a new state replaces the old one, so that two replacements never interleave.
 REPLACING_LOCK = "test-mode/replacing-state"
+# Webhook subscriptions and their deliveries (service.storage.files.webhooks): not an org's objects, so not in orgs/.
+WEBHOOKS = "webhooks"
 
 
 class FileRepository(NodeLocal):
@@ -50,6 +53,8 @@ class FileRepository(NodeLocal):
         self.documents = FileDocumentStore(self.orgs_root, history_revisions, self.media)
         self.events = FileEventLog(self.orgs_root, self.documents.committed_revision, events_retention_seconds, clock)
         self.documents.events = self.events
+        self.webhooks = FileWebhookStore(self.data_dir / WEBHOOKS, self.events, lambda: self.clock())
+        self.events.needed = self.webhooks.oldest_needed
         self.streams = FileStreamStore(self.orgs_root, self.media, stream_ttl_seconds, clock, max_open_streams,
                                        new_hex=self.new_hex)
         self.tokens = FileTokenStore(self.data_dir)
@@ -70,6 +75,7 @@ class FileRepository(NodeLocal):
         self.documents.sweep_temporaries(cutoff)
         remove_stale_temporaries(self.data_dir, cutoff)  # of the sweep's own count of open streams
         self.events.prune()
+        self.webhooks.prune()
         return self.streams.sweep()
 
     def sweep_due(self):
@@ -94,10 +100,11 @@ class FileRepository(NodeLocal):
         """Nothing held open between requests."""
 
     def reset(self):
-        """Remove every org's documents, media and streams, every pending fault and the request journal, and count
-        made-up names from the start again (test mode)."""
+        """Remove every org's documents, media, streams and webhooks, every pending fault and the request journal, and
+        count made-up names from the start again (test mode)."""
         for org_directory in list(self.orgs_root.iterdir()):
             shutil.rmtree(org_directory, ignore_errors=True)
+        self.webhooks.remove_all()
         self.events.forget()
         self.forget_test_state()
 
@@ -116,5 +123,6 @@ class FileRepository(NodeLocal):
                     os.replace(org_directory, old_root / org_directory.name)
                 for org_directory in list(new_root.iterdir()):
                     os.replace(org_directory, self.orgs_root / org_directory.name)
+            self.webhooks.remove_all()
             self.events.forget()
             self.forget_test_state()

@@ -23,7 +23,7 @@ import orjson
 from service.errors import disk_errors
 from service.storage.common.disk import fsync_directory, lock, numbered_files
 from service.storage.contract.events import Event, EventBounds
-from service.storage.files.names import id_to_name
+from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 EVENTS = "events"
 SEGMENT_EVENTS = 1000
@@ -47,6 +47,8 @@ class FileEventLog:
         # The last seq of each org known to be committed (so a read checks the log's end only when it grew).
         self._verified = {}
         self._rung = threading.Condition()
+        # org -> the oldest seq a webhook subscription may still send, or None (CONTRACT 15): kept whatever its age.
+        self.needed = lambda org: None
 
     def _directory(self, org):
         return self.orgs_root / id_to_name(org) / EVENTS
@@ -68,7 +70,7 @@ class FileEventLog:
                 self._recover(org)
                 raise
             self._verified[org] = seq
-        self._ring()
+        self.ring()
 
     def read(self, org, after, first, wanted=None):
         """Up to `first` committed events with seq > `after`, oldest first, those of `wanted` (kind, change) pairs."""
@@ -80,7 +82,7 @@ class FileEventLog:
         for number in self._segments(org):
             if number < segment:
                 continue
-            for event in self._events_of(org, number):
+            for event in self._events_of(org, number, after):
                 if event.seq > latest:
                     return found
                 if event.seq > after and (wanted is None or (event.kind, event.change) in wanted):
@@ -106,12 +108,13 @@ class FileEventLog:
         removed = 0
         for org_directory in self.orgs_root.iterdir():
             org = org_directory.name
+            needed = self.needed(name_to_id(org)) if SAFE_NAME.fullmatch(org) else None
             with self._lock_by_name(org):
                 segments = self._segments_in(org_directory / EVENTS)
                 for number in segments[:-1]:
                     path = org_directory / EVENTS / _segment_name(number)
                     last = _event(_tail_line(path)[1])
-                    if last is not None and last.timestamp >= cutoff:
+                    if last is not None and (last.timestamp >= cutoff or needed is not None and last.seq >= needed):
                         break
                     with disk_errors(), contextlib.suppress(FileNotFoundError):
                         os.unlink(path)
@@ -124,7 +127,7 @@ class FileEventLog:
     def forget(self):
         """What this process knows of the logs (test mode's reset and restore replace them)."""
         self._verified.clear()
-        self._ring()
+        self.ring()
 
     # -- the log's end -------------------------------------------------------------------------------------------------
 
@@ -166,7 +169,7 @@ class FileEventLog:
             fsync_directory(directory)
             fsync_directory(directory.parent)
 
-    def _ring(self):
+    def ring(self):
         """Wake the watchers: those of this process at once, those of other processes through the bell's time."""
         now = time.time_ns()
         try:
@@ -191,14 +194,23 @@ class FileEventLog:
     def _segments_in(directory):
         return numbered_files(directory, SEGMENT_SUFFIX)
 
-    def _events_of(self, org, number):
-        """The events of one segment, in order (none when it was pruned meanwhile)."""
+    def _events_of(self, org, number, after=0):
+        """The events of one segment with seq > `after`, in order, parsed as they are taken (none when it was pruned
+        meanwhile). Line i of segment n is seq n * SEGMENT_EVENTS + 1 + i (segments are appended in seq order and
+        pruned whole), so the lines before `after` are skipped unparsed: a reader of the newest events (the webhooks'
+        dispatcher, once per delivery) does not parse the thousand before them."""
         try:
             with open(self._directory(org) / _segment_name(number), "rb") as handle:
                 lines = handle.read().splitlines()
         except FileNotFoundError:
-            return []
-        return [event for event in map(_event, lines) if event is not None]
+            return
+        skip = min(max(after - number * SEGMENT_EVENTS, 0), len(lines))
+        first = _event(lines[skip]) if skip < len(lines) else None
+        if first is None or first.seq != number * SEGMENT_EVENTS + 1 + skip:
+            skip = 0  # not laid out as expected (a line torn mid-segment): read it all
+        for event in map(_event, lines[skip:]):
+            if event is not None:
+                yield event
 
 
 class BellWatcher:

@@ -28,6 +28,7 @@ from service.storage.shared.media import SharedMediaStore
 from service.storage.shared.objects import ObjectStore
 from service.storage.shared.secrets import shared_secret
 from service.storage.shared.streams import SharedStreamStore
+from service.storage.shared.webhooks import SharedWebhookStore
 from service.storage.shared.streams.spool import remove_orphans
 from service.storage.shared.tokens import SharedTokenStore
 
@@ -56,6 +57,7 @@ class SharedRepository(NodeLocal):
         self.new_hex = name_source(test_seed, self.names_counter)
         self.events = SharedEventStore(self.database, events_retention_seconds)
         self.documents = SharedDocumentStore(self.database, self.events, history_revisions)
+        self.webhooks = SharedWebhookStore(self.database)
         self.media = SharedMediaStore(self.database, self.objects, self.spool, clock)
         self.streams = SharedStreamStore(self.database, self.objects, self.media, self.spool, stream_ttl_seconds,
                                          max_open_streams, self.new_hex)
@@ -82,6 +84,7 @@ class SharedRepository(NodeLocal):
             except FileNotFoundError:
                 pass
         self.events.prune()
+        self.webhooks.prune()
         return self.streams.sweep()
 
     def sweep_due(self):
@@ -124,11 +127,13 @@ class SharedRepository(NodeLocal):
         self.database.close()
 
     def reset(self):
-        """Remove every org's documents, events, media and streams, this node's pending faults and request journal,
+        """Remove every org's documents, events, media, streams and webhooks, this node's pending faults and request journal,
         and count made-up names and seqs from the start again (test mode)."""
         self.streams.remove_all()
         self.media.remove_all()
         self.documents.remove_all()
+        with self.database.transaction() as connection:
+            self.webhooks.remove_all(connection)
         shutil.rmtree(self.spool, ignore_errors=True)
         self.spool.mkdir(parents=True, exist_ok=True)
         self.forget_test_state()
@@ -144,6 +149,7 @@ class SharedRepository(NodeLocal):
             with self.database.transaction() as connection:
                 self.media.index_all(connection, rows)
                 self.documents.load_all(connection, documents, utc_timestamp())
+                self.webhooks.remove_all(connection)
             shutil.rmtree(self.spool, ignore_errors=True)
             self.spool.mkdir(parents=True, exist_ok=True)
             self.forget_test_state()

@@ -52,14 +52,23 @@ BOUNDS = """
     SELECT (SELECT min(seq) FROM events WHERE org = %(org)s), (SELECT last FROM event_counters WHERE org = %(org)s)
 """
 # Every event up to the newest old one of each org: what is kept stays a run of seqs without a hole, even where two
-# writes of an org committed in the other order than they began (their timestamps, taken at the start, cross).
+# writes of an org committed in the other order than they began (their timestamps, taken at the start, cross). An
+# event a webhook subscription may still send (CONTRACT 15: a pending delivery, or one after an enabled subscription's
+# cursor) is kept, and so is every later one.
 PRUNE = f"""
-    WITH old AS (
-        SELECT org, max(seq) AS through FROM events
+    WITH needed AS (
+        SELECT org, min(seq) AS seq FROM (
+            SELECT org, logged_through + 1 AS seq FROM webhook_subscriptions WHERE disabled_at IS NULL
+            UNION ALL
+            SELECT org, seq FROM webhook_deliveries WHERE state = 'PENDING'
+        ) AS wanted GROUP BY org
+    ), old AS (
+        SELECT events.org, max(seq) AS through FROM events
         WHERE timestamp < {utc_text("clock_timestamp() - make_interval(secs => %(retention)s)")}
-        GROUP BY org
+        GROUP BY events.org
     )
-    DELETE FROM events USING old WHERE events.org = old.org AND events.seq <= old.through
+    DELETE FROM events USING old LEFT JOIN needed ON needed.org = old.org
+    WHERE events.org = old.org AND events.seq <= old.through AND (needed.seq IS NULL OR events.seq < needed.seq)
 """
 # What changes with every commit of an event and with every reset: a watcher that cannot listen compares it.
 COUNTERS = "SELECT count(*), coalesce(sum(last), 0) FROM event_counters"
@@ -89,7 +98,7 @@ class SharedEventStore:
             rows = connection.execute(query + " ORDER BY seq LIMIT %(first)s", {
                 "org": org, "after": after, "first": max(first, 0),
                 "kinds": [kind for kind, _ in pairs], "changes": [change for _, change in pairs]}).fetchall()
-        return [_event(*row) for row in rows]
+        return [event_of_row(*row) for row in rows]
 
     def bounds(self, org):
         """(the oldest seq kept, the latest): latest + 1 when none is kept, 0 before any event."""
@@ -199,7 +208,7 @@ def _json_text(value):
     return None if value is None else orjson.dumps(value).decode()
 
 
-def _event(seq, timestamp, kind, identifier, revision, change, *texts):
+def event_of_row(seq, timestamp, kind, identifier, revision, change, *texts):
     """The Event of a row of COLUMNS."""
     return Event(seq, timestamp, kind, identifier, revision, change,
                  *(None if text is None else orjson.loads(text) for text in texts))

@@ -181,6 +181,46 @@ MIGRATIONS = [
     );
     INSERT INTO api_tokens_version (version) VALUES (0);
     """,
+    # Webhooks (CONTRACT 15): each subscription with `logged_through`, the seq through which the org's events are logged
+    # for it (its cursor over `events`: what comes after it is due, so a change's commit writes nothing for webhooks),
+    # and the lease of the claim that holds it (the database's clock, seconds since the epoch); the delivery log, one
+    # row per subscription and event. `headers`, `types` and `fragment` hold JSON, as `events` holds names.
+    """
+    CREATE TABLE webhook_subscriptions (
+        org text COLLATE "C" NOT NULL,
+        id text COLLATE "C" NOT NULL,
+        url text NOT NULL,
+        headers text NOT NULL,
+        types text,
+        fragment text,
+        secret text NOT NULL,
+        old_secret text,
+        old_secret_until double precision,
+        created_at text NOT NULL,
+        disabled_at text,
+        disabled_reason text,
+        logged_through bigint NOT NULL,
+        failing_since double precision,
+        lease_until double precision,
+        lease_token text,
+        PRIMARY KEY (org, id)
+    );
+    CREATE TABLE webhook_deliveries (
+        org text COLLATE "C" NOT NULL,
+        subscription_id text COLLATE "C" NOT NULL,
+        seq bigint NOT NULL,
+        type text NOT NULL,
+        state text NOT NULL,
+        attempts integer NOT NULL DEFAULT 0,
+        last_status integer,
+        last_error text,
+        last_attempt_at double precision,
+        next_attempt_at double precision,
+        PRIMARY KEY (org, subscription_id, seq)
+    );
+    CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (org, subscription_id, next_attempt_at)
+        WHERE state = 'PENDING';
+    """,
 ]
 # Taken by `upgrade` for its transaction, so several nodes running it at once apply each migration once.
 UPGRADE_LOCK = 0x5749_5301

@@ -8,6 +8,7 @@ from service.domain.lifecycle import UPSERTS, attribution, delete_object, histor
 from service.interface.kinds import PROCESSES, PRODUCTS, SINGULAR, STATIONS
 from service.domain.reads import get_object, list_objects
 from service.web.events.subscriptions import EventSubscription
+from service.web.graphql import webhook_resolvers
 
 query = QueryType()
 mutation = MutationType()
@@ -138,4 +139,4 @@ def resolve_torque_groups(stored_step, _info):
             for group in stored_step.get("torqueGroups") or []]
 
 
-BINDABLES = [query, mutation, subscription, step, event, json_scalar]
+BINDABLES = [query, mutation, subscription, step, event, json_scalar, *webhook_resolvers.BINDABLES]

@@ -12,11 +12,14 @@ _READS = ("process", "processes", "product", "products", "station", "stations", 
 _WRITES = ("processCreate", "productCreate", "stationCreate", "processDelete", "productDelete", "stationDelete",
            "processRestore", "productRestore", "stationRestore")
 
-# root type -> {field: the scope it needs}. A new root field is one more entry of its root type's dict, such as
-# `"webhookSubscribe": ADMIN` (webhooks' queries and mutations, CONTRACT 15, need admin: they show and set secrets).
+# Webhooks' queries and mutations (CONTRACT 15) need admin: they show and set secrets and make the server send requests.
+_WEBHOOK_QUERIES = ("webhookSubscriptions", "webhookDeliveries")
+_WEBHOOK_MUTATIONS = ("webhookSubscribe", "webhookUnsubscribe", "webhookRedeliver")
+
+# root type -> {field: the scope it needs}. A new root field is one more entry of its root type's dict.
 ROOT_FIELD_SCOPES = {
-    "Query": {**dict.fromkeys(_READS, READ)},
-    "Mutation": {**dict.fromkeys(_WRITES, WRITE)},
+    "Query": {**dict.fromkeys(_READS, READ), **dict.fromkeys(_WEBHOOK_QUERIES, ADMIN)},
+    "Mutation": {**dict.fromkeys(_WRITES, WRITE), **dict.fromkeys(_WEBHOOK_MUTATIONS, ADMIN)},
     "Subscription": {"events": READ},
 }
 # What any token may ask of any root type: the name of the type, and the schema itself (GraphQL's introspection).

@@ -10,9 +10,12 @@ from service.domain.events import list_events
 from service.domain.stations import upsert_station
 from service.errors import StorageFull
 from service.storage.files import FileRepository
-from service.storage.contract import NewEvent
+from service.storage.contract import (
+    AttemptOutcome, DeliveryState, DispatchRules, NewEvent, SubscriptionSettings)
 from service.storage.files import events as events_module
 from support.disk import FaultyDisk
+
+real_event = events_module._event
 
 ORG = "default"
 
@@ -82,6 +85,41 @@ def test_pruning_removes_whole_old_segments_but_never_the_last(tmp_path, monkeyp
     assert [event.seq for event in list_events(repo, ORG, after=20)] == [21, 22, 23, 24, 25]
     upsert_station(repo, ORG, station("st_1", "Press again"))
     assert repo.events.bounds(ORG) == (21, 26)
+
+
+def test_pruning_keeps_the_segments_a_webhook_subscription_may_still_send(tmp_path, monkeypatch):
+    monkeypatch.setattr(events_module, "SEGMENT_EVENTS", 10)
+    now = [time.time()]
+    repo = FileRepository(tmp_path / "data", clock=lambda: now[0], events_retention_seconds=3600)
+    upsert_station(repo, ORG, station("st_1", "Press 0"))
+    repo.webhooks.subscribe(ORG, SubscriptionSettings("mes", "https://93.184.216.34/", {}, None, None, None),
+                            "whsec_" + "A" * 43 + "=", 86400)
+    for number in range(1, 25):
+        upsert_station(repo, ORG, station("st_1", f"Press {number}"))
+    now[0] += 7200
+    assert repo.events.prune() == 0  # seq 2 onwards is owed to the subscription: the first segment holds it
+    rules = DispatchRules(lambda types: None, 60)
+    claim = repo.webhooks.claim(1, rules)[0]
+    while claim.delivery.seq < 12:
+        claim = repo.webhooks.finish(claim, AttemptOutcome(DeliveryState.SUCCEEDED, 204, None), rules)
+    repo.webhooks.finish(claim, AttemptOutcome(DeliveryState.PENDING, 500, "HTTP 500", retry_in=60), rules,
+                         claim_next=False)
+    assert repo.events.prune() == 10  # the first segment; the second holds the retrying seq 12
+    assert repo.events.bounds(ORG) == (11, 25)
+
+
+def test_reading_the_newest_events_parses_only_them(repo, monkeypatch):
+    for number in range(900):
+        upsert_station(repo, ORG, station("st_1", f"Press {number}"))
+    parsed = []
+    monkeypatch.setattr(events_module, "_event", lambda line: parsed.append(line) or real_event(line))
+    assert [event.seq for event in repo.events.read(ORG, 897, 10)] == [898, 899, 900]
+    # The three read (the first twice: it checks the segment's layout) and the log's first and last lines (bounds),
+    # not the 897 before them.
+    assert len(parsed) <= 3 + 1 + 2
+    parsed.clear()
+    assert [event.seq for event in repo.events.read(ORG, 10, 1)] == [11]
+    assert len(parsed) <= 1 + 1 + 2
 
 
 def test_with_every_event_kept_nothing_is_pruned(tmp_path):

@@ -4,9 +4,6 @@ One table (RESPONSES) maps each code to its HTTP status and to its GraphQL error
 (service.web.error_handlers) and the GraphQL error formatter (service.web.graphql.errors) both read it. Nothing here imports
 Flask, so the domain and storage layers raise these freely.
 """
-import contextlib
-import errno
-
 from service.interface import TOKEN_HEADER, TOKEN_HEADER_ALIAS
 
 # code: (HTTP status, GraphQL extensions.code)
@@ -27,6 +24,9 @@ RESPONSES = {
     "media_not_found": (404, "NOT_FOUND"),
     "object_not_found": (404, "NOT_FOUND"),
     "revision_not_found": (404, "NOT_FOUND"),
+    "subscription_not_found": (404, "NOT_FOUND"),
+    "delivery_not_found": (404, "NOT_FOUND"),
+    "subscription_disabled": (409, "CONFLICT"),
     "token_not_found": (404, "NOT_FOUND"),
     "revision_conflict": (409, "CONFLICT"),
     "events_expired": (410, "EVENTS_EXPIRED"),
@@ -197,66 +197,6 @@ class BodyTooLarge(ServiceError):
     message = "request body is too large"
 
 
-class StorageFull(ServiceError):
-    code = "storage_full"
-    message = "the server has no space left to store this request; nothing was stored"
-
-
-class StorageFailed(ServiceError):
-    code = "storage_failed"
-    # Which engine failed and how, for the metrics (wis_engine_errors_total): set where the failure is seen.
-    engine = "disk"
-    kind = "failed"
-    message = ("the server's storage failed (I/O error) while handling this request; "
-               "it did not take effect, try again later")
-
-
-NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
-# A failing disk, or a filesystem the kernel remounted read-only after errors: the server's fault, worth a retry.
-IO_FAILURE = {errno.EIO, errno.EROFS}
-
-
-@contextlib.contextmanager
-def disk_errors():
-    """Turn 'disk full' into StorageFull (507) and an I/O error into StorageFailed (503): clear JSON, not a 500."""
-    try:
-        yield
-    except OSError as exc:
-        if exc.errno in NO_SPACE:
-            raise StorageFull() from exc
-        if exc.errno in IO_FAILURE:
-            raise StorageFailed() from exc
-        raise
-
-
-class StorageBusy(StorageFailed):
-    """A file lock another request held for longer than this one waits (a stuck writer): nothing was changed."""
-    code = "storage_busy"
-    message = ("another request has held this object's lock for too long; this request did not take effect, "
-               "try again later")
-
-
-class DatabaseUnavailable(StorageFailed):
-    """The shared backend's PostgreSQL database does not answer (stopped, unreachable, out of connections)."""
-    code = "database_unavailable"
-    engine = "database"
-    # "down": refused at once, the database being known down; "lost": a connection failed during the call;
-    # "busy": no pooled connection was free within WIS_DB_POOL_WAIT_SECONDS.
-    kind = "lost"
-    message = ("the database (PostgreSQL) is unavailable; this request did not take effect, "
-               "try again when it is back")
-
-
-class ObjectStoreUnavailable(StorageFailed):
-    """The shared backend's S3-compatible object store does not answer, or fails."""
-    code = "object_store_unavailable"
-    engine = "objects"
-    # "unreachable": no answer (connection refused, timed out); "failed": the store answered with an error.
-    kind = "unreachable"
-    message = ("the object store (S3) is unavailable; this request did not take effect, "
-               "try again when it is back")
-
-
 class UnsupportedChecksum(ServiceError):
     """An Upload-Checksum with an algorithm this server does not compute, or not in `<algorithm> <base64>` form."""
     code = "unsupported_checksum"
@@ -396,3 +336,36 @@ class EventsExpired(ServiceError):
         super().__init__(f"after: the events after {after} are no longer kept (the oldest kept is {oldest}); read the "
                          f"objects again, then follow the events from the latest seq")
         self.extensions = {"oldest": oldest}
+
+
+class SubscriptionNotFound(ServiceError):
+    """A webhook subscription id the org does not have (CONTRACT 15)."""
+    code = "subscription_not_found"
+
+    def __init__(self, subscription_id):
+        super().__init__(f"subscriptionID: your org has no webhook subscription {subscription_id!r} "
+                         "(webhookSubscriptions lists them)")
+
+
+class DeliveryNotFound(ServiceError):
+    """A redelivery of an event the subscription's delivery log does not hold."""
+    code = "delivery_not_found"
+
+    def __init__(self, subscription_id, seq):
+        super().__init__(f"seq: the delivery log of {subscription_id!r} holds no delivery of event {seq} (events "
+                         "before the subscription, of other types, or no longer kept are not in it)")
+
+
+class SubscriptionDisabled(ServiceError):
+    """A redelivery on a disabled subscription: it sends nothing until it is subscribed again."""
+    code = "subscription_disabled"
+
+    def __init__(self, subscription_id, reason):
+        super().__init__(f"subscriptionID: {subscription_id!r} is disabled ({reason}): subscribe again with "
+                         "webhookSubscribe to enable it, then redeliver")
+
+
+# The storage's failures live beside the family, one module of it; imported from service.errors like the rest.
+from service.errors.storage import (  # noqa: E402,F401
+    IO_FAILURE, NO_SPACE, DatabaseUnavailable, ObjectStoreUnavailable, StorageBusy, StorageFailed, StorageFull,
+    disk_errors)
