@@ -143,6 +143,17 @@ def settle():
     gc.collect()
 
 
+# Where other threads of the test process allocate while a batch runs, which the batch did not: in a full run, a pool
+# of an earlier test's app retrying a stopped database logs a warning now and then, and pytest's capture keeps it.
+ELSEWHERE = [tracemalloc.Filter(False, pattern) for pattern in ("*/logging/*", "*/_pytest/*", "*/psycopg/*",
+                                                                 "*/psycopg_pool/*")]
+
+
+def traced_bytes():
+    """The bytes Python has allocated and not freed, except those allocated by the code ELSEWHERE names."""
+    return sum(stat.size for stat in tracemalloc.take_snapshot().filter_traces(ELSEWHERE).statistics("filename"))
+
+
 @pytest.fixture
 def client(tmp_path):
     app = create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS, "TESTING": True})
@@ -167,7 +178,7 @@ def test_requests_leave_nothing_behind(client, kind):
                     send(client, next(counter))
             settle()
             objects.append(len(gc.get_objects()))
-            memory.append(tracemalloc.get_traced_memory()[0])
+            memory.append(traced_bytes())
     finally:
         tracemalloc.stop()
     object_growth = [after - before for before, after in itertools.pairwise(objects)]
@@ -176,7 +187,8 @@ def test_requests_leave_nothing_behind(client, kind):
               f"traced bytes {memory} (+{memory_growth})")
     print(report)
     # A leak grows with every batch; one batch alone may catch a one-off allocation by another thread of the test
-    # process (seen once in a full run: +3.8 MB of bytes in one batch, nothing in the other, no new objects).
+    # process (seen once in a full run: +3.8 MB of bytes in one batch, nothing in the other, no new objects); the
+    # log lines of ELSEWHERE came in both batches of two full runs (+3.7 KB and +7.8 KB, +5.7 KB and +19.5 KB).
     assert min(object_growth) <= OBJECT_BOUND and min(memory_growth) <= MEMORY_BOUND, report
 
 
