@@ -1,9 +1,13 @@
 """Every preview page through axe-core (npm, tests/js) in headless Chromium against real gunicorn, at a tablet's and a
-desktop's width, both backends: no serious or critical violation of the WCAG rules axe checks. The pages run no script
-of their own (their CSP allows none), so the test's browser context bypasses the CSP to inject axe."""
+desktop's width: no serious or critical violation of the WCAG rules axe checks. On the file backend only: a page's
+HTML is the same on both (one template a page, filled from the domain's reads; tests/web/pages read them on both).
+The pages run no script of their own (their CSP allows none), so the test's browser context bypasses the CSP to
+inject axe."""
 import pytest
 
 from support.pages import MICROSCOPE, seed, sign_in
+
+pytestmark = pytest.mark.file_backend_only("the pages' markup does not depend on the backend")
 
 WIDTHS = (768, 1440)
 PAGES = ("/", "/view/processes", "/view/processes/gearbox_assembly",

@@ -2,6 +2,8 @@
 around them, at a cost bounded whatever the texts."""
 import random
 
+import pytest
+
 from service.domain import text_changes
 from service.domain.changes import changes
 from service.domain.text_changes import matching_budget, text_change
@@ -73,6 +75,7 @@ def _matches(monkeypatch):
     return spent
 
 
+@pytest.mark.exhaustive  # the largest texts the limits allow
 def test_one_comparison_spends_a_bounded_number_of_word_comparisons(monkeypatch):
     """Thousands of changed texts, each fully different in a small alphabet of words (difflib's worst case): the
     matching of all of them together stays within the budget, and every text is still said to have changed."""

@@ -108,6 +108,7 @@ def test_pruning_keeps_the_segments_a_webhook_subscription_may_still_send(tmp_pa
     assert repo.events.bounds(ORG) == (11, 25)
 
 
+@pytest.mark.exhaustive  # thousands of events written
 def test_reading_the_newest_events_parses_only_them(repo, monkeypatch):
     for number in range(900):
         upsert_station(repo, ORG, station("st_1", f"Press {number}"))

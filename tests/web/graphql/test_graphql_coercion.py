@@ -67,6 +67,7 @@ def endpoint():
     return create_app({"DATA_DIR": "/nonexistent-not-used", "API_TOKENS": "default:unused-token"}).extensions["graphql"]
 
 
+@pytest.mark.exhaustive  # hundreds of generated inputs
 @pytest.mark.parametrize("type_name", ["ProcessCreateInput", "ProductCreateInput", "StationCreateInput"])
 def test_compiled_coercion_agrees_with_graphql_core(endpoint, type_name):
     type_ = endpoint.schema.get_type(type_name)

@@ -167,6 +167,7 @@ def graphql(client, auth, query, value):
     assert "errors" not in response.get_json(), response.get_json()
 
 
+@pytest.mark.exhaustive  # a product of 1,000 processes, rendered twice
 def test_the_product_page_grows_linearly_with_the_product(client, auth):
     ids = process_ids(SIZES[-1])
     for identifier in ids:

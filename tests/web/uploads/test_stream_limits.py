@@ -9,6 +9,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import requests
 
 from service.config import load_config
@@ -184,6 +185,7 @@ def scrape(client, repo, monkeypatch):
     return metric_value(text, "wis_upload_streams_open"), reads.total()
 
 
+@pytest.mark.exhaustive  # 1,000 streams opened
 def test_the_open_streams_gauge_reads_as_much_with_1000_streams_as_with_10(make_app, monkeypatch):
     app = make_app(MAX_OPEN_STREAMS=1000)
     client, repo = app.test_client(), get_repository(app)

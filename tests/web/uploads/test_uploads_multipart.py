@@ -47,6 +47,7 @@ endings = st.sampled_from([b"\r\n--" + BOUNDARY + b"--\r\n", b"\r\n--" + BOUNDAR
                            b"\r\n--" + BOUNDARY[:-2], b"", b"\r\n--" + BOUNDARY + b"\r\nbroken"])
 
 
+@pytest.mark.exhaustive  # 300 generated bodies
 @settings(max_examples=300, deadline=None)
 @given(fields=st.lists(st.tuples(st.sampled_from([b"chunkIndex", b"totalChunks", b"note"]), data_pieces), max_size=3),
        data=data_pieces, ending=endings, cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=8))
