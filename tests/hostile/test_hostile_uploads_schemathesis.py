@@ -56,15 +56,16 @@ def _has_inputs(method, path, target):
             or bool(item[method.lower()].get("requestBody")) or one_way_in)
 
 
-# A valid request for an event stream is a stream that lasts until its client hangs up, which a request of the
-# fuzzer never does: its answers are tested where a client reads part of a stream (tests/web/events, tests/e2e) and
-# its events against their description (tests/web/test_openapi.py); its invalid requests are fuzzed here.
+# A request for an event stream that the server takes is a stream that lasts until its client hangs up, which a call
+# of the fuzzer never does (each took until its first keepalive, 12 s): a valid one, and an invalid one whose only
+# fault is a parameter the server ignores (an unknown one). Its refusals are tested where a client reads part of a
+# stream (tests/web/events: a bad Last-Event-ID, after or types is a 400 naming it) and its events against their
+# description (tests/web/test_openapi.py).
 ENDLESS = {("GET", "/events")}
 # Valid requests for every operation; invalid ones for every operation that takes an input.
-CASES = [(method, path, target, mode) for method, path, target in TARGETS
+CASES = [(method, path, target, mode) for method, path, target in TARGETS if (method, path) not in ENDLESS
          for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
-         if (mode == GenerationMode.POSITIVE and (method, path) not in ENDLESS)
-         or (mode == GenerationMode.NEGATIVE and _has_inputs(method, path, target))]
+         if mode == GenerationMode.POSITIVE or _has_inputs(method, path, target)]
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
 MP4 = b"\0\0\0\x18ftypmp42" + bytes(range(256))
 # Schema-valid requests may still be refused for what JSON Schema cannot say (400: the file's sniffed
