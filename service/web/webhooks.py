@@ -29,10 +29,18 @@ def _start_in_this_process():
     current_app.extensions["webhooks"].start()
 
 
+def _dispatcher_of(app):
+    """The dispatcher of an app made by service.create_app, or None for another WSGI app (ours wrapped in a middleware,
+    or an app of its own served with the shipped gunicorn config): ours then starts with its first request."""
+    return getattr(app, "extensions", {}).get("webhooks")
+
+
 def start(app, lifetime=None):
     """Start the app's dispatcher in this process; with the worker's `lifetime`, it claims nothing more once the
     worker stops (service.server.lifetime)."""
-    dispatcher = app.extensions["webhooks"]
+    dispatcher = _dispatcher_of(app)
+    if dispatcher is None:
+        return
     dispatcher.start()
     if lifetime is not None:
         lifetime.on_stop(lambda: dispatcher.stop(wait=False))
@@ -40,4 +48,6 @@ def start(app, lifetime=None):
 
 def stop(app):
     """Stop the app's dispatcher: nothing more is claimed, the attempts in flight finish (their timeout at most)."""
-    app.extensions["webhooks"].stop()
+    dispatcher = _dispatcher_of(app)
+    if dispatcher is not None:
+        dispatcher.stop()

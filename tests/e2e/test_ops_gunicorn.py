@@ -11,6 +11,7 @@ import requests
 
 from service.config import load_server_config
 from support.metrics import metric_value
+from support.ports import free_port
 from support.tokens import HEADERS, TOKEN
 
 
@@ -183,3 +184,32 @@ def test_config_refuses_a_malformed_setting_naming_it(tmp_path):
     status, stderr = gunicorn_settings(tmp_path, WIS_WORKERS="many")
     assert status != 0
     assert "invalid value for WIS_WORKERS: 'many'" in stderr
+
+
+def test_the_shipped_config_serves_the_app_wrapped_in_a_middleware(tmp_path, server_process):
+    """An integrator's module serving create_app() behind werkzeug's ProxyFix with the shipped gunicorn config: the
+    workers boot (post_worker_init looked for the webhook dispatcher on the wrapper and failed every boot before; the
+    app's own starts with its first request), answer, and stop cleanly."""
+    (tmp_path / "wrapped.py").write_text("from werkzeug.middleware.proxy_fix import ProxyFix\n"
+                                         "from service import create_app\n"
+                                         "app = ProxyFix(create_app())\n")
+    port = free_port()
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("WIS_") and k != "PORT"}
+    environment.update(WIS_DATA_DIR=str(tmp_path / "data"), WIS_API_TOKENS=f"default:{TOKEN}",
+                       PROMETHEUS_MULTIPROC_DIR=str(tmp_path))
+    process = server_process([sys.executable, "-m", "gunicorn", "-c", "python:service.gunicorn_config", "--bind",
+                              f"127.0.0.1:{port}", "--workers", "2", "--chdir", str(tmp_path), "wrapped:app"],
+                             env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            answer = requests.post(f"{url}/graph/v2", headers=HEADERS, timeout=10,
+                                   json={"query": "{ webhookSubscriptions { subscriptionID } }"})
+            break
+        except requests.ConnectionError:
+            assert process.poll() is None and time.monotonic() < deadline, "the workers did not boot"
+            time.sleep(0.1)
+    assert answer.json() == {"data": {"webhookSubscriptions": []}}
+    process.terminate()
+    assert process.wait(timeout=30) == 0
