@@ -2,7 +2,7 @@
 process that serves it: by gunicorn's worker once it has loaded the app (service.gunicorn_config), by the test double
 (service.testing.ThreadedServer), and otherwise by the first request a process serves, so that any WSGI server
 delivers. An app made for tests of its own (TESTING) starts none unless told to."""
-from flask import current_app
+from flask import Flask, current_app
 
 from service.delivery.dispatcher import DispatchSettings, WebhookDispatcher
 from service.storage import get_repository
@@ -32,7 +32,7 @@ def _start_in_this_process():
 def _dispatcher_of(app):
     """The dispatcher of an app made by service.create_app, or None for another WSGI app (ours wrapped in a middleware,
     or an app of its own served with the shipped gunicorn config): ours then starts with its first request."""
-    return getattr(app, "extensions", {}).get("webhooks")
+    return app.extensions.get("webhooks") if isinstance(app, Flask) else None
 
 
 def start(app, lifetime=None):

@@ -186,13 +186,26 @@ def test_config_refuses_a_malformed_setting_naming_it(tmp_path):
     assert "invalid value for WIS_WORKERS: 'many'" in stderr
 
 
-def test_the_shipped_config_serves_the_app_wrapped_in_a_middleware(tmp_path, server_process):
-    """An integrator's module serving create_app() behind werkzeug's ProxyFix with the shipped gunicorn config: the
-    workers boot (post_worker_init looked for the webhook dispatcher on the wrapper and failed every boot before; the
-    app's own starts with its first request), answer, and stop cleanly."""
-    (tmp_path / "wrapped.py").write_text("from werkzeug.middleware.proxy_fix import ProxyFix\n"
-                                         "from service import create_app\n"
-                                         "app = ProxyFix(create_app())\n")
+# Apps an integrator may serve with the shipped config, and a request each answers: ours behind werkzeug's ProxyFix, and
+# another WSGI app with an `extensions` attribute of its own (Ariadne's GraphQL app has one: None).
+OTHER_APPS = {
+    "ours wrapped": ("from werkzeug.middleware.proxy_fix import ProxyFix\nfrom service import create_app\n"
+                     "app = ProxyFix(create_app())\n",
+                     "/graph/v2", {"data": {"webhookSubscriptions": []}}),
+    "another app": ("class App:\n    extensions = None\n\n    def __call__(self, environ, start_response):\n"
+                    "        start_response('200 OK', [('Content-Type', 'application/json')])\n"
+                    "        return [b'{\"data\": \"theirs\"}']\n\n\napp = App()\n",
+                    "/", {"data": "theirs"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_APPS))
+def test_the_shipped_config_serves_other_wsgi_apps(tmp_path, server_process, name):
+    """The shipped gunicorn config around an app create_app did not return: the workers boot (post_worker_init looked
+    for a webhook dispatcher on it and failed every boot before; ours starts with its first request), answer, and
+    stop cleanly."""
+    source, path, answer = OTHER_APPS[name]
+    (tmp_path / "wrapped.py").write_text(source)
     port = free_port()
     environment = {k: v for k, v in os.environ.items() if not k.startswith("WIS_") and k != "PORT"}
     environment.update(WIS_DATA_DIR=str(tmp_path / "data"), WIS_API_TOKENS=f"default:{TOKEN}",
@@ -200,16 +213,15 @@ def test_the_shipped_config_serves_the_app_wrapped_in_a_middleware(tmp_path, ser
     process = server_process([sys.executable, "-m", "gunicorn", "-c", "python:service.gunicorn_config", "--bind",
                               f"127.0.0.1:{port}", "--workers", "2", "--chdir", str(tmp_path), "wrapped:app"],
                              env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
         try:
-            answer = requests.post(f"{url}/graph/v2", headers=HEADERS, timeout=10,
-                                   json={"query": "{ webhookSubscriptions { subscriptionID } }"})
+            response = requests.post(f"http://127.0.0.1:{port}{path}", headers=HEADERS, timeout=10,
+                                     json={"query": "{ webhookSubscriptions { subscriptionID } }"})
             break
         except requests.ConnectionError:
             assert process.poll() is None and time.monotonic() < deadline, "the workers did not boot"
             time.sleep(0.1)
-    assert answer.json() == {"data": {"webhookSubscriptions": []}}
+    assert response.json() == answer
     process.terminate()
     assert process.wait(timeout=30) == 0
