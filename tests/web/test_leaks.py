@@ -1,13 +1,20 @@
 """No request leaves anything behind: after a warm-up, N more requests of a kind and N more again leave the
 number of live objects (and the memory Python has allocated) within a small bound that does not grow with N.
 
-In-process with the Flask test client, no timing: a leak of even one object per request shows as N objects.
+With the Flask test client, no timing: a leak of even one object per request shows as N objects. The batches run in a
+Python process of their own (this file run as a script), where no other test's threads allocate meanwhile: in a full
+run, pools of earlier tests' apps logging reconnect warnings into pytest's capture grew the test process by 2-20 KB a
+batch, and other threads by as much again.
 """
 import gc
 import hashlib
 import io
 import itertools
+import json
+import os
+import pathlib
 import re
+import subprocess
 import sys
 import tracemalloc
 import urllib.parse
@@ -143,29 +150,21 @@ def settle():
     gc.collect()
 
 
-# Where other threads of the test process allocate while a batch runs, which the batch did not: in a full run, a pool
-# of an earlier test's app retrying a stopped database logs a warning now and then, and pytest's capture keeps it.
-ELSEWHERE = [tracemalloc.Filter(False, pattern) for pattern in ("*/logging/*", "*/_pytest/*", "*/psycopg/*",
-                                                                 "*/psycopg_pool/*")]
-
-
-def traced_bytes():
-    """The bytes Python has allocated and not freed, except those allocated by the code ELSEWHERE names."""
-    return sum(stat.size for stat in tracemalloc.take_snapshot().filter_traces(ELSEWHERE).statistics("filename"))
-
-
-@pytest.fixture
-def client(tmp_path):
-    app = create_app({"DATA_DIR": str(tmp_path / "data"), "API_TOKENS": TOKENS, "TESTING": True})
+def make_client(data_dir):
+    app = create_app({"DATA_DIR": str(data_dir), "API_TOKENS": TOKENS, "TESTING": True})
     client = app.test_client()
     for n in range(IDS):  # what products and reads refer to
         process_create(client, n)
     return client
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
-def test_requests_leave_nothing_behind(client, kind):
-    send = KINDS[kind]
+@pytest.fixture
+def client(tmp_path):
+    return make_client(tmp_path / "data")
+
+
+def measure(send, client):
+    """([live objects], [traced bytes]) after the warm-up and after each of two batches of N requests of `send`."""
     counter = itertools.count()
     tracemalloc.start()
     try:
@@ -178,17 +177,32 @@ def test_requests_leave_nothing_behind(client, kind):
                     send(client, next(counter))
             settle()
             objects.append(len(gc.get_objects()))
-            memory.append(traced_bytes())
+            memory.append(tracemalloc.get_traced_memory()[0])
     finally:
         tracemalloc.stop()
+    return objects, memory
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """{kind: (objects, memory)} measured by this file run as a script, each kind on a fresh app and data directory."""
+    tests = str(pathlib.Path(__file__).resolve().parent.parent)  # for `support`, as pytest's rootdir conftest gives
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, __file__, str(tmp_path_factory.mktemp("leaks"))], capture_output=True,
+                            text=True, timeout=600, env=environment)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_requests_leave_nothing_behind(measured, kind):
+    objects, memory = measured[kind]
     object_growth = [after - before for before, after in itertools.pairwise(objects)]
     memory_growth = [after - before for before, after in itertools.pairwise(memory)]
     report = (f"{kind}: live objects {objects} (+{object_growth} per {N} requests), "
               f"traced bytes {memory} (+{memory_growth})")
     print(report)
-    # A leak grows with every batch; one batch alone may catch a one-off allocation by another thread of the test
-    # process (seen once in a full run: +3.8 MB of bytes in one batch, nothing in the other, no new objects); the
-    # log lines of ELSEWHERE came in both batches of two full runs (+3.7 KB and +7.8 KB, +5.7 KB and +19.5 KB).
+    # A leak grows with every batch; one batch alone may catch a one-off allocation (a cache's table doubling).
     assert min(object_growth) <= OBJECT_BOUND and min(memory_growth) <= MEMORY_BOUND, report
 
 
@@ -221,3 +235,9 @@ def test_the_document_cache_drops_the_least_recently_used_to_stay_within_its_len
         cache(text)
     assert prepared == ["bbb", "fffff"]
     assert cache.cache_info() == (5, 7, 10, 4, 8)
+
+
+if __name__ == "__main__":  # the batches of every kind, in a process of their own: {kind: (objects, memory)}
+    root = pathlib.Path(sys.argv[1])
+    print(json.dumps({kind: measure(send, make_client(root / f"data-{number}"))
+                      for number, (kind, send) in enumerate(KINDS.items())}))
