@@ -3,7 +3,6 @@ import math
 import re
 
 from service.domain.derivations import quantity_of
-from service.domain.input_form import normalised
 from service.interface.kinds import PROCESSES
 from service.domain.validation import Problems, quoted
 from service.interface import media_path, parse_media_path
@@ -20,20 +19,20 @@ COLOR_PATTERN = re.compile(r"#[0-9A-Fa-f]{6}")
 def upsert_process(repo, org, data, *, if_revision=None, dry_run=False, restored=False, by=NOBODY):
     """Check a ProcessInput dict and store it whole, its defaults applied (derived data is derived when read), as a
     change `by` made (an Attribution); return what the store did (service.storage.contract.Saved)."""
-    check_process(repo.media.existing, org, data)
+    stored = check_process(repo.media.existing, org, data)
     # A process naming media looks them up again under the org's references lock, which `wis gc --delete` takes to
     # delete media: the write sees each media file and commits before gc looks, or it sees one gone and is refused.
     # Only that lookup is repeated: the rest of the checks judge the input alone, which cannot have changed.
     guard = (lambda view: check_media_uploaded(view.existing_media, org, data)) if _media_paths(data) else None
-    return repo.documents.save(org, PROCESSES, data["id"], normalised(with_defaults(data)), restored=restored,
+    return repo.documents.save(org, PROCESSES, data["id"], with_defaults(stored), restored=restored,
                                if_revision=if_revision, dry_run=dry_run, guard=guard, by=by)
 
 
 def check_process(existing_media, org, process):
     """Raise InvalidInput listing every rule the process breaks; `existing_media(org, paths)` answers which of the
-    media paths it names the org has uploaded."""
+    media paths it names the org has uploaded. Return its stored form without defaults (Problems.check_values)."""
     problems = Problems()
-    problems.check_values("process", process)
+    stored = problems.check_values("process", process)
     problems.check_id("process.id", process.get("id"))
     problems.check_name("process.name", process.get("name"))
     minutes = process.get("autoSignoutMinutes")
@@ -48,6 +47,7 @@ def check_process(existing_media, org, process):
         for j, action in enumerate(step.get("actions") or []):
             _check_action(problems, f"{field}.actions[{j}]", action, action_ids, quantities)
     problems.raise_if_any()
+    return stored
 
 
 def check_media_uploaded(existing_media, org, process):
@@ -67,29 +67,32 @@ def _check_media_uploaded(problems, existing_media, org, process):
 
 
 def with_defaults(process):
-    """A copy of the process with the enum defaults and the default quantity applied where unset or null."""
+    """A copy of a stored form (Problems.check_values: no null member) with the enum defaults and the default quantity
+    applied where unset; it adds no null member either, so it is a stored form too."""
     return {
         **process,
         "startBehavior": process.get("startBehavior") or DEFAULT_START_BEHAVIOR,
         "endBehavior": process.get("endBehavior") or DEFAULT_END_BEHAVIOR,
-        "steps": _each(process.get("steps"), _step_with_defaults),
+        **_each(process, "steps", _step_with_defaults),
     }
 
 
 def _step_with_defaults(step):
     return {
         **step,
-        "actions": _each(step.get("actions"), _action_with_defaults),
-        "alerts": _each(step.get("alerts"), lambda alert: {**alert, "severity": alert.get("severity") or DEFAULT_ALERT_SEVERITY}),
+        **_each(step, "actions", _action_with_defaults),
+        **_each(step, "alerts", lambda alert: {**alert, "severity": alert.get("severity") or DEFAULT_ALERT_SEVERITY}),
     }
 
 
 def _action_with_defaults(action):
-    return {**action, "inputParts": _each(action.get("inputParts"), lambda entry: {**entry, "quantity": quantity_of(entry)})}
+    return {**action, **_each(action, "inputParts", lambda entry: {**entry, "quantity": quantity_of(entry)})}
 
 
-def _each(items, function):
-    return None if items is None else [function(item) for item in items]
+def _each(parent, field, function):
+    """{field: [function(item) for each item]} when the parent has the field (a stored form has no null), else {}."""
+    items = parent.get(field)
+    return {} if items is None else {field: [function(item) for item in items]}
 
 
 def _check_unique(problems, field, identifier, seen, what):

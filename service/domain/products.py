@@ -1,6 +1,5 @@
 """Products: a workflow graph of processes of the same org, ending in one final process."""
 from service.interface.ids import is_valid_id
-from service.domain.input_form import normalised
 from service.interface.kinds import PROCESSES, PRODUCTS
 from service.domain.validation import Problems
 from service.errors import ProcessInUse
@@ -16,9 +15,9 @@ def upsert_product(repo, org, data, *, if_revision=None, dry_run=False, restored
     Attribution); return what the store did (service.storage.contract.Saved). The check runs first to report every
     problem without holding a lock, then again as the write's guard, under the org's references lock: a process
     deleted in between is noticed."""
-    check_product(repo.documents, org, data)
-    dependencies = [{**edge, "quantity": _quantity(edge)} for edge in data.get("dependencies") or []]
-    return repo.documents.save(org, PRODUCTS, data["id"], normalised({**data, "dependencies": dependencies}),
+    stored = check_product(repo.documents, org, data)
+    dependencies = [{**edge, "quantity": _quantity(edge)} for edge in stored.get("dependencies") or []]
+    return repo.documents.save(org, PRODUCTS, data["id"], {**stored, "dependencies": dependencies},
                                restored=restored, if_revision=if_revision, dry_run=dry_run,
                                guard=lambda view: check_product(view, org, data), by=by)
 
@@ -47,9 +46,9 @@ def _quantity(edge):
 
 def check_product(documents, org, product):
     """Raise InvalidInput listing every rule the product breaks; `documents` (a DocumentView) says which processes
-    exist."""
+    exist. Return its stored form (Problems.check_values)."""
     problems = Problems()
-    problems.check_values("product", product)
+    stored = problems.check_values("product", product)
     problems.check_id("product.id", product.get("id"))
     problems.check_name("product.name", product.get("name"))
     # Every process the product names, looked up at once: one query on the shared backend, not one per edge.
@@ -97,6 +96,7 @@ def check_product(documents, org, product):
             if process_id not in leading:
                 problems.add(field, f"process {process_id!r} does not lead to the final process {final!r}")
     problems.raise_if_any()
+    return stored
 
 
 def find_cycle(edges):

@@ -47,10 +47,14 @@ class Problems:
         """Record each string longer than its field allows or holding half of a UTF-16 surrogate pair (JSON's
         "\\ud800" alone is no character: no file or database could store it), and each number that is not finite
         (1e400 in the query text is infinite, and JSON would store it as null). Raise at once when the input holds more than
-        MAX_INPUT_SIZE or MAX_INPUT_OBJECTS, so that no check walks a variable repeated thousands of times."""
+        MAX_INPUT_SIZE or MAX_INPUT_OBJECTS, so that no check walks a variable repeated thousands of times.
+
+        Return the input's stored form, made in the same walk: a copy without the members whose value is null, at any
+        depth (an omitted optional field and an explicit null are one input, and the stored input sent back is the
+        same push: service.domain.input_form.normalised)."""
         walk = _Walk(self)
         try:
-            walk.visit(value.items(), (field,), None)
+            return walk.visit(value.items(), (field,), None)
         except _TooLarge:
             if walk.objects > MAX_INPUT_OBJECTS:
                 message = (f"holds more than {MAX_INPUT_OBJECTS:,} objects (steps, actions, parts, texts: each {{...}}); "
@@ -80,7 +84,7 @@ class _TooLarge(Exception):
 
 class _Walk:
     """One pass over an input: its size (a character per value plus those of its strings), its objects, and its
-    leaves' checks.
+    leaves' checks; it copies the input as it goes, without its null members (the stored form).
 
     Paths are kept as nested tuples (parent path, key) and spelled out only for a problem: most inputs have none.
     """
@@ -89,7 +93,11 @@ class _Walk:
         self.problems, self.size, self.objects = problems, 0, 1
 
     def visit(self, items, path, list_key):
-        """Check the (key or index, value) pairs of a dict or list; `list_key` names the field holding a list."""
+        """Check the (key or index, value) pairs of a dict (`list_key` None) or a list (`list_key` names the field
+        holding it); return the dict, or the list, that they make without their null members (a list keeps its
+        items, null or not)."""
+        in_dict = list_key is None
+        copy = {} if in_dict else []
         for key, value in items:
             self.size += 1
             kind = value.__class__
@@ -101,13 +109,21 @@ class _Walk:
                     self.problems.add(_path_text((path, key)), LONE_SURROGATE)
             elif kind is dict:
                 self.objects += 1
-                self.visit(value.items(), (path, key), None)
+                value = self.visit(value.items(), (path, key), None)
             elif kind is list:
-                self.visit(enumerate(value), (path, key), key)
+                value = self.visit(enumerate(value), (path, key), key)
+            elif value is None:
+                if in_dict:
+                    continue
             elif kind is float and not math.isfinite(value):
                 self.problems.add(_path_text((path, key)), f"must be a finite number; got {value}")
+            if in_dict:
+                copy[key] = value
+            else:
+                copy.append(value)
         if self.size > MAX_INPUT_SIZE or self.objects > MAX_INPUT_OBJECTS:
             raise _TooLarge
+        return copy
 
     def _check_length(self, path, key, value):
         if key in ID_FIELDS:

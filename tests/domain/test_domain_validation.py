@@ -316,6 +316,51 @@ def test_storage_refuses_a_number_json_cannot_hold_instead_of_storing_null(repo,
     assert repo.documents.ids(ORG, PROCESSES) == []
 
 
+@pytest.mark.parametrize("number", [float("inf"), float("nan")])
+@pytest.mark.parametrize("beside", [
+    {"tags": ["a", None]},                            # a null the stored form keeps (in a list)
+    {"description": {"text": "returns null"}},        # the word in a text
+    {},                                               # nothing else to find
+], ids=["null-in-a-list", "word-in-a-text", "alone"])
+def test_storage_refuses_a_number_json_cannot_hold_beside_a_null_or_the_word(repo, number, beside):
+    """The encoder searches its bytes for `null` before walking the document: a non-finite number is refused whether
+    or not the document holds a null or the word elsewhere."""
+    body = {"id": "proc_1", "steps": [{"id": "step_1", **beside, "actions": [{"id": "act_1", "measurement": {
+        "max": number}}]}]}
+    with pytest.raises(UnstorableDocument, match=r"steps\[0\]\.actions\[0\]\.measurement\.max holds a number"):
+        repo.documents.save(ORG, PROCESSES, "proc_1", body)
+    assert repo.documents.ids(ORG, PROCESSES) == []
+
+
+def test_a_document_with_a_null_in_a_list_and_the_word_in_a_text_is_stored_as_sent(repo):
+    body = {"id": "proc_1", "name": "null", "tags": [None, "null"], "steps": [{"id": "step_1", "n": 1.5}]}
+    repo.documents.save(ORG, PROCESSES, "proc_1", body)
+    document = repo.documents.get(ORG, PROCESSES, "proc_1")
+    assert {key: document[key] for key in body} == body
+
+
+@pytest.mark.parametrize("value", [
+    {"a": None, "b": {"c": None, "d": [None, {"e": None, "f": 1}], "g": []}, "h": "x"},
+    {"steps": [{"id": "s", "actions": None, "alerts": [{"severity": None}]}], "image": None},
+    {"x": [[None, [None]], {"y": {"z": None}}], "n": 0.5, "t": True, "f": False, "zero": 0},
+])
+def test_the_checked_input_is_its_stored_form_without_a_second_walk(value):
+    """check_values answers the input without its null members at any depth (a list keeps its items), as the
+    normalisation does that detects unchanged pushes, from the one walk that checks the values."""
+    from service.domain.input_form import normalised
+
+    assert validation.Problems().check_values("process", value) == normalised(value)
+
+
+def test_explicit_nulls_and_omitted_fields_are_one_push(repo):
+    """A push sending null for an optional field, at any depth, is the same push as one leaving it out."""
+    first = upsert_process(repo, ORG, process(description=None, steps=[{"id": "step_1", "video": None, "actions": [
+        action("act_1", inputParts=None, measurement=None)]}]))
+    again = upsert_process(repo, ORG, process(steps=[{"id": "step_1", "actions": [action("act_1")]}]))
+    assert first.changed and not again.changed
+    assert again.document["revision"] == 1
+
+
 # ---------------------------------------------------------------- media paths
 
 def upload(repo, org, path):

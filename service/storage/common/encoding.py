@@ -22,12 +22,20 @@ def encode(document):
     """The document as compact UTF-8 JSON, the form both backends store. orjson would write an infinite or NaN number
     as null, which then reads back as a missing value (a Float! field of a page answering null for the whole page):
     UnstorableDocument instead, naming the field. The domain refuses such numbers at input; this is the last guard,
-    for any path that skips its checks."""
+    for any path that skips its checks.
+
+    The guard costs a search of the encoded bytes, not a walk of the document: a non-finite number can only have
+    become `null`, and a stored form holds no null member (Problems.check_values), so bytes without `null` anywhere,
+    which is nearly every document, hold none. The document is walked only when they have one (a null in a list, or
+    a text holding the word)."""
+    encoded = orjson.dumps(document)
+    if b"null" not in encoded:
+        return encoded
     path = _non_finite(document.items())
     if path is not None:
         field = "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in reversed(path)).lstrip(".")
         raise UnstorableDocument(f"internal error: {field} holds a number JSON cannot represent; nothing was stored")
-    return orjson.dumps(document)
+    return encoded
 
 
 def _non_finite(items):
