@@ -171,13 +171,23 @@ class PendingReplace:
         with disk_errors():
             try:
                 os.fsync(self._handle.fileno())
+            except BaseException:
+                self.discard()
+                raise
+            self.put_in_place()
+            fsync_directory(self.path.parent)
+
+    def put_in_place(self):
+        """Rename the replacement, made durable by `sync()`, over `path`; the caller syncs the directory (several
+        renames of a directory may share that sync). Whatever fails, nothing is left aside."""
+        with disk_errors():
+            try:
                 self._handle.close()
                 os.replace(self._temporary, self.path)
             except BaseException:
                 self.discard()
                 raise
             self._temporary = None
-            fsync_directory(self.path.parent)
 
     def discard(self):
         """Remove the replacement unless it was put in place; a no-op after `commit()`."""

@@ -128,9 +128,8 @@ class FileDocumentStore:
                 replacement = PendingReplace(path, encoded)
                 replacement.sync()
                 try:
-                    with self._committing(org, NewEvent(now, kind, identifier, newest + 1, change, body.get("name"),
-                                                        *by)):
-                        replacement.commit()
+                    self._commit(org, NewEvent(now, kind, identifier, newest + 1, change, body.get("name"), *by),
+                                 replacement.put_in_place, path.parent)
                 finally:
                     replacement.discard()
                 self._prune(history, newest + 1)
@@ -151,16 +150,20 @@ class FileDocumentStore:
                 now = utc_timestamp()
                 self._keep_earlier_version(history, current)
                 self._write_entry(history, deleted, DELETED, now, b"null", by)
-                with self._committing(org, NewEvent(now, kind, identifier, deleted, DELETED, None, *by)), \
-                        disk_errors():
-                    os.unlink(path)
-                    fsync_directory(path.parent)
+                self._commit(org, NewEvent(now, kind, identifier, deleted, DELETED, None, *by),
+                             lambda: _unlink(path), path.parent)
                 self._prune(history, deleted)
         return deleted
 
-    def _committing(self, org, event):
-        """The commit of a change, with its event when this store keeps events."""
-        return self.events.committing(org, event) if self.events is not None else contextlib.nullcontext()
+    def _commit(self, org, event, put_in_place, directory):
+        """Commit a change: `put_in_place()` (its commit point), then a sync of `directory`; with its event when this
+        store keeps events (which then batches the syncs of concurrent changes)."""
+        if self.events is not None:
+            self.events.commit(org, event, put_in_place, directory)
+            return
+        with disk_errors():
+            put_in_place()
+            fsync_directory(directory)
 
     def committed_revision(self, org, kind, identifier):
         """The object's committed revision (its current document's, else its last deletion's; 0 when none), read from
@@ -301,6 +304,11 @@ def _entry(change, saved_at, encoded_document, by=NOBODY):
         if value is not None:
             head += b',"%s":%s' % (field, orjson.dumps(value))
     return head + b',"document":%s}' % encoded_document
+
+
+def _unlink(path):
+    with disk_errors():
+        os.unlink(path)
 
 
 def _read_json(path):

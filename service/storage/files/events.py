@@ -23,6 +23,7 @@ import orjson
 from service.errors import disk_errors
 from service.storage.common.disk import fsync_directory, lock, numbered_files
 from service.storage.contract.events import Event, EventBounds
+from service.storage.files.group_commit import GroupCommit
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 EVENTS = "events"
@@ -32,6 +33,8 @@ BELL = "events.bell"
 # How often a watcher looks at the bell: a commit of another worker wakes its streams within this.
 BELL_POLL_SECONDS = 0.1
 TAIL_BLOCK = 16 * 1024
+# The most changes of an org one batch commits (one append and one sync): enough for every request thread of a worker.
+BATCH_LIMIT = 64
 
 
 class FileEventLog:
@@ -49,6 +52,7 @@ class FileEventLog:
         self._rung = threading.Condition()
         # org -> the oldest seq a webhook subscription may still send, or None (CONTRACT 15): kept whatever its age.
         self.needed = lambda org: None
+        self._group = GroupCommit(self._commit_batch, BATCH_LIMIT)
 
     def _directory(self, org):
         return self.orgs_root / id_to_name(org) / EVENTS
@@ -56,21 +60,72 @@ class FileEventLog:
     def _lock(self, org):
         return lock(self._directory(org))
 
-    @contextlib.contextmanager
-    def committing(self, org, new_event):
-        """Append the event of a change (its seq: the org's latest + 1), durable, then run the block, which commits
-        the change; yields the seq. When the block raises, the event stays only if its change committed anyway."""
+    def commit(self, org, new_event, put_in_place, directory):
+        """Commit a change with its event and answer its seq (the org's latest + 1): the event is appended and made
+        durable, then `put_in_place()` commits the change (its rename or unlink: the commit point), then `directory`,
+        where it did, is made durable. Concurrent changes of the org in this process share one append, one sync of the
+        log, and one sync per directory (service.storage.files.group_commit). When the change fails, its event stays
+        only if the change committed anyway."""
+        change = _Change(new_event, put_in_place, directory)
+        self._group.run(org, change)
+        return change.seq
+
+    def _commit_batch(self, org, batch):
+        """Commit the changes of a batch, in order, under the org's lock; answer those left for the next batch: past
+        the end of the log's segment (a batch appends to one segment), or after a change that failed."""
         with self._lock(org):
-            seq = self._recover(org) + 1
-            with disk_errors():
-                self._append(org, seq, orjson.dumps({"seq": seq, **new_event._asdict()}) + b"\n")
+            latest = self._recover(org)
+            room = SEGMENT_EVENTS - latest % SEGMENT_EVENTS  # seqs left in the segment of latest + 1
+            batch, left = batch[:room], batch[room:]
+            lines = []
+            for seq, waiting in enumerate(batch, latest + 1):
+                waiting.work.seq = seq
+                lines.append(orjson.dumps({"seq": seq, **waiting.work.event._asdict()}) + b"\n")
             try:
-                yield seq
-            except BaseException:
-                self._recover(org)
-                raise
-            self._verified[org] = seq
+                with disk_errors():
+                    self._append(org, latest + 1, b"".join(lines))
+            except BaseException as error:
+                for waiting in batch:
+                    waiting.error = error
+                self._recover(org)  # cuts the events appended: none of their changes committed
+                return left
+            committed = self._put_in_place(org, batch)
+            if len(committed) < len(batch):
+                self._recover(org)  # a change failed before its commit point: cut its event and those after it
+                left = [waiting for waiting in batch[len(committed):] if waiting.error is None] + left
+            self._sync_directories(committed)
+            self._verified[org] = latest + len(committed)
         self.ring()
+        return left
+
+    def _put_in_place(self, org, batch):
+        """Commit the batch's changes in seq order until one fails before its commit point; answer those committed
+        (one that failed after it, its change there, is among them with its error)."""
+        committed = []
+        for waiting in batch:
+            try:
+                waiting.work.put_in_place()
+            except BaseException as error:
+                waiting.error = error
+                if not self._committed(org, waiting.work.event):
+                    break
+            committed.append(waiting)
+        return committed
+
+    @staticmethod
+    def _sync_directories(committed):
+        """Make the committed changes durable: one sync of each directory where they are (a failure fails those of
+        that directory, whose change may or may not survive a power cut, as any write's failing sync)."""
+        directories = {}
+        for waiting in committed:
+            directories.setdefault(waiting.work.directory, []).append(waiting)
+        for directory, changes in directories.items():
+            try:
+                with disk_errors():
+                    fsync_directory(directory)
+            except BaseException as error:
+                for waiting in changes:
+                    waiting.error = waiting.error or error
 
     def read(self, org, after, first, wanted=None):
         """Up to `first` committed events with seq > `after`, oldest first, those of `wanted` (kind, change) pairs."""
@@ -211,6 +266,15 @@ class FileEventLog:
         for event in map(_event, lines[skip:]):
             if event is not None:
                 yield event
+
+
+class _Change:
+    """A change waiting for its batch: its event, its commit point, the directory to sync after it; then its seq."""
+
+    __slots__ = ("event", "put_in_place", "directory", "seq")
+
+    def __init__(self, event, put_in_place, directory):
+        self.event, self.put_in_place, self.directory, self.seq = event, put_in_place, directory, None
 
 
 class BellWatcher:

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import threading
 import time
 
 import pytest
@@ -47,7 +48,7 @@ def service(data_dir):
     return create_app({"DATA_DIR": str(data_dir), "API_TOKENS": TOKENS, "TESTING": True})
 
 
-def crash_during(data_dir, at, request):
+def crash_during(data_dir, at, request, disk=CrashingDisk):
     """Run `request(client)` in a child process that dies before its `at`th file operation; True if it died."""
     pid = os.fork()
     if pid == 0:
@@ -55,7 +56,7 @@ def crash_during(data_dir, at, request):
         try:
             client = service(data_dir).test_client()
             with pytest.MonkeyPatch.context() as monkeypatch:
-                CrashingDisk(monkeypatch, at)
+                disk(monkeypatch, at)
                 request(client)
             code = 0
         finally:
@@ -70,12 +71,12 @@ def crash_during(data_dir, at, request):
     return os.waitstatus_to_exitcode(waited[1]) == CRASHED
 
 
-def every_crash(tmp_path, baseline, request, check):
+def every_crash(tmp_path, baseline, request, check, disk=CrashingDisk):
     """For n = 1, 2, ...: copy the baseline data, crash the request at step n, restart, `check(client, data_dir)`."""
     for at in range(1, MAX_STEPS):
         data_dir = tmp_path / f"crash-{at}"
         shutil.copytree(baseline, data_dir)
-        crashed = crash_during(data_dir, at, request)
+        crashed = crash_during(data_dir, at, request, disk)
         for path in data_dir.rglob("*"):
             if path.is_file() and path.suffix == ".json":
                 json.loads(path.read_bytes())
@@ -183,6 +184,59 @@ def test_a_crash_at_any_step_of_a_restore_after_a_delete_leaves_a_consistent_his
     restore = 'mutation { processRestore(id: "line_1", revision: 1) }'
     steps = every_crash(tmp_path, baseline, lambda client: graphql(client, restore), check)
     assert steps >= 8
+
+
+class QueueingCrashingDisk(CrashingDisk):
+    """Also makes each sync last a little, so that concurrent writers queue and commit in batches (group commit)."""
+
+    def check(self, operation, path=""):
+        super().check(operation, path)
+        if operation == "fsync":
+            time.sleep(0.01)
+
+
+WRITERS = ("line_1", "line_2", "line_3")
+
+
+def test_a_crash_at_any_step_of_concurrent_upserts_leaves_each_change_whole_with_one_event(tmp_path):
+    """Three writers of one org committing together (their events appended in one batch, their documents renamed
+    after one sync): a kill at any instant leaves each process as before or after, and exactly one event per
+    committed change, numbered without a gap."""
+    baseline = tmp_path / "baseline"
+    client = service(baseline).test_client()
+    for identifier in WRITERS:
+        upsert_process(client, HEADERS, {**line_process("before"), "id": identifier})
+
+    def write_together(client):
+        start = threading.Barrier(len(WRITERS))
+
+        def write(identifier):
+            start.wait()
+            upsert_process(client.application.test_client(), HEADERS, {**line_process("after"), "id": identifier})
+
+        threads = [threading.Thread(target=write, args=(identifier,)) for identifier in WRITERS]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def check(client, data_dir):
+        revisions = {identifier: read_process(client, HEADERS, identifier)["revision"] for identifier in WRITERS}
+        assert set(revisions.values()) <= {1, 2}
+        for identifier, revision in revisions.items():
+            assert read_process(client, HEADERS, identifier)["name"] == ("before", "after")[revision - 1]
+        answer = graphql(client, "{ latestEventSeq events(first: 500) { seq id revision } }")["data"]
+        listed = [(event["seq"], event["id"], event["revision"]) for event in answer["events"]]
+        updated = sorted(identifier for identifier, revision in revisions.items() if revision == 2)
+        assert [seq for seq, _, _ in listed] == list(range(1, 4 + len(updated)))
+        assert answer["latestEventSeq"] == 3 + len(updated)
+        assert sorted(identifier for _, identifier, revision in listed[3:] if revision == 2) == updated
+        assert upsert_process(client, HEADERS, {**line_process("again"), "id": "line_1"})["data"] == {
+            "processCreate": "UPDATED"}
+        assert graphql(client, "{ latestEventSeq }")["data"]["latestEventSeq"] == 4 + len(updated)
+
+    steps = every_crash(tmp_path, baseline, write_together, check, disk=QueueingCrashingDisk)
+    assert steps >= 3 * 8
 
 
 def test_a_crash_at_any_step_of_a_single_upload_leaves_no_partial_media(tmp_path):

@@ -2,16 +2,21 @@
 full disk at the event storing neither the change nor its event, pruning by whole segments. The behaviour both backends
 share (one event per change, seqs under concurrent writers, reads, resets, watchers) is tests/storage/test_events.py."""
 import errno
+import os
+import threading
 import time
+
+import orjson
 
 import pytest
 
 from service.domain.events import list_events
 from service.domain.stations import upsert_station
-from service.errors import StorageFull
+from service.errors import StorageFailed, StorageFull
 from service.storage.files import FileRepository
 from service.storage.contract import (
     AttemptOutcome, DeliveryState, DispatchRules, NewEvent, SubscriptionSettings)
+from service.storage.common import disk as disk_module
 from service.storage.files import events as events_module
 from support.disk import FaultyDisk
 
@@ -47,9 +52,8 @@ def test_a_torn_last_line_is_cut_off_and_its_seq_given_again(repo):
 def test_an_event_whose_change_did_not_commit_is_cut_off(repo):
     upsert_station(repo, ORG, station("st_1", "Press"))
     # The log of a writer killed between its event's append and its document's replace.
-    with repo.events.committing(ORG, NewEvent("2026-11-28T00:00:00.000Z", "stations", "st_1", 2,
-                                              "UPDATED", "Never")):
-        pass
+    event = NewEvent("2026-11-28T00:00:00.000Z", "stations", "st_1", 2, "UPDATED", "Never")
+    repo.events._append(ORG, 2, orjson.dumps({"seq": 2, **event._asdict()}) + b"\n")
     repo.events.forget()  # another process: it has not seen that event commit
     assert repo.events.bounds(ORG).latest == 1
     assert seqs_and_changes(repo) == [(1, "st_1", 1, "CREATED")]
@@ -127,3 +131,93 @@ def test_with_every_event_kept_nothing_is_pruned(tmp_path):
     repo = FileRepository(tmp_path / "data", clock=lambda: time.time() + 10 ** 9, events_retention_seconds=0)
     upsert_station(repo, ORG, station("st_1", "Press"))
     assert repo.events.prune() == 0 and repo.events.bounds(ORG) == (1, 1)
+
+
+class SlowLogSync:
+    """Stands in for `os` in the event log: counts the syncs of the log and of directories, and makes the first log
+    sync last a while, so that the writers arriving meanwhile queue behind it (as they do behind a busy disk)."""
+
+    def __init__(self, monkeypatch, first_sync_seconds=0.2):
+        self.log_syncs, self.directory_syncs = 0, []
+        self._first = first_sync_seconds
+        real_fsync_directory = events_module.fsync_directory
+        log = self
+
+        class Os:
+            def __getattr__(self, name):
+                return getattr(os, name)
+
+            @staticmethod
+            def fdatasync(fd):
+                log.log_syncs += 1
+                if log.log_syncs == 1:
+                    time.sleep(log._first)
+                os.fdatasync(fd)
+
+        def fsync_directory(directory):
+            self.directory_syncs.append(directory.name)
+            real_fsync_directory(directory)
+
+        monkeypatch.setattr(events_module, "os", Os())
+        monkeypatch.setattr(events_module, "fsync_directory", fsync_directory)
+
+
+def concurrently(functions):
+    """Run the functions on threads of their own, started together; answer what each raised (None: nothing)."""
+    errors, start = [None] * len(functions), threading.Barrier(len(functions))
+
+    def run(index):
+        start.wait()
+        try:
+            functions[index]()
+        except Exception as error:  # noqa: BLE001 (answered to the test)
+            errors[index] = error
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(len(functions))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return errors
+
+
+def test_concurrent_writers_share_the_sync_of_the_log_and_of_their_directory(repo, monkeypatch):
+    """Group commit: 8 changes arriving while the log syncs are committed by at most two more syncs, not 8, each with
+    its event, the seqs 1..8 without a gap."""
+    syncs = SlowLogSync(monkeypatch)
+    writers = [lambda number=number: upsert_station(repo, ORG, station(f"st_{number}", "Press")) for number in range(8)]
+    assert concurrently(writers) == [None] * 8
+    assert syncs.log_syncs <= 3
+    assert syncs.directory_syncs.count("stations") <= 3
+    events = seqs_and_changes(repo)
+    assert [seq for seq, *_ in events] == list(range(1, 9))
+    assert sorted(identifier for _, identifier, _, _ in events) == [f"st_{number}" for number in range(8)]
+    assert all(repo.documents.get(ORG, "stations", f"st_{number}")["revision"] == 1 for number in range(8))
+
+
+def test_a_change_failing_in_a_batch_has_no_event_and_the_others_commit_without_a_gap(repo, monkeypatch):
+    for number in range(1, 4):
+        upsert_station(repo, ORG, station(f"st_{number}", "Press"))
+    SlowLogSync(monkeypatch)
+
+    class Os:
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        @staticmethod
+        def replace(source, target):
+            if "st_2" in str(target):
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+            os.replace(source, target)
+
+    monkeypatch.setattr(disk_module, "os", Os())
+    writers = [lambda number=number: upsert_station(repo, ORG, station(f"st_{number}", "Press 2")) for number in (1, 2, 3)]
+    errors = concurrently(writers)
+    assert errors[0] is None and errors[2] is None and isinstance(errors[1], StorageFailed)
+    events = seqs_and_changes(repo)
+    assert [seq for seq, *_ in events] == [1, 2, 3, 4, 5]
+    assert sorted((identifier, revision) for _, identifier, revision, _ in events[3:]) == [("st_1", 2), ("st_3", 2)]
+    assert repo.documents.get(ORG, "stations", "st_2")["name"] == "Press"
+    monkeypatch.undo()
+    upsert_station(repo, ORG, station("st_2", "Press 3"))
+    assert seqs_and_changes(repo)[-1] == (6, "st_2", 2, "UPDATED")
