@@ -177,6 +177,11 @@ class PendingReplace:
             self.put_in_place()
             fsync_directory(self.path.parent)
 
+    @property
+    def source(self):
+        """The temporary file that holds the replacement until it is put in place (None once it is)."""
+        return self._temporary
+
     def put_in_place(self):
         """Rename the replacement, made durable by `sync()`, over `path`; the caller syncs the directory (several
         renames of a directory may share that sync). Whatever fails, nothing is left aside."""

@@ -129,7 +129,7 @@ class FileDocumentStore:
                 replacement.sync()
                 try:
                     self._commit(org, NewEvent(now, kind, identifier, newest + 1, change, body.get("name"), *by),
-                                 replacement.put_in_place, path.parent)
+                                 path, replacement)
                 finally:
                     replacement.discard()
                 self._prune(history, newest + 1)
@@ -150,20 +150,23 @@ class FileDocumentStore:
                 now = utc_timestamp()
                 self._keep_earlier_version(history, current)
                 self._write_entry(history, deleted, DELETED, now, b"null", by)
-                self._commit(org, NewEvent(now, kind, identifier, deleted, DELETED, None, *by),
-                             lambda: _unlink(path), path.parent)
+                self._commit(org, NewEvent(now, kind, identifier, deleted, DELETED, None, *by), path)
                 self._prune(history, deleted)
         return deleted
 
-    def _commit(self, org, event, put_in_place, directory):
-        """Commit a change: `put_in_place()` (its commit point), then a sync of `directory`; with its event when this
-        store keeps events (which then batches the syncs of concurrent changes)."""
+    def _commit(self, org, event, path, replacement=None):
+        """Commit a change: `replacement` (a PendingReplace, synced) put in place over `path`, or with none `path`
+        unlinked, then its directory synced; with its event when this store keeps events (which then commits
+        concurrent changes of the org together: service.storage.files.events)."""
         if self.events is not None:
-            self.events.commit(org, event, put_in_place, directory)
+            self.events.commit(org, event, replacement and replacement.source, path)
             return
         with disk_errors():
-            put_in_place()
-            fsync_directory(directory)
+            if replacement is None:
+                os.unlink(path)
+            else:
+                replacement.put_in_place()
+            fsync_directory(path.parent)
 
     def committed_revision(self, org, kind, identifier):
         """The object's committed revision (its current document's, else its last deletion's; 0 when none), read from
@@ -304,11 +307,6 @@ def _entry(change, saved_at, encoded_document, by=NOBODY):
         if value is not None:
             head += b',"%s":%s' % (field, orjson.dumps(value))
     return head + b',"document":%s}' % encoded_document
-
-
-def _unlink(path):
-    with disk_errors():
-        os.unlink(path)
 
 
 def _read_json(path):

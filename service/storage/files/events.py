@@ -15,15 +15,16 @@ seq stays known: an empty last segment says its first seq minus one).
 """
 import contextlib
 import os
+import secrets
 import threading
 import time
 
 import orjson
 
-from service.errors import disk_errors
+from service.errors import StorageFailed, disk_errors
 from service.storage.common.disk import fsync_directory, lock, numbered_files
 from service.storage.contract.events import Event, EventBounds
-from service.storage.files.group_commit import GroupCommit
+from service.storage.files.commit_queue import CommitQueue, QueuedChange
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 EVENTS = "events"
@@ -33,8 +34,6 @@ BELL = "events.bell"
 # How often a watcher looks at the bell: a commit of another worker wakes its streams within this.
 BELL_POLL_SECONDS = 0.1
 TAIL_BLOCK = 16 * 1024
-# The most changes of an org one batch commits (one append and one sync): enough for every request thread of a worker.
-BATCH_LIMIT = 64
 
 
 class FileEventLog:
@@ -52,7 +51,6 @@ class FileEventLog:
         self._rung = threading.Condition()
         # org -> the oldest seq a webhook subscription may still send, or None (CONTRACT 15): kept whatever its age.
         self.needed = lambda org: None
-        self._group = GroupCommit(self._commit_batch, BATCH_LIMIT)
 
     def _directory(self, org):
         return self.orgs_root / id_to_name(org) / EVENTS
@@ -60,72 +58,67 @@ class FileEventLog:
     def _lock(self, org):
         return lock(self._directory(org))
 
-    def commit(self, org, new_event, put_in_place, directory):
-        """Commit a change with its event and answer its seq (the org's latest + 1): the event is appended and made
-        durable, then `put_in_place()` commits the change (its rename or unlink: the commit point), then `directory`,
-        where it did, is made durable. Concurrent changes of the org in this process share one append, one sync of the
-        log, and one sync per directory (service.storage.files.group_commit). When the change fails, its event stays
-        only if the change committed anyway."""
-        change = _Change(new_event, put_in_place, directory)
-        self._group.run(org, change)
-        return change.seq
+    def commit(self, org, new_event, source, target):
+        """Commit a change with its event: the event appended and made durable with the org's next seq, then the
+        commit point (`source` renamed over `target`; with no `source`, `target` unlinked), then `target`'s directory
+        made durable. The change queues (service.storage.files.commit_queue) and whoever holds the org's lock next
+        commits the queue as one batch: one append and one sync of the log, the changes put in place in seq order, one
+        sync per directory. When the change fails, neither it nor its event is there. The caller holds `target`'s lock
+        until this returns."""
+        mine = QueuedChange(new_event, source and str(source), str(target), secrets.token_hex(8))
+        queue = self._queue(org)
+        with queue.waiting(mine.token):
+            queue.add([mine])
+            with self._lock(org):
+                changes = queue.take()
+                error = self._commit_queued(org, queue, changes, mine.token) if changes else None
+                led = any(change.token == mine.token for change in changes)
+                committed = led or self._committed(org, new_event)
+        if changes:
+            self.ring()
+        if error is not None:
+            raise error
+        if not committed:  # taken by another worker, which could not commit it (its disk failed)
+            raise StorageFailed()
+        if not led:
+            # Committed by another worker, whose sync of the directory this repeats (at no cost when it succeeded),
+            # so that a failing one fails this change too.
+            with disk_errors():
+                fsync_directory(os.path.dirname(mine.target))
 
-    def _commit_batch(self, org, batch):
-        """Commit the changes of a batch, in order, under the org's lock; answer those left for the next batch: past
-        the end of the log's segment (a batch appends to one segment), or after a change that failed."""
-        with self._lock(org):
+    def _queue(self, org):
+        return CommitQueue(self._directory(org))
+
+    def _commit_queued(self, org, queue, changes, token):
+        """Commit the changes taken from the queue, whose writers still wait, in batches of one log segment at most;
+        answer the error of the change `token` names (None: committed, or not among them). A change that fails is
+        left out and the rest go on; a failing append puts the others back in the queue, for each writer to meet its
+        own error."""
+        pending = [change for change in changes if change.token == token or queue.writer_waiting(change)]
+        mine = None
+        while pending:
             latest = self._recover(org)
             room = SEGMENT_EVENTS - latest % SEGMENT_EVENTS  # seqs left in the segment of latest + 1
-            batch, left = batch[:room], batch[room:]
-            lines = []
-            for seq, waiting in enumerate(batch, latest + 1):
-                waiting.work.seq = seq
-                lines.append(orjson.dumps({"seq": seq, **waiting.work.event._asdict()}) + b"\n")
+            batch, pending = pending[:room], pending[room:]
             try:
                 with disk_errors():
-                    self._append(org, latest + 1, b"".join(lines))
+                    self._append(org, latest + 1, b"".join(
+                        orjson.dumps({"seq": seq, **change.event._asdict()}) + b"\n"
+                        for seq, change in enumerate(batch, latest + 1)))
             except BaseException as error:
-                for waiting in batch:
-                    waiting.error = error
                 self._recover(org)  # cuts the events appended: none of their changes committed
-                return left
-            committed = self._put_in_place(org, batch)
-            if len(committed) < len(batch):
-                self._recover(org)  # a change failed before its commit point: cut its event and those after it
-                left = [waiting for waiting in batch[len(committed):] if waiting.error is None] + left
-            self._sync_directories(committed)
-            self._verified[org] = latest + len(committed)
-        self.ring()
-        return left
-
-    def _put_in_place(self, org, batch):
-        """Commit the batch's changes in seq order until one fails before its commit point; answer those committed
-        (one that failed after it, its change there, is among them with its error)."""
-        committed = []
-        for waiting in batch:
-            try:
-                waiting.work.put_in_place()
-            except BaseException as error:
-                waiting.error = error
-                if not self._committed(org, waiting.work.event):
-                    break
-            committed.append(waiting)
-        return committed
-
-    @staticmethod
-    def _sync_directories(committed):
-        """Make the committed changes durable: one sync of each directory where they are (a failure fails those of
-        that directory, whose change may or may not survive a power cut, as any write's failing sync)."""
-        directories = {}
-        for waiting in committed:
-            directories.setdefault(waiting.work.directory, []).append(waiting)
-        for directory, changes in directories.items():
-            try:
-                with disk_errors():
-                    fsync_directory(directory)
-            except BaseException as error:
-                for waiting in changes:
-                    waiting.error = waiting.error or error
+                left = batch + pending
+                queue.add([change for change in left if change.token != token])
+                return error if any(change.token == token for change in left) else mine
+            done, failed, error = _put_in_place(batch)
+            if failed is not None:
+                self._recover(org)  # cuts the failed change's event and those after it
+                mine = error if failed.token == token else mine
+                pending = batch[len(done) + 1:] + pending
+            error = _sync_directories(done, token)
+            mine = error or mine
+            self._verified[org] = latest + len(done)
+        return mine
 
     def read(self, org, after, first, wanted=None):
         """Up to `first` committed events with seq > `after`, oldest first, those of `wanted` (kind, change) pairs."""
@@ -268,15 +261,6 @@ class FileEventLog:
                 yield event
 
 
-class _Change:
-    """A change waiting for its batch: its event, its commit point, the directory to sync after it; then its seq."""
-
-    __slots__ = ("event", "put_in_place", "directory", "seq")
-
-    def __init__(self, event, put_in_place, directory):
-        self.event, self.put_in_place, self.directory, self.seq = event, put_in_place, directory, None
-
-
 class BellWatcher:
     """Waits for a commit of this process (its condition) or of another (the bell's time)."""
 
@@ -307,6 +291,37 @@ class BellWatcher:
 
     def close(self):
         pass
+
+
+def _put_in_place(batch):
+    """Put the batch's changes in place in seq order until one fails; (those done, the one that failed or None, its
+    error). A rename or unlink that fails did nothing."""
+    done = []
+    for change in batch:
+        try:
+            with disk_errors():
+                if change.source is None:
+                    os.unlink(change.target)
+                else:
+                    os.replace(change.source, change.target)
+        except BaseException as error:
+            return done, change, error
+        done.append(change)
+    return done, None, None
+
+
+def _sync_directories(done, token):
+    """Make the changes done durable: one sync of each directory where they are; the error of the change `token`
+    names when its directory's sync failed (the others' writers repeat the sync and meet their own)."""
+    error = None
+    for directory in {os.path.dirname(change.target) for change in done}:
+        try:
+            with disk_errors():
+                fsync_directory(directory)
+        except BaseException as failure:
+            if any(change.token == token and os.path.dirname(change.target) == directory for change in done):
+                error = failure
+    return error
 
 
 def _segment_name(number):

@@ -155,7 +155,7 @@ class SlowLogSync:
                 os.fdatasync(fd)
 
         def fsync_directory(directory):
-            self.directory_syncs.append(directory.name)
+            self.directory_syncs.append(os.path.basename(directory))
             real_fsync_directory(directory)
 
         monkeypatch.setattr(events_module, "os", Os())

@@ -1,0 +1,131 @@
+"""The changes of an org waiting for its event log, shared by every worker process: `<data>/orgs/<org>/events/queue`,
+a JSON line per change (its event, the file to rename into place or the one to unlink), appended under a lock held for
+that append only (`queue.lock`).
+
+Whoever holds the log's lock next takes the whole queue and commits it as one batch (service.storage.files.events): N
+writers arriving while a batch commits, in any worker, pay for one sync of the log, not N syncs one after another. A
+writer whose line was taken learns its outcome from the document (committed or not) once it holds the log's lock.
+
+The queue needs no sync: a crash ends every writer waiting in it. A line whose writer is gone (killed, or timed out
+waiting) is dropped, not committed: each writer holds a lock of its own, `waiting/<token>.lock`, from before it queues
+until it knows its outcome (`waiting`), and a line whose lock can be taken at once (or is gone) has nobody waiting.
+(The document's own lock could not say it: after a crash, a new writer of the same document holds it.)
+"""
+import contextlib
+import fcntl
+import os
+
+import orjson
+
+from service.errors import disk_errors
+from service.storage.common.disk import lock
+from service.storage.contract.events import NewEvent
+
+QUEUE = "queue"
+WAITING = "waiting"
+
+
+class QueuedChange:
+    """One change in the queue: its event, the temporary to rename over `target` (None: unlink `target`), the token
+    its writer knows it by."""
+
+    __slots__ = ("event", "source", "target", "token")
+
+    def __init__(self, event, source, target, token):
+        self.event, self.source, self.target, self.token = event, source, target, token
+
+    def line(self):
+        return orjson.dumps({"event": self.event._asdict(), "source": self.source, "target": self.target,
+                             "token": self.token}) + b"\n"
+
+    @classmethod
+    def of_line(cls, line):
+        """The change a line holds, or None for a line that is none (torn by a crash)."""
+        try:
+            record = orjson.loads(line)
+            return cls(NewEvent(**record["event"]), record["source"], record["target"], record["token"])
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return None
+
+
+class CommitQueue:
+    """The queue of one org's changes, in the event log's folder."""
+
+    def __init__(self, directory):
+        self.path = directory / QUEUE
+        self._waiting = directory / WAITING
+
+    def _lock(self):
+        return lock(self.path)
+
+    def _mark(self, token):
+        return os.fspath(self._waiting / f"{token}.lock")
+
+    @contextlib.contextmanager
+    def waiting(self, token):
+        """Hold the mark of a writer waiting for the outcome of its change `token`, for the block."""
+        path = self._mark(token)
+        with disk_errors():
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:
+                self._waiting.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a new file, nobody else's: taken at once
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            os.close(fd)
+
+    def writer_waiting(self, change):
+        """True while the writer of a queued change waits for its outcome (holds its mark); a stale mark is removed."""
+        path = self._mark(change.token)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True  # cannot be told: a writer may be there
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True  # held (BlockingIOError), or cannot be told
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # its writer was killed
+            return False
+        finally:
+            os.close(fd)
+
+    def add(self, changes):
+        """Append changes (written to the kernel, not synced: see the module's doc)."""
+        data = b"".join(change.line() for change in changes)
+        with self._lock(), disk_errors():
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            except FileNotFoundError:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+
+    def take(self):
+        """Every change in the queue, oldest first, emptying it (the caller holds the event log's lock)."""
+        with self._lock(), disk_errors():
+            try:
+                fd = os.open(self.path, os.O_RDWR)
+            except FileNotFoundError:
+                return []
+            try:
+                data = b""
+                while chunk := os.read(fd, 1 << 20):
+                    data += chunk
+                if data:
+                    os.ftruncate(fd, 0)
+            finally:
+                os.close(fd)
+        return [change for change in map(QueuedChange.of_line, data.splitlines()) if change is not None]
