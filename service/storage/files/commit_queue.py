@@ -18,7 +18,7 @@ import os
 import orjson
 
 from service.errors import disk_errors
-from service.storage.common.disk import lock
+from service.storage.common.disk import fsync_directory, lock
 from service.storage.contract.events import NewEvent
 
 QUEUE = "queue"
@@ -129,3 +129,32 @@ class CommitQueue:
             finally:
                 os.close(fd)
         return [change for change in map(QueuedChange.of_line, data.splitlines()) if change is not None]
+
+
+def put_in_place(batch):
+    """Put the batch's changes in place in seq order until one fails; (those done, the one that failed or None, its
+    error). A rename or unlink that fails did nothing."""
+    done = []
+    for change in batch:
+        try:
+            with disk_errors():
+                if change.source is None:
+                    os.unlink(change.target)
+                else:
+                    os.replace(change.source, change.target)
+        except BaseException as error:
+            return done, change, error
+        done.append(change)
+    return done, None, None
+
+
+def sync_directories(done):
+    """Make the changes done durable: one sync of each directory where they are; {token: error or None} of each."""
+    errors = {}
+    for directory in {os.path.dirname(change.target) for change in done}:
+        try:
+            with disk_errors():
+                fsync_directory(directory)
+        except BaseException as error:
+            errors[directory] = error
+    return {change.token: errors.get(os.path.dirname(change.target)) for change in done}

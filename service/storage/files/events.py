@@ -22,9 +22,9 @@ import time
 import orjson
 
 from service.errors import StorageFailed, disk_errors
-from service.storage.common.disk import fsync_directory, lock, numbered_files
+from service.storage.common.disk import FIRST_RETRY, LAST_RETRY, LockTimeout, fsync_directory, lock, numbered_files
 from service.storage.contract.events import Event, EventBounds
-from service.storage.files.commit_queue import CommitQueue, QueuedChange
+from service.storage.files.commit_queue import CommitQueue, QueuedChange, put_in_place, sync_directories
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 EVENTS = "events"
@@ -49,6 +49,8 @@ class FileEventLog:
         # The last seq of each org known to be committed (so a read checks the log's end only when it grew).
         self._verified = {}
         self._rung = threading.Condition()
+        # The tokens of the changes this process's threads wait for, and the outcomes its batches found for them.
+        self._awaited, self._outcomes = set(), {}
         # org -> the oldest seq a webhook subscription may still send, or None (CONTRACT 15): kept whatever its age.
         self.needed = lambda org: None
 
@@ -67,35 +69,78 @@ class FileEventLog:
         until this returns."""
         mine = QueuedChange(new_event, source and str(source), str(target), secrets.token_hex(8))
         queue = self._queue(org)
-        with queue.waiting(mine.token):
+        with queue.waiting(mine.token), self._awaiting(mine.token):
             queue.add([mine])
-            with self._lock(org):
-                changes = queue.take()
-                error = self._commit_queued(org, queue, changes, mine.token) if changes else None
-                led = any(change.token == mine.token for change in changes)
-                committed = led or self._committed(org, new_event)
-        if changes:
-            self.ring()
+            error = self._outcome(org, queue, mine)
         if error is not None:
             raise error
-        if not committed:  # taken by another worker, which could not commit it (its disk failed)
-            raise StorageFailed()
-        if not led:
-            # Committed by another worker, whose sync of the directory this repeats (at no cost when it succeeded),
-            # so that a failing one fails this change too.
-            with disk_errors():
-                fsync_directory(os.path.dirname(mine.target))
 
     def _queue(self, org):
         return CommitQueue(self._directory(org))
 
+    @contextlib.contextmanager
+    def _awaiting(self, token):
+        """A thread of this process waits for the outcome of `token`: a batch of this process tells it at once."""
+        with self._rung:
+            self._awaited.add(token)
+        try:
+            yield
+        finally:
+            with self._rung:
+                self._awaited.discard(token)
+                self._outcomes.pop(token, None)
+
+    def _outcome(self, org, queue, mine):
+        """The error of a queued change, or None once it committed: told by a batch of this process, committed by this
+        thread when it gets the org's lock first, or read from the document when another process's batch took it."""
+        log_lock, retry = self._lock(org), FIRST_RETRY
+        deadline = time.monotonic() + log_lock.timeout
+        while True:
+            with self._rung:
+                if mine.token in self._outcomes:
+                    return self._outcomes.pop(mine.token)
+            try:
+                log_lock.acquire(timeout=0)
+            except LockTimeout:
+                if time.monotonic() > deadline:
+                    raise
+                with self._rung:  # woken at once by a batch of this process, else tries again
+                    if mine.token not in self._outcomes:
+                        self._rung.wait(retry)
+                retry = min(2 * retry, LAST_RETRY)
+                continue
+            try:
+                changes = queue.take()
+                outcomes = self._commit_queued(org, queue, changes, mine.token) if changes else {}
+            finally:
+                log_lock.release()
+            with self._rung:
+                self._outcomes.update((token, error) for token, error in outcomes.items() if token in self._awaited)
+            if changes:
+                self.ring()
+            with self._rung:
+                if mine.token in self._outcomes:
+                    return self._outcomes.pop(mine.token)
+            return self._committed_elsewhere(org, mine)
+
+    def _committed_elsewhere(self, org, change):
+        """The outcome of a change another process's batch took (it is over: this thread got the lock after it)."""
+        if not self._committed(org, change.event):
+            return StorageFailed()  # its disk failed
+        try:  # that batch synced the directory; repeated (at no cost when it succeeded) so that a failure fails this
+            with disk_errors():
+                fsync_directory(os.path.dirname(change.target))
+        except BaseException as error:
+            return error
+        return None
+
     def _commit_queued(self, org, queue, changes, token):
         """Commit the changes taken from the queue, whose writers still wait, in batches of one log segment at most;
-        answer the error of the change `token` names (None: committed, or not among them). A change that fails is
-        left out and the rest go on; a failing append puts the others back in the queue, for each writer to meet its
-        own error."""
+        answer {token: error or None} of those committed or failed. A change that fails is left out and the rest go
+        on; a failing append puts the changes back in the queue, for each writer to meet its own error, but that of
+        `token` (this thread's), which meets this one."""
         pending = [change for change in changes if change.token == token or queue.writer_waiting(change)]
-        mine = None
+        outcomes = {}
         while pending:
             latest = self._recover(org)
             room = SEGMENT_EVENTS - latest % SEGMENT_EVENTS  # seqs left in the segment of latest + 1
@@ -109,16 +154,16 @@ class FileEventLog:
                 self._recover(org)  # cuts the events appended: none of their changes committed
                 left = batch + pending
                 queue.add([change for change in left if change.token != token])
-                return error if any(change.token == token for change in left) else mine
-            done, failed, error = _put_in_place(batch)
+                outcomes.update((change.token, error) for change in left if change.token == token)
+                return outcomes
+            done, failed, error = put_in_place(batch)
             if failed is not None:
                 self._recover(org)  # cuts the failed change's event and those after it
-                mine = error if failed.token == token else mine
+                outcomes[failed.token] = error
                 pending = batch[len(done) + 1:] + pending
-            error = _sync_directories(done, token)
-            mine = error or mine
+            outcomes.update(sync_directories(done))
             self._verified[org] = latest + len(done)
-        return mine
+        return outcomes
 
     def read(self, org, after, first, wanted=None):
         """Up to `first` committed events with seq > `after`, oldest first, those of `wanted` (kind, change) pairs."""
@@ -291,37 +336,6 @@ class BellWatcher:
 
     def close(self):
         pass
-
-
-def _put_in_place(batch):
-    """Put the batch's changes in place in seq order until one fails; (those done, the one that failed or None, its
-    error). A rename or unlink that fails did nothing."""
-    done = []
-    for change in batch:
-        try:
-            with disk_errors():
-                if change.source is None:
-                    os.unlink(change.target)
-                else:
-                    os.replace(change.source, change.target)
-        except BaseException as error:
-            return done, change, error
-        done.append(change)
-    return done, None, None
-
-
-def _sync_directories(done, token):
-    """Make the changes done durable: one sync of each directory where they are; the error of the change `token`
-    names when its directory's sync failed (the others' writers repeat the sync and meet their own)."""
-    error = None
-    for directory in {os.path.dirname(change.target) for change in done}:
-        try:
-            with disk_errors():
-                fsync_directory(directory)
-        except BaseException as failure:
-            if any(change.token == token and os.path.dirname(change.target) == directory for change in done):
-                error = failure
-    return error
 
 
 def _segment_name(number):
