@@ -174,17 +174,16 @@ class PendingReplace:
             except BaseException:
                 self.discard()
                 raise
-            self.put_in_place()
-            fsync_directory(self.path.parent)
+            self.put_in_place(durably=True)
 
     @property
     def source(self):
         """The temporary file that holds the replacement until it is put in place (None once it is)."""
         return self._temporary
 
-    def put_in_place(self):
-        """Rename the replacement, made durable by `sync()`, over `path`; the caller syncs the directory (several
-        renames of a directory may share that sync). Whatever fails, nothing is left aside."""
+    def put_in_place(self, durably=False):
+        """Rename the replacement, made durable by `sync()`, over `path`; then, `durably`, sync the directory (else
+        the caller does: several renames of a directory may share that sync). Whatever fails, nothing is left aside."""
         with disk_errors():
             try:
                 self._handle.close()
@@ -193,6 +192,8 @@ class PendingReplace:
                 self.discard()
                 raise
             self._temporary = None
+            if durably:
+                fsync_directory(self.path.parent)
 
     def discard(self):
         """Remove the replacement unless it was put in place; a no-op after `commit()`."""

@@ -17,12 +17,15 @@ import os
 
 import orjson
 
-from service.errors import disk_errors
+from service.errors import StorageFailed, StorageFull, disk_errors
 from service.storage.common.disk import fsync_directory, lock
 from service.storage.contract.events import NewEvent
 
 QUEUE = "queue"
 WAITING = "waiting"
+# An outcome as a mark holds it: committed, refused for want of space, failed otherwise.
+COMMITTED, NO_SPACE, FAILED = b"0", b"F", b"E"
+NOT_TOLD = object()
 
 
 class QueuedChange:
@@ -63,7 +66,8 @@ class CommitQueue:
 
     @contextlib.contextmanager
     def waiting(self, token):
-        """Hold the mark of a writer waiting for the outcome of its change `token`, for the block."""
+        """Hold the mark of a writer waiting for the outcome of its change `token`, for the block; yields a function
+        answering that outcome once a batch has told it (`tell`), else NOT_TOLD."""
         path = self._mark(token)
         with disk_errors():
             try:
@@ -73,10 +77,24 @@ class CommitQueue:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # a new file, nobody else's: taken at once
-            yield
+            yield lambda: _outcome_of(os.pread(fd, 1, 0))
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(path)
+            os.close(fd)
+
+    def tell(self, token, error):
+        """Tell the writer of change `token` its outcome (`error`, None when it committed) through its mark; nothing
+        when it is gone."""
+        try:
+            fd = os.open(self._mark(token), os.O_WRONLY)
+        except OSError:
+            return
+        try:
+            os.pwrite(fd, _code_of(error), 0)
+        except OSError:
+            pass  # not told: it finds its change taken and fails safe (service.storage.files.events)
+        finally:
             os.close(fd)
 
     def writer_waiting(self, change):
@@ -158,3 +176,14 @@ def sync_directories(done):
         except BaseException as error:
             errors[directory] = error
     return {change.token: errors.get(os.path.dirname(change.target)) for change in done}
+
+
+def _code_of(error):
+    return COMMITTED if error is None else NO_SPACE if isinstance(error, StorageFull) else FAILED
+
+
+def _outcome_of(code):
+    """The error a mark's code stands for (None: committed), or NOT_TOLD."""
+    if code == COMMITTED:
+        return None
+    return StorageFull() if code == NO_SPACE else StorageFailed() if code == FAILED else NOT_TOLD

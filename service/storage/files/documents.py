@@ -122,15 +122,18 @@ class FileDocumentStore:
                 encoded = encode(document)
                 change = RESTORED if restored else UPDATED if current else CREATED
                 self._keep_earlier_version(history, current)
-                self._write_entry(history, newest + 1, change, now, encoded, by)
-                # The document's bytes are made durable before the org's events lock is taken: under it (every writer
-                # of the org waits for it) only the event's append and the rename are left.
-                replacement = PendingReplace(path, encoded)
-                replacement.sync()
+                entry = _entry_aside(history, newest + 1, change, now, encoded, by)
+                replacement = PendingReplace(path, encoded, writeback=True)
                 try:
+                    # Made durable before the org's events lock is taken, both written before either is synced (the
+                    # second sync finds its bytes on their way): under the lock, only what a batch shares is left.
+                    entry.sync()
+                    replacement.sync()
+                    entry.put_in_place(durably=True)
                     self._commit(org, NewEvent(now, kind, identifier, newest + 1, change, body.get("name"), *by),
                                  path, replacement)
                 finally:
+                    entry.discard()
                     replacement.discard()
                 self._prune(history, newest + 1)
         return Saved(document, current is None, True)
@@ -149,15 +152,21 @@ class FileDocumentStore:
             if not dry_run:
                 now = utc_timestamp()
                 self._keep_earlier_version(history, current)
-                self._write_entry(history, deleted, DELETED, now, b"null", by)
+                entry = _entry_aside(history, deleted, DELETED, now, b"null", by)
+                try:
+                    entry.sync()
+                    entry.put_in_place(durably=True)
+                finally:
+                    entry.discard()
                 self._commit(org, NewEvent(now, kind, identifier, deleted, DELETED, None, *by), path)
                 self._prune(history, deleted)
         return deleted
 
     def _commit(self, org, event, path, replacement=None):
-        """Commit a change: `replacement` (a PendingReplace, synced) put in place over `path`, or with none `path`
-        unlinked, then its directory synced; with its event when this store keeps events (which then commits
-        concurrent changes of the org together: service.storage.files.events)."""
+        """Commit a change whose history entry is in place, durably: `replacement` (a PendingReplace, synced) put in
+        place over `path`, or with none `path` unlinked, then its directory synced; with its event when this store
+        keeps events (which then commits concurrent changes of the org together, their syncs shared:
+        service.storage.files.events)."""
         if self.events is not None:
             self.events.commit(org, event, replacement and replacement.source, path)
             return
@@ -298,6 +307,12 @@ class FileDocumentStore:
         """Remove temporaries of document and history writes last touched before `cutoff` (their writer was killed)."""
         directories = [*self.orgs_root.glob("*/*"), *self.orgs_root.glob(f"*/*/{HISTORY}/*")]
         return sum(remove_stale_temporaries(directory, cutoff) for directory in directories if directory.is_dir())
+
+
+def _entry_aside(history, revision, change, saved_at, encoded_document, by):
+    """A history entry written aside (its bytes handed to the disk at once), for the caller to sync and put in place."""
+    return PendingReplace(history / f"{revision}{SUFFIX}", _entry(change, saved_at, encoded_document, by),
+                          writeback=True)
 
 
 def _entry(change, saved_at, encoded_document, by=NOBODY):

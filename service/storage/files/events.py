@@ -24,7 +24,7 @@ import orjson
 from service.errors import StorageFailed, disk_errors
 from service.storage.common.disk import FIRST_RETRY, LAST_RETRY, LockTimeout, fsync_directory, lock, numbered_files
 from service.storage.contract.events import Event, EventBounds
-from service.storage.files.commit_queue import CommitQueue, QueuedChange, put_in_place, sync_directories
+from service.storage.files.commit_queue import NOT_TOLD, CommitQueue, QueuedChange, put_in_place, sync_directories
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 EVENTS = "events"
@@ -63,15 +63,15 @@ class FileEventLog:
     def commit(self, org, new_event, source, target):
         """Commit a change with its event: the event appended and made durable with the org's next seq, then the
         commit point (`source` renamed over `target`; with no `source`, `target` unlinked), then `target`'s directory
-        made durable. The change queues (service.storage.files.commit_queue) and whoever holds the org's lock next
-        commits the queue as one batch: one append and one sync of the log, the changes put in place in seq order, one
-        sync per directory. When the change fails, neither it nor its event is there. The caller holds `target`'s lock
-        until this returns."""
+        made durable. The change queues
+        (service.storage.files.commit_queue) and whoever holds the org's lock next commits the queue as one batch: one
+        append and one sync of the log, the changes put in place in seq order, one sync per directory. When the change
+        fails, neither it nor its event is there. The caller holds `target`'s lock until this returns."""
         mine = QueuedChange(new_event, source and str(source), str(target), secrets.token_hex(8))
         queue = self._queue(org)
-        with queue.waiting(mine.token), self._awaiting(mine.token):
+        with queue.waiting(mine.token) as told, self._awaiting(mine.token):
             queue.add([mine])
-            error = self._outcome(org, queue, mine)
+            error = self._outcome(org, queue, mine.token, told)
         if error is not None:
             raise error
 
@@ -90,49 +90,45 @@ class FileEventLog:
                 self._awaited.discard(token)
                 self._outcomes.pop(token, None)
 
-    def _outcome(self, org, queue, mine):
-        """The error of a queued change, or None once it committed: told by a batch of this process, committed by this
-        thread when it gets the org's lock first, or read from the document when another process's batch took it."""
+    def _outcome(self, org, queue, token, told):
+        """The error of a queued change, or None once it committed: told at once by a batch of this process, through
+        its mark by another process's (`told()`), or found by this thread, which commits the queue when it gets the
+        org's lock first."""
         log_lock, retry = self._lock(org), FIRST_RETRY
         deadline = time.monotonic() + log_lock.timeout
         while True:
             with self._rung:
-                if mine.token in self._outcomes:
-                    return self._outcomes.pop(mine.token)
+                if token in self._outcomes:
+                    return self._outcomes.pop(token)
+            outcome = told()
+            if outcome is not NOT_TOLD:
+                return outcome
             try:
                 log_lock.acquire(timeout=0)
             except LockTimeout:
                 if time.monotonic() > deadline:
                     raise
-                with self._rung:  # woken at once by a batch of this process, else tries again
-                    if mine.token not in self._outcomes:
+                with self._rung:  # woken at once by a batch of this process, else looks again
+                    if token not in self._outcomes:
                         self._rung.wait(retry)
                 retry = min(2 * retry, LAST_RETRY)
                 continue
             try:
                 changes = queue.take()
-                outcomes = self._commit_queued(org, queue, changes, mine.token) if changes else {}
+                outcomes = self._commit_queued(org, queue, changes, token) if changes else {}
+                for other, error in outcomes.items():
+                    if other != token:
+                        queue.tell(other, error)
             finally:
                 log_lock.release()
             with self._rung:
-                self._outcomes.update((token, error) for token, error in outcomes.items() if token in self._awaited)
+                self._outcomes.update((other, error) for other, error in outcomes.items() if other in self._awaited)
             if changes:
                 self.ring()
-            with self._rung:
-                if mine.token in self._outcomes:
-                    return self._outcomes.pop(mine.token)
-            return self._committed_elsewhere(org, mine)
-
-    def _committed_elsewhere(self, org, change):
-        """The outcome of a change another process's batch took (it is over: this thread got the lock after it)."""
-        if not self._committed(org, change.event):
-            return StorageFailed()  # its disk failed
-        try:  # that batch synced the directory; repeated (at no cost when it succeeded) so that a failure fails this
-            with disk_errors():
-                fsync_directory(os.path.dirname(change.target))
-        except BaseException as error:
-            return error
-        return None
+            if token in outcomes:
+                return outcomes[token]
+            outcome = told()  # taken by a batch that ended before this thread got the lock
+            return StorageFailed() if outcome is NOT_TOLD else outcome
 
     def _commit_queued(self, org, queue, changes, token):
         """Commit the changes taken from the queue, whose writers still wait, in batches of one log segment at most;
