@@ -97,9 +97,9 @@ class CommitQueue:
         finally:
             os.close(fd)
 
-    def writer_waiting(self, change):
-        """True while the writer of a queued change waits for its outcome (holds its mark); a stale mark is removed."""
-        path = self._mark(change.token)
+    def writer_waiting(self, token):
+        """True while the writer of change `token` waits for its outcome (holds its mark); a stale mark is removed."""
+        path = self._mark(token)
         try:
             fd = os.open(path, os.O_RDWR)
         except FileNotFoundError:
@@ -116,6 +116,15 @@ class CommitQueue:
             return False
         finally:
             os.close(fd)
+
+    def sweep_marks(self):
+        """Remove the marks of writers killed before a batch removed them (their lock free); how many."""
+        try:
+            with os.scandir(self._waiting) as entries:
+                tokens = [entry.name[:-len(".lock")] for entry in entries if entry.name.endswith(".lock")]
+        except FileNotFoundError:
+            return 0
+        return sum(not self.writer_waiting(token) for token in tokens)
 
     def add(self, changes):
         """Append changes (written to the kernel, not synced: see the module's doc)."""
@@ -187,3 +196,13 @@ def _outcome_of(code):
     if code == COMMITTED:
         return None
     return StorageFull() if code == NO_SPACE else StorageFailed() if code == FAILED else NOT_TOLD
+
+
+def sync_again(change):
+    """The outcome of a change found put in place by a batch that did not tell it: its directory synced again."""
+    try:
+        with disk_errors():
+            fsync_directory(os.path.dirname(change.target))
+    except BaseException as error:
+        return error
+    return None

@@ -2,16 +2,17 @@
 `<data>/orgs/<org>/events/<segment>.jsonl` (segment n holds seqs n * SEGMENT_EVENTS + 1 onwards), and a bell,
 `<data>/events.bell`, whose time every commit sets so that other worker processes wake.
 
-A change and its event commit together under the org's events lock (`<data>/orgs/<org>/events.lock`, taken last,
-after the document's own locks, and held for the event's append and the change's commit only): the event is appended
-and fdatasynced, then the document store commits the change (its atomic replace or unlink). So after a crash the log
-ends, at most, with one event whose change did not commit: whoever takes the lock next (a writer, a reader, or a
-start-up) checks the last event against the committed revision of its object and cuts it off when the change is not
-there, and cuts off a torn last line. Seqs are therefore 1, 2, 3, ... in commit order with no gap, and no reader sees
-an event without its change, or a committed change without its event.
+Changes commit with their events in batches, under the org's events lock (`<data>/orgs/<org>/events.lock`, taken after
+the document's own locks): a writer queues its change (service.storage.files.commit_queue), and whoever holds the lock
+next appends the events of all queued changes and fdatasyncs them once, then commits the changes in seq order (each
+its atomic replace or unlink), then syncs their directories once each. So after a crash the log ends, at most, with
+events whose changes did not commit: whoever takes the lock next (a writer, a reader, or a start-up) checks the last
+event against the committed revision of its object and cuts it off when the change is not there, until the last is
+there, and cuts off a torn last line. Seqs are 1, 2, 3, ... in commit order with no gap, no reader sees an event
+without its change, and no committed change is without its event.
 
-Pruning removes whole segments whose last event is older than the retention, never the last segment (so the latest
-seq stays known: an empty last segment says its first seq minus one).
+Pruning removes whole segments whose last event is older than the retention, never the last segment (the latest seq
+stays known: an empty last segment says its first seq minus one).
 """
 import contextlib
 import os
@@ -22,9 +23,10 @@ import time
 import orjson
 
 from service.errors import StorageFailed, disk_errors
-from service.storage.common.disk import FIRST_RETRY, LAST_RETRY, LockTimeout, fsync_directory, lock, numbered_files
+from service.storage.common.disk import LockTimeout, fsync_directory, lock, numbered_files
 from service.storage.contract.events import Event, EventBounds
-from service.storage.files.commit_queue import NOT_TOLD, CommitQueue, QueuedChange, put_in_place, sync_directories
+from service.storage.files.commit_queue import (
+    NOT_TOLD, CommitQueue, QueuedChange, put_in_place, sync_again, sync_directories)
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 EVENTS = "events"
@@ -33,6 +35,9 @@ SEGMENT_SUFFIX = ".jsonl"
 BELL = "events.bell"
 # How often a watcher looks at the bell: a commit of another worker wakes its streams within this.
 BELL_POLL_SECONDS = 0.1
+# How soon a writer waiting for its change's batch looks again at its mark and the log's lock, then twice as long each
+# time up to LAST_LOOK: a batch of another process takes 1-3 ms, and a look costs 1 to 4 system calls.
+FIRST_LOOK, LAST_LOOK = 0.0002, 0.001
 TAIL_BLOCK = 16 * 1024
 
 
@@ -61,17 +66,14 @@ class FileEventLog:
         return lock(self._directory(org))
 
     def commit(self, org, new_event, source, target):
-        """Commit a change with its event: the event appended and made durable with the org's next seq, then the
-        commit point (`source` renamed over `target`; with no `source`, `target` unlinked), then `target`'s directory
-        made durable. The change queues
-        (service.storage.files.commit_queue) and whoever holds the org's lock next commits the queue as one batch: one
-        append and one sync of the log, the changes put in place in seq order, one sync per directory. When the change
-        fails, neither it nor its event is there. The caller holds `target`'s lock until this returns."""
+        """Commit a change with its event (the org's next seq) in the next batch (see the module's doc): its commit
+        point is `source` renamed over `target` (with no `source`, `target` unlinked). When the change fails, neither
+        it nor its event is there. The caller holds `target`'s lock until this returns."""
         mine = QueuedChange(new_event, source and str(source), str(target), secrets.token_hex(8))
         queue = self._queue(org)
         with queue.waiting(mine.token) as told, self._awaiting(mine.token):
             queue.add([mine])
-            error = self._outcome(org, queue, mine.token, told)
+            error = self._outcome(org, queue, mine, told)
         if error is not None:
             raise error
 
@@ -90,16 +92,16 @@ class FileEventLog:
                 self._awaited.discard(token)
                 self._outcomes.pop(token, None)
 
-    def _outcome(self, org, queue, token, told):
+    def _outcome(self, org, queue, mine, told):
         """The error of a queued change, or None once it committed: told at once by a batch of this process, through
         its mark by another process's (`told()`), or found by this thread, which commits the queue when it gets the
         org's lock first."""
-        log_lock, retry = self._lock(org), FIRST_RETRY
+        log_lock, retry = self._lock(org), FIRST_LOOK
         deadline = time.monotonic() + log_lock.timeout
         while True:
             with self._rung:
-                if token in self._outcomes:
-                    return self._outcomes.pop(token)
+                if mine.token in self._outcomes:
+                    return self._outcomes.pop(mine.token)
             outcome = told()
             if outcome is not NOT_TOLD:
                 return outcome
@@ -109,33 +111,45 @@ class FileEventLog:
                 if time.monotonic() > deadline:
                     raise
                 with self._rung:  # woken at once by a batch of this process, else looks again
-                    if token not in self._outcomes:
+                    if mine.token not in self._outcomes:
                         self._rung.wait(retry)
-                retry = min(2 * retry, LAST_RETRY)
+                retry = min(2 * retry, LAST_LOOK)
                 continue
             try:
-                changes = queue.take()
-                outcomes = self._commit_queued(org, queue, changes, token) if changes else {}
-                for other, error in outcomes.items():
-                    if other != token:
-                        queue.tell(other, error)
+                outcome, outcomes = self._lead(org, queue, mine, told)
             finally:
                 log_lock.release()
             with self._rung:
                 self._outcomes.update((other, error) for other, error in outcomes.items() if other in self._awaited)
-            if changes:
+            if outcomes:
                 self.ring()
-            if token in outcomes:
-                return outcomes[token]
-            outcome = told()  # taken by a batch that ended before this thread got the lock
-            return StorageFailed() if outcome is NOT_TOLD else outcome
+            return outcome
+
+    def _lead(self, org, queue, mine, told):
+        """Under the org's lock: commit what the queue holds; (the outcome of `mine`, {token: error or None} of the
+        changes committed or failed)."""
+        outcome = told()  # told by a batch that ended before this thread got the lock
+        if outcome is not NOT_TOLD:
+            return outcome, {}
+        changes = queue.take()
+        if all(change.token != mine.token for change in changes):
+            # Taken by a batch whose leader was killed before it told: its change is there, or it queues again.
+            self._recover(org)
+            if self._committed(org, mine.event):
+                return sync_again(mine), {}
+            changes.append(mine)
+        outcomes = self._commit_queued(org, queue, changes, mine.token)
+        for other, error in outcomes.items():
+            if other != mine.token:
+                queue.tell(other, error)
+        return outcomes.get(mine.token, StorageFailed()), outcomes
 
     def _commit_queued(self, org, queue, changes, token):
         """Commit the changes taken from the queue, whose writers still wait, in batches of one log segment at most;
         answer {token: error or None} of those committed or failed. A change that fails is left out and the rest go
         on; a failing append puts the changes back in the queue, for each writer to meet its own error, but that of
         `token` (this thread's), which meets this one."""
-        pending = [change for change in changes if change.token == token or queue.writer_waiting(change)]
+        pending = [change for change in changes if change.token == token or queue.writer_waiting(change.token)]
         outcomes = {}
         while pending:
             latest = self._recover(org)
@@ -209,6 +223,10 @@ class FileEventLog:
                         os.unlink(path)
                     removed += SEGMENT_EVENTS
         return removed
+
+    def sweep_marks(self):
+        """Remove the marks that killed writers left in each org's queue (service.storage.files.commit_queue)."""
+        return sum(CommitQueue(org / EVENTS).sweep_marks() for org in self.orgs_root.iterdir() if org.is_dir())
 
     def watcher(self):
         return BellWatcher(self)

@@ -221,3 +221,82 @@ def test_a_change_failing_in_a_batch_has_no_event_and_the_others_commit_without_
     monkeypatch.undo()
     upsert_station(repo, ORG, station("st_2", "Press 3"))
     assert seqs_and_changes(repo)[-1] == (6, "st_2", 2, "UPDATED")
+
+
+def forked(child):
+    """Run `child()` in a forked process (it ends there); its pid."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            child()
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
+
+
+def test_writers_of_two_processes_share_a_batch_and_each_learns_its_outcome(repo, monkeypatch):
+    """Changes queued by two worker processes commit in shared batches (fewer log syncs than changes); a writer whose
+    change another process's batch committed is told so through its mark."""
+    syncs = SlowLogSync(monkeypatch, first_sync_seconds=0.3)
+    reading, writing = os.pipe()
+
+    def write_four(prefix):
+        errors = concurrently([lambda number=number: upsert_station(repo, ORG, station(f"{prefix}_{number}", "Press"))
+                               for number in range(4)])
+        return errors, syncs.log_syncs
+
+    def child():
+        errors, log_syncs = write_four("st_child")
+        os.write(writing, orjson.dumps({"errors": [repr(error) for error in errors if error], "syncs": log_syncs}))
+
+    pid = forked(child)
+    errors, parent_syncs = write_four("st_parent")
+    os.waitpid(pid, 0)
+    reported = orjson.loads(os.read(reading, 65536))
+    assert errors == [None] * 4 and reported["errors"] == []
+    assert parent_syncs + reported["syncs"] < 8
+    events = seqs_and_changes(repo)
+    assert [seq for seq, *_ in events] == list(range(1, 9))
+    assert sorted(identifier for _, identifier, _, _ in events) == sorted(
+        [f"st_child_{number}" for number in range(4)] + [f"st_parent_{number}" for number in range(4)])
+
+
+def test_a_change_taken_by_a_leader_killed_before_it_told_is_queued_again(repo):
+    """The worst instant for a change of another process: taken from the queue by a batch whose leader is killed after
+    appending its event, before putting it in place. Its writer cuts that event, queues the change again, commits it."""
+    upsert_station(repo, ORG, station("st_1", "Press"))
+    holding, held = os.pipe()
+
+    def killed_leader():
+        queue = repo.events._queue(ORG)
+        with repo.events._lock(ORG):
+            os.write(held, b"1")
+            deadline = time.monotonic() + 10
+            while not (changes := queue.take()) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            repo.events._append(ORG, 2, b"".join(
+                orjson.dumps({"seq": seq, **change.event._asdict()}) + b"\n" for seq, change in enumerate(changes, 2)))
+        # (the process ends here, as a kill would end it: nothing put in place, nobody told)
+
+    pid = forked(killed_leader)
+    assert os.read(holding, 1) == b"1"
+    upsert_station(repo, ORG, station("st_1", "Press 2"))
+    os.waitpid(pid, 0)
+    assert repo.documents.get(ORG, "stations", "st_1")["name"] == "Press 2"
+    assert seqs_and_changes(repo) == [(1, "st_1", 1, "CREATED"), (2, "st_1", 2, "UPDATED")]
+
+
+def test_the_sweep_removes_the_marks_of_killed_writers_and_keeps_those_of_waiting_ones(repo):
+    queue = repo.events._queue(ORG)
+    held = []
+    # The child ends holding its mark (os._exit, its context never left): as a kill leaves it.
+    pid = forked(lambda: held.append(queue.waiting("killed")) or held[0].__enter__())
+    os.waitpid(pid, 0)
+    marks = repo.orgs_root / ORG / "events" / "waiting"
+    with queue.waiting("alive"):
+        assert sorted(path.name for path in marks.iterdir()) == ["alive.lock", "killed.lock"]
+        repo.sweep()
+        assert [path.name for path in marks.iterdir()] == ["alive.lock"]
+    assert list(marks.iterdir()) == []
