@@ -77,7 +77,7 @@ class CommitQueue:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # a new file, nobody else's: taken at once
-            yield lambda: _outcome_of(os.pread(fd, 1, 0))
+            yield lambda: _outcome_of(_read_mark(fd))
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(path)
@@ -185,6 +185,13 @@ def sync_directories(done):
         except BaseException as error:
             errors[directory] = error
     return {change.token: errors.get(os.path.dirname(change.target)) for change in done}
+
+
+def _read_mark(fd):
+    try:
+        return os.pread(fd, 1, 0)
+    except OSError:
+        return b""  # not told (read by another thread as its writer leaves)
 
 
 def _code_of(error):

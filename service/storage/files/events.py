@@ -16,17 +16,16 @@ stays known: an empty last segment says its first seq minus one).
 """
 import contextlib
 import os
-import secrets
 import threading
 import time
 
 import orjson
 
-from service.errors import StorageFailed, disk_errors
-from service.storage.common.disk import LockTimeout, fsync_directory, lock, numbered_files
+from service.errors import disk_errors
+from service.storage.common.disk import fsync_directory, lock, numbered_files
 from service.storage.contract.events import Event, EventBounds
-from service.storage.files.commit_queue import (
-    NOT_TOLD, CommitQueue, QueuedChange, put_in_place, sync_again, sync_directories)
+from service.storage.files.commit_queue import CommitQueue
+from service.storage.files.group_commit import GroupCommit
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 EVENTS = "events"
@@ -35,9 +34,6 @@ SEGMENT_SUFFIX = ".jsonl"
 BELL = "events.bell"
 # How often a watcher looks at the bell: a commit of another worker wakes its streams within this.
 BELL_POLL_SECONDS = 0.1
-# How soon a writer waiting for its change's batch looks again at its mark and the log's lock, then twice as long each
-# time up to LAST_LOOK: a batch of another process takes 1-3 ms, and a look costs 1 to 4 system calls.
-FIRST_LOOK, LAST_LOOK = 0.0002, 0.001
 TAIL_BLOCK = 16 * 1024
 
 
@@ -53,127 +49,28 @@ class FileEventLog:
         self._bell = orgs_root.parent / BELL
         # The last seq of each org known to be committed (so a read checks the log's end only when it grew).
         self._verified = {}
-        self._rung = threading.Condition()
-        # The tokens of the changes this process's threads wait for, and the outcomes its batches found for them.
-        self._awaited, self._outcomes = set(), {}
+        # Notified at each commit of this process: its watchers and the writers waiting for their batch wake.
+        self.rung = threading.Condition()
         # org -> the oldest seq a webhook subscription may still send, or None (CONTRACT 15): kept whatever its age.
         self.needed = lambda org: None
+        self._group = GroupCommit(self)
 
     def _directory(self, org):
         return self.orgs_root / id_to_name(org) / EVENTS
 
-    def _lock(self, org):
+    def lock(self, org):
+        """The org's events lock, under which its events are appended and its log's end checked."""
         return lock(self._directory(org))
 
-    def commit(self, org, new_event, source, target):
-        """Commit a change with its event (the org's next seq) in the next batch (see the module's doc): its commit
-        point is `source` renamed over `target` (with no `source`, `target` unlinked). When the change fails, neither
-        it nor its event is there. The caller holds `target`'s lock until this returns."""
-        mine = QueuedChange(new_event, source and str(source), str(target), secrets.token_hex(8))
-        queue = self._queue(org)
-        with queue.waiting(mine.token) as told, self._awaiting(mine.token):
-            queue.add([mine])
-            error = self._outcome(org, queue, mine, told)
-        if error is not None:
-            raise error
-
-    def _queue(self, org):
+    def queue(self, org):
+        """The org's queue of changes waiting for their batch."""
         return CommitQueue(self._directory(org))
 
-    @contextlib.contextmanager
-    def _awaiting(self, token):
-        """A thread of this process waits for the outcome of `token`: a batch of this process tells it at once."""
-        with self._rung:
-            self._awaited.add(token)
-        try:
-            yield
-        finally:
-            with self._rung:
-                self._awaited.discard(token)
-                self._outcomes.pop(token, None)
-
-    def _outcome(self, org, queue, mine, told):
-        """The error of a queued change, or None once it committed: told at once by a batch of this process, through
-        its mark by another process's (`told()`), or found by this thread, which commits the queue when it gets the
-        org's lock first."""
-        log_lock, retry = self._lock(org), FIRST_LOOK
-        deadline = time.monotonic() + log_lock.timeout
-        while True:
-            with self._rung:
-                if mine.token in self._outcomes:
-                    return self._outcomes.pop(mine.token)
-            outcome = told()
-            if outcome is not NOT_TOLD:
-                return outcome
-            try:
-                log_lock.acquire(timeout=0)
-            except LockTimeout:
-                if time.monotonic() > deadline:
-                    raise
-                with self._rung:  # woken at once by a batch of this process, else looks again
-                    if mine.token not in self._outcomes:
-                        self._rung.wait(retry)
-                retry = min(2 * retry, LAST_LOOK)
-                continue
-            try:
-                outcome, outcomes = self._lead(org, queue, mine, told)
-            finally:
-                log_lock.release()
-            with self._rung:
-                self._outcomes.update((other, error) for other, error in outcomes.items() if other in self._awaited)
-            if outcomes:
-                self.ring()
-            return outcome
-
-    def _lead(self, org, queue, mine, told):
-        """Under the org's lock: commit what the queue holds; (the outcome of `mine`, {token: error or None} of the
-        changes committed or failed)."""
-        outcome = told()  # told by a batch that ended before this thread got the lock
-        if outcome is not NOT_TOLD:
-            return outcome, {}
-        changes = queue.take()
-        if all(change.token != mine.token for change in changes):
-            # Taken by a batch whose leader was killed before it told: its change is there, or it queues again.
-            self._recover(org)
-            if self._committed(org, mine.event):
-                return sync_again(mine), {}
-            changes.append(mine)
-        outcomes = self._commit_queued(org, queue, changes, mine.token)
-        for other, error in outcomes.items():
-            if other != mine.token:
-                queue.tell(other, error)
-        return outcomes.get(mine.token, StorageFailed()), outcomes
-
-    def _commit_queued(self, org, queue, changes, token):
-        """Commit the changes taken from the queue, whose writers still wait, in batches of one log segment at most;
-        answer {token: error or None} of those committed or failed. A change that fails is left out and the rest go
-        on; a failing append puts the changes back in the queue, for each writer to meet its own error, but that of
-        `token` (this thread's), which meets this one."""
-        pending = [change for change in changes if change.token == token or queue.writer_waiting(change.token)]
-        outcomes = {}
-        while pending:
-            latest = self._recover(org)
-            room = SEGMENT_EVENTS - latest % SEGMENT_EVENTS  # seqs left in the segment of latest + 1
-            batch, pending = pending[:room], pending[room:]
-            try:
-                with disk_errors():
-                    self._append(org, latest + 1, b"".join(
-                        orjson.dumps({"seq": seq, **change.event._asdict()}) + b"\n"
-                        for seq, change in enumerate(batch, latest + 1)))
-            except BaseException as error:
-                self._recover(org)  # cuts the events appended: none of their changes committed
-                left = batch + pending
-                queue.add([change for change in left if change.token != token])
-                outcomes.update((change.token, error) for change in left if change.token == token)
-                return outcomes
-            done, failed, error = put_in_place(batch)
-            if failed is not None:
-                self._recover(org)  # cuts the failed change's event and those after it
-                outcomes[failed.token] = error
-                pending = batch[len(done) + 1:] + pending
-            outcomes.update(sync_directories(done))
-            self._verified[org] = latest + len(done)
-        return outcomes
+    def commit(self, org, new_event, source, target):
+        """Commit a change with its event (the org's next seq) in the org's next batch (service.storage.files.
+        group_commit): its commit point is `source` renamed over `target` (with no `source`, `target` unlinked). When
+        the change fails, neither it nor its event is there. The caller holds `target`'s lock until this returns."""
+        self._group.commit(org, new_event, source, target)
 
     def read(self, org, after, first, wanted=None):
         """Up to `first` committed events with seq > `after`, oldest first, those of `wanted` (kind, change) pairs."""
@@ -196,8 +93,8 @@ class FileEventLog:
 
     def bounds(self, org):
         """(the oldest seq kept, the latest), after checking the log's end."""
-        with self._lock(org):
-            latest = self._recover(org)
+        with self.lock(org):
+            latest = self.recover(org)
         segments = self._segments(org)
         first = _event(_first_line(self._directory(org) / _segment_name(segments[0]))) if segments else None
         oldest = first.seq if first is not None else latest + 1
@@ -238,7 +135,7 @@ class FileEventLog:
 
     # -- the log's end -------------------------------------------------------------------------------------------------
 
-    def _recover(self, org):
+    def recover(self, org):
         """The org's latest committed seq, once a torn last line and a last event whose change did not commit are cut
         off (under the org's lock)."""
         directory = self._directory(org)
@@ -252,15 +149,24 @@ class FileEventLog:
                 if not line:
                     return segments[-1] * SEGMENT_EVENTS  # an empty last segment: its first seq minus one
                 event = _event(line) if line.endswith(b"\n") else None
-                if event is not None and (self._verified.get(org, 0) >= event.seq or self._committed(org, event)):
+                if event is not None and (self._verified.get(org, 0) >= event.seq or self.committed(org, event)):
                     self._verified[org] = event.seq
                     return event.seq
                 _cut(path, offset)  # a torn line, or an event whose change is not there
 
-    def _committed(self, org, event):
+    @staticmethod
+    def room_after(latest):
+        """How many seqs follow `latest` in its segment (a batch appends to one segment)."""
+        return SEGMENT_EVENTS - latest % SEGMENT_EVENTS
+
+    def verified(self, org, seq):
+        """Note that the org's events through `seq` are committed."""
+        self._verified[org] = seq
+
+    def committed(self, org, event):
         return event.revision <= self._committed_revision(org, event.kind, event.id)
 
-    def _append(self, org, seq, line):
+    def append(self, org, seq, line):
         directory = self._directory(org)
         path = directory / _segment_name((seq - 1) // SEGMENT_EVENTS)
         created = not path.exists()
@@ -286,8 +192,8 @@ class FileEventLog:
                 self._bell.touch()
         except OSError:
             pass  # a watcher's bounded wait covers a bell that cannot be rung
-        with self._rung:
-            self._rung.notify_all()
+        with self.rung:
+            self.rung.notify_all()
 
     # -- segments ------------------------------------------------------------------------------------------------------
 
@@ -335,7 +241,7 @@ class BellWatcher:
 
     def wait(self, timeout):
         deadline = time.monotonic() + timeout
-        with self._log._rung:
+        with self._log.rung:
             while True:
                 rung = self._bell_time()
                 if rung != self._seen:
@@ -344,7 +250,7 @@ class BellWatcher:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                if self._log._rung.wait(min(left, BELL_POLL_SECONDS)):
+                if self._log.rung.wait(min(left, BELL_POLL_SECONDS)):
                     self._seen = self._bell_time()
                     return True
 

@@ -53,7 +53,7 @@ def test_an_event_whose_change_did_not_commit_is_cut_off(repo):
     upsert_station(repo, ORG, station("st_1", "Press"))
     # The log of a writer killed between its event's append and its document's replace.
     event = NewEvent("2026-11-28T00:00:00.000Z", "stations", "st_1", 2, "UPDATED", "Never")
-    repo.events._append(ORG, 2, orjson.dumps({"seq": 2, **event._asdict()}) + b"\n")
+    repo.events.append(ORG, 2, orjson.dumps({"seq": 2, **event._asdict()}) + b"\n")
     repo.events.forget()  # another process: it has not seen that event commit
     assert repo.events.bounds(ORG).latest == 1
     assert seqs_and_changes(repo) == [(1, "st_1", 1, "CREATED")]
@@ -270,13 +270,13 @@ def test_a_change_taken_by_a_leader_killed_before_it_told_is_queued_again(repo):
     holding, held = os.pipe()
 
     def killed_leader():
-        queue = repo.events._queue(ORG)
-        with repo.events._lock(ORG):
+        queue = repo.events.queue(ORG)
+        with repo.events.lock(ORG):
             os.write(held, b"1")
             deadline = time.monotonic() + 10
             while not (changes := queue.take()) and time.monotonic() < deadline:
                 time.sleep(0.005)
-            repo.events._append(ORG, 2, b"".join(
+            repo.events.append(ORG, 2, b"".join(
                 orjson.dumps({"seq": seq, **change.event._asdict()}) + b"\n" for seq, change in enumerate(changes, 2)))
         # (the process ends here, as a kill would end it: nothing put in place, nobody told)
 
@@ -289,7 +289,7 @@ def test_a_change_taken_by_a_leader_killed_before_it_told_is_queued_again(repo):
 
 
 def test_the_sweep_removes_the_marks_of_killed_writers_and_keeps_those_of_waiting_ones(repo):
-    queue = repo.events._queue(ORG)
+    queue = repo.events.queue(ORG)
     held = []
     # The child ends holding its mark (os._exit, its context never left): as a kill leaves it.
     pid = forked(lambda: held.append(queue.waiting("killed")) or held[0].__enter__())
