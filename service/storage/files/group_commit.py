@@ -21,7 +21,7 @@ from service.storage.files.commit_queue import (
 # How soon a writer waiting for its change's batch looks again at its mark and the log's lock, then twice as long each
 # time up to LAST_LOOK: a batch of another process takes 1-3 ms, and a look costs 1 to 4 system calls.
 FIRST_LOOK, LAST_LOOK = 0.0002, 0.001
-# How long a writer waits for its change's batch before it gives up (StorageBusy, nothing stored), as for any lock.
+# How long a writer waits for its change's batch before it gives up (StorageBusy, 503), as for any lock.
 LOOK_TIMEOUT = 30
 
 
