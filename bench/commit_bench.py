@@ -26,21 +26,14 @@ ROOT = Path(__file__).resolve().parent.parent
 ORG = "default"
 
 
-def stored_form(value):
-    """The payload as the domain hands it to the store: no null member (service.domain.validation)."""
-    if isinstance(value, dict):
-        return {key: stored_form(member) for key, member in value.items() if member is not None}
-    if isinstance(value, list):
-        return [stored_form(item) for item in value]
-    return value
-
-
 def measure(data_dir, threads, seconds):
     """In this process (of a `tree` on sys.path): run the worker processes; (saves, CPU seconds)."""
     from payload import request_body
+    from service.domain.input_form import normalised
     from service.storage.files import FileRepository
 
-    body = stored_form(json.loads(request_body())["variables"]["input"]["process"])
+    # As the domain hands it to the store: no null member.
+    body = normalised(json.loads(request_body())["variables"]["input"]["process"])
 
     def worker(index, results):
         repo = FileRepository(data_dir)
@@ -122,9 +115,12 @@ def main():
                 f"{statistics.median(f['cpu_ms_per_save'] for f in figures):.2f} CPU ms a save")
         if name != "baseline" and "baseline" in runs:
             pairs = list(zip(figures, runs["baseline"]))
-            line += (f"; each run's own ratio: {statistics.median(a['saves_per_s'] / b['saves_per_s'] for a, b in pairs):.2f}"
-                     f" x the saves, {statistics.median(a['cpu_ms_per_save'] / b['cpu_ms_per_save'] for a, b in pairs):.2f}"
-                     " x the CPU")
+
+            def ratio(key):
+                return statistics.median(ours[key] / theirs[key] for ours, theirs in pairs)
+
+            line += (f"; each run's own ratio: {ratio('saves_per_s'):.2f} x the saves, "
+                     f"{ratio('cpu_ms_per_save'):.2f} x the CPU")
         print(line)
 
 

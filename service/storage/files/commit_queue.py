@@ -2,9 +2,9 @@
 a JSON line per change (its event, the file to rename into place or the one to unlink), appended under a lock held for
 that append only (`queue.lock`).
 
-Whoever holds the log's lock next takes the whole queue and commits it as one batch (service.storage.files.events): N
-writers arriving while a batch commits, in any worker, pay for one sync of the log, not N syncs one after another. A
-writer whose line was taken learns its outcome from the document (committed or not) once it holds the log's lock.
+Whoever holds the log's lock next takes the whole queue and commits it as one batch (service.storage.files.
+group_commit): N writers arriving while a batch commits, in any worker, pay for one sync of the log, not N syncs one
+after another. The batch tells each writer its outcome through the writer's mark (`tell`).
 
 The queue needs no sync: a crash ends every writer waiting in it. A line whose writer is gone (killed, or timed out
 waiting) is dropped, not committed: each writer holds a lock of its own, `waiting/<token>.lock`, from before it queues
@@ -70,11 +70,7 @@ class CommitQueue:
         answering that outcome once a batch has told it (`tell`), else NOT_TOLD."""
         path = self._mark(token)
         with disk_errors():
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            except FileNotFoundError:
-                self._waiting.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = _open_creating(path, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # a new file, nobody else's: taken at once
             yield lambda: _outcome_of(_read_mark(fd))
@@ -93,7 +89,7 @@ class CommitQueue:
         try:
             os.pwrite(fd, _code_of(error), 0)
         except OSError:
-            pass  # not told: it finds its change taken and fails safe (service.storage.files.events)
+            pass  # not told: it finds its change taken, then committed or queued again (group_commit)
         finally:
             os.close(fd)
 
@@ -130,11 +126,7 @@ class CommitQueue:
         """Append changes (written to the kernel, not synced: see the module's doc)."""
         data = b"".join(change.line() for change in changes)
         with self._lock(), disk_errors():
-            try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            except FileNotFoundError:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = _open_creating(self.path, os.O_WRONLY | os.O_APPEND)
             try:
                 os.write(fd, data)
             finally:
@@ -187,6 +179,15 @@ def sync_directories(done):
     return {change.token: errors.get(os.path.dirname(change.target)) for change in done}
 
 
+def _open_creating(path, flags):
+    """os.open with O_CREAT, making the file's folder first when it is missing."""
+    try:
+        return os.open(path, flags | os.O_CREAT, 0o644)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return os.open(path, flags | os.O_CREAT, 0o644)
+
+
 def _read_mark(fd):
     try:
         return os.pread(fd, 1, 0)
@@ -203,13 +204,3 @@ def _outcome_of(code):
     if code == COMMITTED:
         return None
     return StorageFull() if code == NO_SPACE else StorageFailed() if code == FAILED else NOT_TOLD
-
-
-def sync_again(change):
-    """The outcome of a change found put in place by a batch that did not tell it: its directory synced again."""
-    try:
-        with disk_errors():
-            fsync_directory(os.path.dirname(change.target))
-    except BaseException as error:
-        return error
-    return None

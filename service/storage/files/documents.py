@@ -24,7 +24,7 @@ from service.storage.contract import (
     check_revision, oldest_kept, utc_timestamp, without_meta)
 from service.storage.contract.events import NewEvent
 from service.storage.common.disk import (
-    PendingReplace, atomic_write_bytes, fsync_directory, lock, numbered_files, remove_stale_temporaries)
+    PendingReplace, fsync_directory, lock, numbered_files, remove_stale_temporaries)
 from service.storage.common.encoding import NAME_HEAD_SIZE, encode, name_in_head
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
@@ -152,12 +152,7 @@ class FileDocumentStore:
             if not dry_run:
                 now = utc_timestamp()
                 self._keep_earlier_version(history, current)
-                entry = _entry_aside(history, deleted, DELETED, now, b"null", by)
-                try:
-                    entry.sync()
-                    entry.put_in_place(durably=True)
-                finally:
-                    entry.discard()
+                self._write_entry(history, deleted, DELETED, now, b"null", by)
                 self._commit(org, NewEvent(now, kind, identifier, deleted, DELETED, None, *by), path)
                 self._prune(history, deleted)
         return deleted
@@ -197,7 +192,7 @@ class FileDocumentStore:
 
     @staticmethod
     def _write_entry(history, revision, change, saved_at, encoded_document, by=NOBODY):
-        atomic_write_bytes(history / f"{revision}{SUFFIX}", _entry(change, saved_at, encoded_document, by))
+        _entry_aside(history, revision, change, saved_at, encoded_document, by).commit()
 
     def load(self, org, kind, identifier, body, saved_at):
         """Write `body` as revision 1 of a new object, CREATED at `saved_at`, into a tree that no request reads yet

@@ -16,7 +16,7 @@ import orjson
 from service.errors import StorageFailed, disk_errors
 from service.storage.common.disk import LockTimeout
 from service.storage.files.commit_queue import (
-    NOT_TOLD, QueuedChange, put_in_place, sync_again, sync_directories)
+    NOT_TOLD, QueuedChange, put_in_place, sync_directories)
 
 # How soon a writer waiting for its change's batch looks again at its mark and the log's lock, then twice as long each
 # time up to LAST_LOOK: a batch of another process takes 1-3 ms, and a look costs 1 to 4 system calls.
@@ -126,7 +126,7 @@ class GroupCommit:
             # Taken by a batch whose leader was killed before it told: its change is there, or it queues again.
             self._log.recover(org)
             if self._log.committed(org, mine.event):
-                return sync_again(mine), {}
+                return sync_directories([mine])[mine.token], {}  # synced again: that batch may not have
             changes.append(mine)
         outcomes = self._commit_queued(org, queue, changes, mine.token)
         for other, error in outcomes.items():
