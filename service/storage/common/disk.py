@@ -253,8 +253,8 @@ def remove_stale_temporaries(directory, cutoff):
 
 # A lock that is taken is tried again after FIRST_RETRY s, then twice as long each time up to LAST_RETRY s: writes hold
 # a lock 2-6 ms, and a fixed 50 ms poll (filelock's) made a writer that lost a race sleep 50 ms, often several times
-# (p99 240-420 ms with 4 clients writing one process). A blocking flock would wake at once but could not honour a
-# timeout in a server thread.
+# (p99 240-420 ms with 4 clients writing one process). A blocking flock wakes at once but cannot honour a timeout in a
+# server thread: it serves only a thread that may wait as long as the lock is held (acquire's negative timeout).
 FIRST_RETRY, LAST_RETRY = 0.0005, 0.002
 
 
@@ -277,21 +277,23 @@ class DiskLock:
         self._fd = None
 
     def acquire(self, timeout=None):
-        """Take the lock, waiting up to `timeout` s (the lock's own when None; for ever when negative; one try when 0);
-        raise LockTimeout when it stays taken."""
+        """Take the lock, waiting up to `timeout` s (the lock's own when None; one try when 0; when negative, for as
+        long as it is held, blocked in the kernel, which wakes this thread when it is released); raise LockTimeout
+        when it stays taken."""
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         retry = FIRST_RETRY
+        operation = fcntl.LOCK_EX if timeout < 0 else fcntl.LOCK_EX | fcntl.LOCK_NB
         while True:
             fd = self._open()
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, operation)
             except BlockingIOError:
                 os.close(fd)
                 left = deadline - time.monotonic()
-                if timeout >= 0 and left <= 0:
+                if left <= 0:
                     raise LockTimeout() from None
-                time.sleep(retry if timeout < 0 else min(retry, left))
+                time.sleep(min(retry, left))
                 retry = min(2 * retry, LAST_RETRY)
                 continue
             except BaseException:

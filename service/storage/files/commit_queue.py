@@ -134,6 +134,12 @@ class CommitQueue:
 
     def take(self):
         """Every change in the queue, oldest first, emptying it (the caller holds the event log's lock)."""
+        with disk_errors():
+            try:
+                if not os.stat(self.path).st_size:
+                    return []  # (a change queued just after this look waits for the lock, and is taken after it)
+            except FileNotFoundError:
+                return []
         with self._lock(), disk_errors():
             try:
                 fd = os.open(self.path, os.O_RDWR)

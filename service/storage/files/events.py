@@ -47,8 +47,10 @@ class FileEventLog:
         # (org, kind, id) -> the object's committed revision: what decides whether a last event's change is there.
         self._committed_revision = committed_revision
         self._bell = orgs_root.parent / BELL
-        # The last seq of each org known to be committed (so a read checks the log's end only when it grew).
-        self._verified = {}
+        # The last seq of each org known to be committed (so a read checks the log's end only when it grew), and
+        # where it ends: org -> (seq, segment, (inode, size)), so that the next look at a log nobody appended to since
+        # is one stat (not a listing of its folder and a read of its end).
+        self._verified, self._ends = {}, {}
         # Notified at each commit of this process: its watchers and the writers waiting for their batch wake.
         self.rung = threading.Condition()
         # org -> the oldest seq a webhook subscription may still send, or None (CONTRACT 15): kept whatever its age.
@@ -131,6 +133,7 @@ class FileEventLog:
     def forget(self):
         """What this process knows of the logs (test mode's reset and restore replace them)."""
         self._verified.clear()
+        self._ends.clear()
         self.ring()
 
     # -- the log's end -------------------------------------------------------------------------------------------------
@@ -138,35 +141,54 @@ class FileEventLog:
     def recover(self, org):
         """The org's latest committed seq, once a torn last line and a last event whose change did not commit are cut
         off (under the org's lock)."""
-        directory = self._directory(org)
-        segments = self._segments(org)
-        if not segments:
-            return 0
-        path = directory / _segment_name(segments[-1])
         with disk_errors():
-            while True:
-                offset, line = _tail_line(path)
-                if not line:
-                    return segments[-1] * SEGMENT_EVENTS  # an empty last segment: its first seq minus one
-                event = _event(line) if line.endswith(b"\n") else None
-                if event is not None and (self._verified.get(org, 0) >= event.seq or self.committed(org, event)):
-                    self._verified[org] = event.seq
-                    return event.seq
-                _cut(path, offset)  # a torn line, or an event whose change is not there
+            if (known := self._ends.get(org)) is not None:
+                seq, path, identity = known
+                now = _identity(path)
+                if now == identity:
+                    return seq  # nobody appended since
+                if now is not None:
+                    # Appended to by another process: its end is in this segment, unless the segment filled up.
+                    latest = self._recover_segment(org, path, (seq - 1) // SEGMENT_EVENTS)
+                    if latest % SEGMENT_EVENTS:
+                        return latest
+            segments = self._segments(org)
+            if not segments:
+                return 0
+            return self._recover_segment(org, self._directory(org) / _segment_name(segments[-1]), segments[-1])
+
+    def _recover_segment(self, org, path, number):
+        """recover() in segment `number`, the log's last."""
+        while True:
+            offset, line = _tail_line(path)
+            if not line:
+                return number * SEGMENT_EVENTS  # an empty last segment: its first seq minus one
+            event = _event(line) if line.endswith(b"\n") else None
+            if event is not None and (self._verified.get(org, 0) >= event.seq or self.committed(org, event)):
+                self.verified(org, event.seq, path, _identity(path))
+                return event.seq
+            _cut(path, offset)  # a torn line, or an event whose change is not there
 
     @staticmethod
     def room_after(latest):
         """How many seqs follow `latest` in its segment (a batch appends to one segment)."""
         return SEGMENT_EVENTS - latest % SEGMENT_EVENTS
 
-    def verified(self, org, seq):
-        """Note that the org's events through `seq` are committed."""
+    def verified(self, org, seq, segment=None, identity=None):
+        """Note that the org's events through `seq` are committed; with the `identity` of the `segment` where they end
+        (append's answer), that the log ends there."""
         self._verified[org] = seq
+        # Not at a segment's end: the next seq's new segment could come from another process unseen.
+        if identity is not None and seq % SEGMENT_EVENTS:
+            self._ends[org] = (seq, segment, identity)
+        else:
+            self._ends.pop(org, None)
 
     def committed(self, org, event):
         return event.revision <= self._committed_revision(org, event.kind, event.id)
 
     def append(self, org, seq, line):
+        """Append lines from `seq` on, durably; (the segment, its identity after them) for `verified`."""
         directory = self._directory(org)
         path = directory / _segment_name((seq - 1) // SEGMENT_EVENTS)
         created = not path.exists()
@@ -176,11 +198,13 @@ class FileEventLog:
         try:
             os.write(fd, line)
             os.fdatasync(fd)
+            identity = _identity_of(os.fstat(fd))
         finally:
             os.close(fd)
         if created:  # the new segment's name must survive a power cut as its line does
             fsync_directory(directory)
             fsync_directory(directory.parent)
+        return path, identity
 
     def ring(self):
         """Wake the watchers: those of this process at once, those of other processes through the bell's time."""
@@ -284,6 +308,18 @@ def _tail_line(path):
             if newline >= 0:
                 return start + newline + 1, tail[newline + 1:]
         return 0, tail
+
+
+def _identity(path):
+    """What tells whether a segment changed since: (inode, size); None when it is gone."""
+    try:
+        return _identity_of(os.stat(path))
+    except FileNotFoundError:
+        return None
+
+
+def _identity_of(status):
+    return status.st_ino, status.st_size
 
 
 def _first_line(path):

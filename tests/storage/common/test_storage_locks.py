@@ -1,6 +1,7 @@
 """The file backend's locks (service/storage/common/disk.py DiskLock): exclusive between threads of one worker and between
 worker processes, released by the kernel when a holder dies, bounded waits that end in a clear 503, and a lock file
 removed under a waiter (a stream deleted) never leaves two holders."""
+import fcntl
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 import pytest
 
 from service.errors import http_status
+from service.storage.common import disk as disk_module
 from service.storage.common.disk import LockTimeout, lock
 
 HOLD_IN_CHILD = """
@@ -45,6 +47,31 @@ def test_a_waiter_gets_the_lock_as_soon_as_it_is_released(tmp_path):
     holder.release()
     waiter.join(10)
     assert order == ["holder", "waiter"]
+
+
+def test_an_unbounded_wait_sleeps_in_the_kernel_until_the_lock_is_released(tmp_path, monkeypatch):
+    """acquire(timeout=-1) (the group commit's looker) does not poll: it makes one blocking flock, woken when the
+    holder releases (the bounded waits try again and again)."""
+    holder = lock(tmp_path / "doc").acquire()
+    tries = []
+
+    class Fcntl:
+        def __getattr__(self, name):
+            return getattr(fcntl, name)
+
+        @staticmethod
+        def flock(fd, operation):
+            tries.append(operation)
+            fcntl.flock(fd, operation)
+
+    monkeypatch.setattr(disk_module, "fcntl", Fcntl())
+    waiter = threading.Thread(target=lambda: lock(tmp_path / "doc").acquire(timeout=-1).release())
+    waiter.start()
+    time.sleep(0.2)
+    assert waiter.is_alive()
+    holder.release()
+    waiter.join(10)
+    assert not waiter.is_alive() and tries == [fcntl.LOCK_EX]
 
 
 def test_a_bounded_wait_ends_in_a_503_that_says_nothing_was_changed(tmp_path):

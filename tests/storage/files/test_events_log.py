@@ -12,12 +12,13 @@ import pytest
 
 from service.domain.events import list_events
 from service.domain.stations import upsert_station
-from service.errors import StorageFailed, StorageFull
+from service.errors import StorageBusy, StorageFailed, StorageFull
 from service.storage.files import FileRepository
 from service.storage.contract import (
     AttemptOutcome, DeliveryState, DispatchRules, NewEvent, SubscriptionSettings)
 from service.storage.common import disk as disk_module
 from service.storage.files import events as events_module
+from service.storage.files import group_commit as group_commit_module
 from support.disk import FaultyDisk
 
 real_event = events_module._event
@@ -125,6 +126,51 @@ def test_reading_the_newest_events_parses_only_them(repo, monkeypatch):
     parsed.clear()
     assert [event.seq for event in repo.events.read(ORG, 10, 1)] == [11]
     assert len(parsed) <= 1 + 1 + 2
+
+
+def test_a_log_nobody_appended_to_since_is_not_read_again(repo, monkeypatch):
+    """The log's end is checked under its lock before every batch and every read: when it did not change since this
+    process last saw it, that is one stat, not a listing of its folder and a read of its last line."""
+    upsert_station(repo, ORG, station("st_1", "Press"))
+    tails = []
+    real_tail_line = events_module._tail_line
+    monkeypatch.setattr(events_module, "_tail_line", lambda path: tails.append(path) or real_tail_line(path))
+    for _ in range(5):
+        assert repo.events.bounds(ORG).latest == 1
+    upsert_station(repo, ORG, station("st_2", "Press"))
+    assert repo.events.bounds(ORG).latest == 2 and tails == []
+
+
+def test_a_log_another_process_appended_to_is_read_again_even_past_a_full_segment(tmp_path, monkeypatch):
+    """What a process knows of the log's end is checked against the file: another process (here another repository
+    on the same folder) appending, even filling the segment and starting the next, is seen, and seqs go on."""
+    monkeypatch.setattr(events_module, "SEGMENT_EVENTS", 4)
+    one, other = FileRepository(tmp_path / "data"), FileRepository(tmp_path / "data")
+    for number in range(3):
+        upsert_station(one, ORG, station(f"st_{number}", "Press"))
+    upsert_station(other, ORG, station("st_other_1", "Press"))
+    assert one.events.bounds(ORG).latest == 4
+    for number in range(2, 4):  # seq 5 starts the second segment, behind what `one` last saw
+        upsert_station(other, ORG, station(f"st_other_{number}", "Press"))
+    upsert_station(one, ORG, station("st_last", "Press"))
+    assert [(seq, identifier) for seq, identifier, _, _ in seqs_and_changes(one)][-4:] == [
+        (4, "st_other_1"), (5, "st_other_2"), (6, "st_other_3"), (7, "st_last")]
+
+
+def test_a_writer_waiting_past_the_timeout_gets_busy_and_its_change_is_dropped(repo, monkeypatch):
+    """A writer whose batch does not come within LOOK_TIMEOUT (the org's lock held meanwhile) is refused (503) and
+    its queued change is never committed, though the lock comes free later; the next change gets the next seq."""
+    monkeypatch.setattr(group_commit_module, "LOOK_TIMEOUT", 0.3)
+    upsert_station(repo, ORG, station("st_1", "Press"))
+    held = repo.events.lock(ORG).acquire()
+    try:
+        with pytest.raises(StorageBusy):
+            upsert_station(repo, ORG, station("st_2", "Press"))
+    finally:
+        held.release()
+    upsert_station(repo, ORG, station("st_3", "Press"))
+    assert seqs_and_changes(repo) == [(1, "st_1", 1, "CREATED"), (2, "st_3", 1, "CREATED")]
+    assert repo.documents.get(ORG, "stations", "st_2") is None
 
 
 def test_with_every_event_kept_nothing_is_pruned(tmp_path):
@@ -286,6 +332,28 @@ def test_a_change_taken_by_a_leader_killed_before_it_told_is_queued_again(repo):
     os.waitpid(pid, 0)
     assert repo.documents.get(ORG, "stations", "st_1")["name"] == "Press 2"
     assert seqs_and_changes(repo) == [(1, "st_1", 1, "CREATED"), (2, "st_1", 2, "UPDATED")]
+
+
+def test_a_forked_process_starts_lookers_of_its_own(repo, monkeypatch):
+    """A worker forked while a looker of its parent ran (idle, or waiting for the lock) has no such thread: its
+    writers that find the lock taken start their own, rather than wait for one that is not there."""
+    monkeypatch.setattr(group_commit_module, "LOOK_TIMEOUT", 5)
+    held = repo.events.lock(ORG).acquire()
+    writer = threading.Thread(target=upsert_station, args=(repo, ORG, station("st_parent", "Press")))
+    writer.start()
+    time.sleep(0.2)  # the writer queued its change, and this process's looker waits for the lock
+    held.release()
+    writer.join(10)
+
+    def child():
+        taken = repo.events.lock(ORG).acquire()
+        threading.Timer(0.2, taken.release).start()
+        upsert_station(repo, ORG, station("st_child", "Press"))
+
+    pid = forked(child)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert seqs_and_changes(repo) == [(1, "st_parent", 1, "CREATED"), (2, "st_child", 1, "CREATED")]
 
 
 def test_the_sweep_removes_the_marks_of_killed_writers_and_keeps_those_of_waiting_ones(repo):
