@@ -1,54 +1,120 @@
 """The changes of an org waiting for its event log, shared by every worker process: `<data>/orgs/<org>/events/queue`,
-a JSON line per change (its event, the file to rename into place or the one to unlink), appended under a lock held for
-that append only (`queue.lock`).
+a JSON line per change (its event, the file to rename into place or the one to unlink, its writer's process), appended
+under a lock held for that append only (`queue.lock`).
 
 Whoever holds the log's lock next takes the whole queue and commits it as one batch (service.storage.files.
 group_commit): N writers arriving while a batch commits, in any worker, pay for one sync of the log, not N syncs one
-after another. The batch tells each writer its outcome through the writer's mark (`tell`).
+after another.
 
-The queue needs no sync: a crash ends every writer waiting in it. A line whose writer is gone (killed, or timed out
-waiting) is dropped, not committed: each writer holds a lock of its own, `waiting/<token>.lock`, from before it queues
-until it knows its outcome (`waiting`), and a line whose lock can be taken at once (or is gone) has nobody waiting.
-(The document's own lock could not say it: after a crash, a new writer of the same document holds it.)
+The queue needs no sync: a crash ends every writer waiting in it. A line whose writer's process is gone (killed) is
+dropped, not committed: each process that queues holds a mark of its own, `<data>/events.writers/<pid>-<token>.lock`,
+flocked for as long as it lives (`ProcessMark`), and a line whose mark can be taken at once (or is gone) has nobody
+waiting. (A writer's thread leaves only once its change is committed or failed: it waits for the lock in the kernel.
+The document's own lock could not say it either: after a crash, a new writer of the same document holds it.)
 """
 import contextlib
 import fcntl
 import os
+import secrets
+import threading
+import weakref
 
 import orjson
 
-from service.errors import StorageFailed, StorageFull, disk_errors
+from service.errors import disk_errors
 from service.storage.common.disk import fsync_directory, lock
 from service.storage.contract.events import NewEvent
 
 QUEUE = "queue"
-WAITING = "waiting"
-# An outcome as a mark holds it: committed, refused for want of space, failed otherwise.
-COMMITTED, NO_SPACE, FAILED = b"0", b"F", b"E"
-NOT_TOLD = object()
+MARK_SUFFIX = ".lock"
 
 
 class QueuedChange:
     """One change in the queue: its event, the temporary to rename over `target` (None: unlink `target`), the token
-    its writer knows it by."""
+    its writer knows it by, the name of its writer's process mark."""
 
-    __slots__ = ("event", "source", "target", "token")
+    __slots__ = ("event", "source", "target", "token", "writer")
 
-    def __init__(self, event, source, target, token):
-        self.event, self.source, self.target, self.token = event, source, target, token
+    def __init__(self, event, source, target, token, writer=None):
+        self.event, self.source, self.target, self.token, self.writer = event, source, target, token, writer
 
     def line(self):
         return orjson.dumps({"event": self.event._asdict(), "source": self.source, "target": self.target,
-                             "token": self.token}) + b"\n"
+                             "token": self.token, "writer": self.writer}) + b"\n"
 
     @classmethod
     def of_line(cls, line):
         """The change a line holds, or None for a line that is none (torn by a crash)."""
         try:
             record = orjson.loads(line)
-            return cls(NewEvent(**record["event"]), record["source"], record["target"], record["token"])
+            return cls(NewEvent(**record["event"]), record["source"], record["target"], record["token"],
+                       record["writer"])
         except (orjson.JSONDecodeError, KeyError, TypeError):
             return None
+
+
+class ProcessMarks:
+    """The marks of the processes that queue changes, in one folder: this process's (made when it first queues, held
+    while it lives, made anew in a forked child), and what tells whether another's is held."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self._guard = threading.Lock()
+        self._held = None  # (fd, name) of this process's mark
+        _every_marks.add(self)
+
+    def mine(self):
+        """The name of this process's mark, made and held at the first call."""
+        with self._guard:
+            if self._held is None:
+                name = f"{os.getpid()}-{secrets.token_hex(4)}"
+                with disk_errors():
+                    fd = _open_creating(os.fspath(self.directory / f"{name}{MARK_SUFFIX}"), os.O_RDWR)
+                fcntl.flock(fd, fcntl.LOCK_EX)  # a new file, nobody else's: taken at once
+                self._held = (fd, name)
+            return self._held[1]
+
+    def alive(self, name):
+        """True while the process of mark `name` lives (holds it); a mark found free is removed."""
+        if self._held is not None and name == self._held[1]:
+            return True
+        path = self.directory / f"{name}{MARK_SUFFIX}"
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True  # cannot tell: a writer may be there
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True  # held (BlockingIOError), or cannot tell
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # its process was killed
+            return False
+        finally:
+            os.close(fd)
+
+    def sweep(self):
+        """Remove the marks of processes that are gone; how many."""
+        try:
+            with os.scandir(self.directory) as entries:
+                names = [entry.name[:-len(MARK_SUFFIX)] for entry in entries if entry.name.endswith(MARK_SUFFIX)]
+        except FileNotFoundError:
+            return 0
+        return sum(not self.alive(name) for name in names)
+
+    def _forget_after_fork(self):
+        # The child's copy of the parent's descriptor would keep the parent's mark held after the parent died.
+        self._guard = threading.Lock()
+        held, self._held = self._held, None
+        if held is not None:
+            os.close(held[0])
+
+
+_every_marks = weakref.WeakSet()
+os.register_at_fork(after_in_child=lambda: [marks._forget_after_fork() for marks in list(_every_marks)])
 
 
 class CommitQueue:
@@ -56,71 +122,9 @@ class CommitQueue:
 
     def __init__(self, directory):
         self.path = directory / QUEUE
-        self._waiting = directory / WAITING
 
     def _lock(self):
         return lock(self.path)
-
-    def _mark(self, token):
-        return os.fspath(self._waiting / f"{token}.lock")
-
-    @contextlib.contextmanager
-    def waiting(self, token):
-        """Hold the mark of a writer waiting for the outcome of its change `token`, for the block; yields a function
-        answering that outcome once a batch has told it (`tell`), else NOT_TOLD."""
-        path = self._mark(token)
-        with disk_errors():
-            fd = _open_creating(path, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # a new file, nobody else's: taken at once
-            yield lambda: _outcome_of(_read_mark(fd))
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-            os.close(fd)
-
-    def tell(self, token, error):
-        """Tell the writer of change `token` its outcome (`error`, None when it committed) through its mark; nothing
-        when it is gone."""
-        try:
-            fd = os.open(self._mark(token), os.O_WRONLY)
-        except OSError:
-            return
-        try:
-            os.pwrite(fd, _code_of(error), 0)
-        except OSError:
-            pass  # not told: it finds its change taken, then committed or queued again (group_commit)
-        finally:
-            os.close(fd)
-
-    def writer_waiting(self, token):
-        """True while the writer of change `token` waits for its outcome (holds its mark); a stale mark is removed."""
-        path = self._mark(token)
-        try:
-            fd = os.open(path, os.O_RDWR)
-        except FileNotFoundError:
-            return False
-        except OSError:
-            return True  # cannot be told: a writer may be there
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return True  # held (BlockingIOError), or cannot be told
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(path)  # its writer was killed
-            return False
-        finally:
-            os.close(fd)
-
-    def sweep_marks(self):
-        """Remove the marks of writers killed before a batch removed them (their lock free); how many."""
-        try:
-            with os.scandir(self._waiting) as entries:
-                tokens = [entry.name[:-len(".lock")] for entry in entries if entry.name.endswith(".lock")]
-        except FileNotFoundError:
-            return 0
-        return sum(not self.writer_waiting(token) for token in tokens)
 
     def add(self, changes):
         """Append changes (written to the kernel, not synced: see the module's doc)."""
@@ -192,21 +196,3 @@ def _open_creating(path, flags):
     except FileNotFoundError:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return os.open(path, flags | os.O_CREAT, 0o644)
-
-
-def _read_mark(fd):
-    try:
-        return os.pread(fd, 1, 0)
-    except OSError:
-        return b""  # not told (read by another thread as its writer leaves)
-
-
-def _code_of(error):
-    return COMMITTED if error is None else NO_SPACE if isinstance(error, StorageFull) else FAILED
-
-
-def _outcome_of(code):
-    """The error a mark's code stands for (None: committed), or NOT_TOLD."""
-    if code == COMMITTED:
-        return None
-    return StorageFull() if code == NO_SPACE else StorageFailed() if code == FAILED else NOT_TOLD

@@ -24,7 +24,7 @@ import orjson
 from service.errors import disk_errors
 from service.storage.common.disk import fsync_directory, lock, numbered_files
 from service.storage.contract.events import Event, EventBounds
-from service.storage.files.commit_queue import CommitQueue
+from service.storage.files.commit_queue import CommitQueue, ProcessMarks
 from service.storage.files.group_commit import GroupCommit
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
@@ -32,6 +32,7 @@ EVENTS = "events"
 SEGMENT_EVENTS = 1000
 SEGMENT_SUFFIX = ".jsonl"
 BELL = "events.bell"
+WRITERS = "events.writers"
 # How often a watcher looks at the bell: a commit of another worker wakes its streams within this.
 BELL_POLL_SECONDS = 0.1
 TAIL_BLOCK = 16 * 1024
@@ -55,6 +56,8 @@ class FileEventLog:
         self.rung = threading.Condition()
         # org -> the oldest seq a webhook subscription may still send, or None (CONTRACT 15): kept whatever its age.
         self.needed = lambda org: None
+        # The marks of the processes whose changes wait in a queue (service.storage.files.commit_queue).
+        self.marks = ProcessMarks(orgs_root.parent / WRITERS)
         self._group = GroupCommit(self)
 
     def _directory(self, org):
@@ -124,8 +127,8 @@ class FileEventLog:
         return removed
 
     def sweep_marks(self):
-        """Remove the marks that killed writers left in each org's queue (service.storage.files.commit_queue)."""
-        return sum(CommitQueue(org / EVENTS).sweep_marks() for org in self.orgs_root.iterdir() if org.is_dir())
+        """Remove the marks that killed processes left (service.storage.files.commit_queue); how many."""
+        return self.marks.sweep()
 
     def watcher(self):
         return BellWatcher(self)

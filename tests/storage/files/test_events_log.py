@@ -12,13 +12,12 @@ import pytest
 
 from service.domain.events import list_events
 from service.domain.stations import upsert_station
-from service.errors import StorageBusy, StorageFailed, StorageFull
+from service.errors import StorageFailed, StorageFull
 from service.storage.files import FileRepository
 from service.storage.contract import (
     AttemptOutcome, DeliveryState, DispatchRules, NewEvent, SubscriptionSettings)
 from service.storage.common import disk as disk_module
 from service.storage.files import events as events_module
-from service.storage.files import group_commit as group_commit_module
 from support.disk import FaultyDisk
 
 real_event = events_module._event
@@ -157,20 +156,18 @@ def test_a_log_another_process_appended_to_is_read_again_even_past_a_full_segmen
         (4, "st_other_1"), (5, "st_other_2"), (6, "st_other_3"), (7, "st_last")]
 
 
-def test_a_writer_waiting_past_the_timeout_gets_busy_and_its_change_is_dropped(repo, monkeypatch):
-    """A writer whose batch does not come within LOOK_TIMEOUT (the org's lock held meanwhile) is refused (503) and
-    its queued change is never committed, though the lock comes free later; the next change gets the next seq."""
-    monkeypatch.setattr(group_commit_module, "LOOK_TIMEOUT", 0.3)
+def test_a_writer_finding_the_lock_taken_waits_for_it_and_commits_in_the_next_batch(repo):
+    """The events lock held (by a batch, or a look at the log's end): a writer queues its change and waits for the
+    lock, however long it is held (no timeout: it is held only for disk operations), then commits."""
     upsert_station(repo, ORG, station("st_1", "Press"))
     held = repo.events.lock(ORG).acquire()
-    try:
-        with pytest.raises(StorageBusy):
-            upsert_station(repo, ORG, station("st_2", "Press"))
-    finally:
-        held.release()
-    upsert_station(repo, ORG, station("st_3", "Press"))
-    assert seqs_and_changes(repo) == [(1, "st_1", 1, "CREATED"), (2, "st_3", 1, "CREATED")]
-    assert repo.documents.get(ORG, "stations", "st_2") is None
+    writer = threading.Thread(target=upsert_station, args=(repo, ORG, station("st_2", "Press")))
+    writer.start()
+    time.sleep(0.3)
+    assert writer.is_alive() and repo.documents.get(ORG, "stations", "st_2") is None
+    held.release()
+    writer.join(10)
+    assert seqs_and_changes(repo) == [(1, "st_1", 1, "CREATED"), (2, "st_2", 1, "CREATED")]
 
 
 def test_with_every_event_kept_nothing_is_pruned(tmp_path):
@@ -334,37 +331,36 @@ def test_a_change_taken_by_a_leader_killed_before_it_told_is_queued_again(repo):
     assert seqs_and_changes(repo) == [(1, "st_1", 1, "CREATED"), (2, "st_1", 2, "UPDATED")]
 
 
-def test_a_forked_process_starts_lookers_of_its_own(repo, monkeypatch):
-    """A worker forked while a looker of its parent ran (idle, or waiting for the lock) has no such thread: its
-    writers that find the lock taken start their own, rather than wait for one that is not there."""
-    monkeypatch.setattr(group_commit_module, "LOOK_TIMEOUT", 5)
+def test_a_killed_writers_queued_change_is_dropped_and_its_mark_swept(repo):
+    """A process killed while its change waited in the queue (its mark left behind, free): the next batch drops the
+    change (no event, no document), the sweep removes the mark, and the marks of living processes stay."""
+    upsert_station(repo, ORG, station("st_1", "Press"))
     held = repo.events.lock(ORG).acquire()
-    writer = threading.Thread(target=upsert_station, args=(repo, ORG, station("st_parent", "Press")))
-    writer.start()
-    time.sleep(0.2)  # the writer queued its change, and this process's looker waits for the lock
-    held.release()
-    writer.join(10)
 
-    def child():
-        taken = repo.events.lock(ORG).acquire()
-        threading.Timer(0.2, taken.release).start()
-        upsert_station(repo, ORG, station("st_child", "Press"))
+    def killed_writer():  # queues its change and is killed (os._exit) while it waits for the lock
+        threading.Timer(0.3, lambda: os._exit(0)).start()
+        upsert_station(repo, ORG, station("st_killed", "Press"))
 
-    pid = forked(child)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    assert seqs_and_changes(repo) == [(1, "st_parent", 1, "CREATED"), (2, "st_child", 1, "CREATED")]
-
-
-def test_the_sweep_removes_the_marks_of_killed_writers_and_keeps_those_of_waiting_ones(repo):
-    queue = repo.events.queue(ORG)
-    held = []
-    # The child ends holding its mark (os._exit, its context never left): as a kill leaves it.
-    pid = forked(lambda: held.append(queue.waiting("killed")) or held[0].__enter__())
+    pid = forked(killed_writer)
     os.waitpid(pid, 0)
-    marks = repo.orgs_root / ORG / "events" / "waiting"
-    with queue.waiting("alive"):
-        assert sorted(path.name for path in marks.iterdir()) == ["alive.lock", "killed.lock"]
-        repo.sweep()
-        assert [path.name for path in marks.iterdir()] == ["alive.lock"]
-    assert list(marks.iterdir()) == []
+    held.release()
+    writers = repo.orgs_root.parent / "events.writers"
+    assert [path.name.split("-")[0] for path in writers.iterdir()] == [str(pid)]
+    upsert_station(repo, ORG, station("st_2", "Press"))
+    assert seqs_and_changes(repo) == [(1, "st_1", 1, "CREATED"), (2, "st_2", 1, "CREATED")]
+    assert repo.documents.get(ORG, "stations", "st_killed") is None
+    mine = repo.events.marks.mine()
+    repo.sweep()
+    assert [path.name for path in writers.iterdir()] == [f"{mine}.lock"]
+
+
+def test_a_forked_process_has_a_mark_of_its_own(repo):
+    """A worker forked from a process that has a mark makes its own (its lines die with it), and does not keep its
+    parent's held."""
+    parent = repo.events.marks.mine()
+    reading, writing = os.pipe()
+    pid = forked(lambda: os.write(writing, repo.events.marks.mine().encode()))
+    os.waitpid(pid, 0)
+    child = os.read(reading, 100).decode()
+    assert child != parent and child.startswith(f"{pid}-")
+    assert repo.events.marks.alive(parent) and not repo.events.marks.alive(child)
