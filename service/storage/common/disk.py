@@ -276,28 +276,18 @@ class DiskLock:
         self.timeout = timeout
         self._fd = None
 
-    def acquire(self, timeout=None, before_waiting=None):
+    def acquire(self, timeout=None):
         """Take the lock, waiting up to `timeout` s (the lock's own when None; one try when 0; when negative, for as
         long as it is held, blocked in the kernel, which wakes this thread when it is released); raise LockTimeout
-        when it stays taken. `before_waiting()`, with a negative timeout, is called once when the first try finds the
-        lock taken, before the wait (what it raises ends the wait)."""
+        when it stays taken."""
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         retry = FIRST_RETRY
-        operation = fcntl.LOCK_EX | fcntl.LOCK_NB
+        operation = fcntl.LOCK_EX if timeout < 0 else fcntl.LOCK_EX | fcntl.LOCK_NB
         while True:
             fd = self._open()
             try:
-                try:
-                    fcntl.flock(fd, operation)
-                except BlockingIOError:
-                    if timeout >= 0:
-                        raise
-                    operation = fcntl.LOCK_EX
-                    if before_waiting is not None:
-                        before_waiting, call = None, before_waiting
-                        call()
-                    fcntl.flock(fd, operation)
+                fcntl.flock(fd, operation)
             except BlockingIOError:
                 os.close(fd)
                 left = deadline - time.monotonic()

@@ -4,26 +4,35 @@ appended to the log (service.storage.files.events) and fdatasynced once, the cha
 directories synced once each.
 
 A writer that finds the lock free leads at once, taking along whatever the queue holds: alone, it pays for nothing but
-its own commit. One that finds it taken queues its change and waits for the lock in the kernel, which wakes it when
-the lock is released; then its change has committed in a batch before (its document is at its revision), or failed
-there (its process's leader noted it), or it leads the next batch itself. Nobody polls, no thread wakes another, and
-nothing is written to tell a writer its outcome.
+its own commit. One that finds it taken queues its change and waits: for a batch of its process to note its outcome
+(in memory), or for the lock, one thread of a process at a time, in the kernel, which wakes it when the lock is
+released. Then its change has committed in a batch before (its document is at its revision), or failed there (its
+process's leader noted it), or it leads the next batch itself. Nobody polls, and nothing is written to tell a writer
+its outcome.
 
 The wait has no timeout of its own: the events lock is held only for the disk operations of one batch (or of one
 look at the log's end); a process that dies holding it releases it, and a holder stuck in a disk operation holds it
 as long as the disk does not answer, as the waiting writers' own syncs would wait. (A bounded wait polls the lock:
-that, and a thread per process waking the writers, cost the waiting writers more CPU than their commits.)
+that, and a thread of each process waiting for the lock on behalf of the others, cost the waiting writers more CPU
+than their commits.)
 """
+import os
 import secrets
 import threading
+import weakref
 
 import orjson
 
 from service.errors import StorageFailed, disk_errors
+from service.storage.common.disk import LockTimeout
 from service.storage.files.commit_queue import QueuedChange, put_in_place, sync_directories
 
 # What a waiting writer finds under the lock: nothing yet (it leads), or its change committed by another process.
 NOT_TOLD, _SYNC_AGAIN = object(), object()
+
+
+_every_group_commit = weakref.WeakSet()
+os.register_at_fork(after_in_child=lambda: [group._forget_threads() for group in list(_every_group_commit)])
 
 
 class GroupCommit:
@@ -31,10 +40,17 @@ class GroupCommit:
 
     def __init__(self, log):
         self._log = log
+        self._forget_threads()
+        _every_group_commit.add(self)
+
+    def _forget_threads(self):
+        """(Also in a forked child, which has none of its parent's threads, and perhaps a lock one of them held.)"""
         self._guard = threading.Lock()
-        # The tokens of this process's writers waiting for the lock, and the outcomes a batch of this process noted
-        # for them (an error, or None when committed).
-        self._waiting, self._outcomes = set(), {}
+        # Woken when a batch of this process noted outcomes, or a thread's turn to wait for an org's lock ended.
+        self._turn = threading.Condition(self._guard)
+        # The tokens of this process's writers waiting for their batch, the outcomes a batch of this process noted
+        # for them (an error, or None when committed), and the orgs for whose lock one of them waits.
+        self._waiting, self._outcomes, self._turns = set(), {}, set()
 
     def commit(self, org, new_event, source, target):
         """Commit a change with its event (the org's next seq) in the next batch (see the module's doc): its commit
@@ -42,32 +58,59 @@ class GroupCommit:
         it nor its event is there. The caller holds `target`'s lock until this returns."""
         mine = QueuedChange(new_event, source and str(source), str(target), secrets.token_hex(8))
         queue, log_lock = self._log.queue(org), self._log.lock(org)
-        queued = []
-
-        def queue_mine():  # the lock is taken: wait for it with the change queued, for its holder to commit
-            mine.writer = self._log.marks.mine()
-            with self._guard:
-                self._waiting.add(mine.token)
-            queue.add([mine])
-            queued.append(mine)
-
         try:
-            log_lock.acquire(timeout=-1, before_waiting=queue_mine)
+            log_lock.acquire(timeout=0)
+        except LockTimeout:
+            outcome = self._queued(org, queue, log_lock, mine)
+        else:
             try:
-                outcome = self._found(org, mine) if queued else NOT_TOLD
-                if outcome is NOT_TOLD:
-                    outcome = self._lead(org, queue, mine)
+                outcome = self._lead(org, queue, mine)
             finally:
                 log_lock.release()
-        finally:
-            if queued:
-                with self._guard:
-                    self._waiting.discard(mine.token)
-                    self._outcomes.pop(mine.token, None)
         if outcome is _SYNC_AGAIN:
             outcome = sync_directories([mine])[mine.token]
         if outcome is not None:
             raise outcome
+
+    def _queued(self, org, queue, log_lock, mine):
+        """Queue `mine` and wait: for a batch of this process to note its outcome, or for the org's lock, one thread
+        of the process at a time (the kernel wakes every waiter of a lock released: one a process, not all)."""
+        mine.writer = self._log.marks.mine()
+        with self._guard:
+            self._waiting.add(mine.token)
+        try:
+            queue.add([mine])
+            outcome = self._wait_turn(org, mine.token)
+            if outcome is NOT_TOLD:
+                try:
+                    log_lock.acquire(timeout=-1)
+                    try:
+                        outcome = self._found(org, mine)
+                        if outcome is NOT_TOLD:
+                            outcome = self._lead(org, queue, mine)
+                    finally:
+                        log_lock.release()
+                finally:
+                    with self._guard:
+                        self._turns.discard(org)
+                        self._turn.notify_all()
+        finally:
+            with self._guard:
+                self._waiting.discard(mine.token)
+                self._outcomes.pop(mine.token, None)
+        return outcome
+
+    def _wait_turn(self, org, token):
+        """The outcome of change `token` once a batch of this process noted it; or NOT_TOLD once it is this thread's
+        turn to wait for the org's lock."""
+        with self._guard:
+            while True:
+                if token in self._outcomes:
+                    return self._outcomes.pop(token)
+                if org not in self._turns:
+                    self._turns.add(org)
+                    return NOT_TOLD
+                self._turn.wait()
 
     def _found(self, org, mine):
         """Under the lock, for a change that waited in the queue: its outcome in a batch before, or NOT_TOLD."""
@@ -89,6 +132,7 @@ class GroupCommit:
         with self._guard:
             self._outcomes.update((token, error) for token, error in outcomes.items()
                                   if token != mine.token and token in self._waiting)
+            self._turn.notify_all()
         if outcomes:
             self._log.ring()
         return outcomes.get(mine.token, StorageFailed())

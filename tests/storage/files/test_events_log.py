@@ -2,6 +2,7 @@
 full disk at the event storing neither the change nor its event, pruning by whole segments. The behaviour both backends
 share (one event per change, seqs under concurrent writers, reads, resets, watchers) is tests/storage/test_events.py."""
 import errno
+import fcntl
 import os
 import threading
 import time
@@ -329,6 +330,43 @@ def test_a_change_taken_by_a_leader_killed_before_it_told_is_queued_again(repo):
     os.waitpid(pid, 0)
     assert repo.documents.get(ORG, "stations", "st_1")["name"] == "Press 2"
     assert seqs_and_changes(repo) == [(1, "st_1", 1, "CREATED"), (2, "st_1", 2, "UPDATED")]
+
+
+def test_one_waiting_writer_of_a_process_waits_for_the_lock_and_commits_for_all(repo, monkeypatch):
+    """Writers of one process finding the lock taken: one of them waits for it in the kernel (each release would wake
+    every waiter there), the others for its batch, which commits all of their changes with one sync of the log."""
+    blocked, most = [], []
+
+    class Fcntl:
+        def __getattr__(self, name):
+            return getattr(fcntl, name)
+
+        @staticmethod
+        def flock(fd, operation):
+            waits = operation == fcntl.LOCK_EX
+            if waits:
+                blocked.append(fd)
+                most.append(len(blocked))
+            try:
+                fcntl.flock(fd, operation)
+            finally:
+                if waits:
+                    blocked.remove(fd)
+
+    syncs = SlowLogSync(monkeypatch, first_sync_seconds=0)
+    held = repo.events.lock(ORG).acquire()
+    monkeypatch.setattr(disk_module, "fcntl", Fcntl())
+    writers = [threading.Thread(target=upsert_station, args=(repo, ORG, station(f"st_{number}", "Press")))
+               for number in range(4)]
+    for writer in writers:
+        writer.start()
+    time.sleep(0.3)
+    assert len(blocked) == 1 and all(writer.is_alive() for writer in writers)
+    held.release()
+    for writer in writers:
+        writer.join(10)
+    assert max(most) == 1 and syncs.log_syncs == 1
+    assert [seq for seq, *_ in seqs_and_changes(repo)] == [1, 2, 3, 4]
 
 
 def test_a_killed_writers_queued_change_is_dropped_and_its_mark_swept(repo):
