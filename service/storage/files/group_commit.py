@@ -31,6 +31,16 @@ from service.storage.files.commit_queue import QueuedChange, put_in_place, sync_
 NOT_TOLD, _SYNC_AGAIN = object(), object()
 
 
+class _Waiter:
+    """A writer of this process waiting for its batch: its org, what wakes it, its outcome once a batch of this process
+    noted it (an error, or None when committed)."""
+
+    __slots__ = ("org", "woken", "outcome")
+
+    def __init__(self, org):
+        self.org, self.woken, self.outcome = org, threading.Event(), NOT_TOLD
+
+
 _every_group_commit = weakref.WeakSet()
 os.register_at_fork(after_in_child=lambda: [group._forget_threads() for group in list(_every_group_commit)])
 
@@ -46,11 +56,9 @@ class GroupCommit:
     def _forget_threads(self):
         """(Also in a forked child, which has none of its parent's threads, and perhaps a lock one of them held.)"""
         self._guard = threading.Lock()
-        # Woken when a batch of this process noted outcomes, or a thread's turn to wait for an org's lock ended.
-        self._turn = threading.Condition(self._guard)
-        # The tokens of this process's writers waiting for their batch, the outcomes a batch of this process noted
-        # for them (an error, or None when committed), and the orgs for whose lock one of them waits.
-        self._waiting, self._outcomes, self._turns = set(), {}, set()
+        # This process's writers waiting for their batch (token -> _Waiter), and the orgs for whose lock one of them
+        # waits (its turn).
+        self._waiting, self._turns = {}, set()
 
     def commit(self, org, new_event, source, target):
         """Commit a change with its event (the org's next seq) in the next batch (see the module's doc): its commit
@@ -76,46 +84,54 @@ class GroupCommit:
         """Queue `mine` and wait: for a batch of this process to note its outcome, or for the org's lock, one thread
         of the process at a time (the kernel wakes every waiter of a lock released: one a process, not all)."""
         mine.writer = self._log.marks.mine()
+        waiter = _Waiter(org)
         with self._guard:
-            self._waiting.add(mine.token)
+            self._waiting[mine.token] = waiter
         try:
             queue.add([mine])
-            outcome = self._wait_turn(org, mine.token)
+            outcome = self._wait_turn(waiter)
             if outcome is NOT_TOLD:
                 try:
                     log_lock.acquire(timeout=-1)
                     try:
-                        outcome = self._found(org, mine)
+                        outcome = self._found(org, mine, waiter)
                         if outcome is NOT_TOLD:
                             outcome = self._lead(org, queue, mine)
                     finally:
                         log_lock.release()
                 finally:
-                    with self._guard:
-                        self._turns.discard(org)
-                        self._turn.notify_all()
+                    self._end_turn(waiter)
         finally:
             with self._guard:
-                self._waiting.discard(mine.token)
-                self._outcomes.pop(mine.token, None)
+                del self._waiting[mine.token]
         return outcome
 
-    def _wait_turn(self, org, token):
-        """The outcome of change `token` once a batch of this process noted it; or NOT_TOLD once it is this thread's
-        turn to wait for the org's lock."""
-        with self._guard:
-            while True:
-                if token in self._outcomes:
-                    return self._outcomes.pop(token)
-                if org not in self._turns:
-                    self._turns.add(org)
+    def _wait_turn(self, waiter):
+        """The outcome of the waiter's change once a batch of this process noted it; or NOT_TOLD once it is its turn
+        to wait for its org's lock. Woken only for either."""
+        while True:
+            with self._guard:
+                if waiter.outcome is not NOT_TOLD:
+                    return waiter.outcome
+                if waiter.org not in self._turns:
+                    self._turns.add(waiter.org)
                     return NOT_TOLD
-                self._turn.wait()
+                waiter.woken.clear()
+            waiter.woken.wait()
 
-    def _found(self, org, mine):
+    def _end_turn(self, waiter):
+        """Pass the turn to one writer of the org still waiting without an outcome."""
+        with self._guard:
+            self._turns.discard(waiter.org)
+            after = next((other for other in self._waiting.values()
+                          if other is not waiter and other.org == waiter.org and other.outcome is NOT_TOLD), None)
+            if after is not None:
+                after.woken.set()
+
+    def _found(self, org, mine, waiter):
         """Under the lock, for a change that waited in the queue: its outcome in a batch before, or NOT_TOLD."""
         with self._guard:
-            outcome = self._outcomes.pop(mine.token, NOT_TOLD)
+            outcome = waiter.outcome
         if outcome is NOT_TOLD and self._log.committed(org, mine.event):
             # Committed by another process's batch, which synced its directory unless it failed (or was killed)
             # doing so: synced again, once the lock is released.
@@ -130,9 +146,10 @@ class GroupCommit:
             changes.append(mine)
         outcomes = self._commit_queued(org, queue, changes, mine.token)
         with self._guard:
-            self._outcomes.update((token, error) for token, error in outcomes.items()
-                                  if token != mine.token and token in self._waiting)
-            self._turn.notify_all()
+            for token, error in outcomes.items():
+                if token != mine.token and (waiter := self._waiting.get(token)) is not None:
+                    waiter.outcome = error
+                    waiter.woken.set()
         if outcomes:
             self._log.ring()
         return outcomes.get(mine.token, StorageFailed())
