@@ -70,7 +70,7 @@ class FileRepository(NodeLocal):
 
     def sweep(self):
         """Remove expired streams and the temporaries that killed workers left (as old as an expired stream), and
-        their marks in the queues of changes; return how many streams."""
+        the marks of killed processes that queued changes; return how many streams."""
         cutoff = self.clock() - self.streams.ttl_seconds
         self.documents.sweep_temporaries(cutoff)
         remove_stale_temporaries(self.data_dir, cutoff)  # of the sweep's own count of open streams

@@ -8,7 +8,7 @@ after another.
 
 The queue needs no sync: a crash ends every writer waiting in it. A line whose writer's process is gone (killed) is
 dropped, not committed: each process that queues holds a mark of its own, `<data>/events.writers/<pid>-<token>.lock`,
-flocked for as long as it lives (`ProcessMark`), and a line whose mark can be taken at once (or is gone) has nobody
+flocked for as long as it lives (`ProcessMarks`), and a line whose mark can be taken at once (or is gone) has nobody
 waiting. (A writer's thread leaves only once its change is committed or failed: it waits for the lock in the kernel.
 The document's own lock could not say it either: after a crash, a new writer of the same document holds it.)
 """

@@ -3,12 +3,12 @@
 `<data>/events.bell`, whose time every commit sets so that other worker processes wake.
 
 Changes commit with their events in batches, under the org's events lock (`<data>/orgs/<org>/events.lock`, taken after
-the document's own locks): a writer queues its change (service.storage.files.commit_queue), and whoever holds the lock
-next appends the events of all queued changes and fdatasyncs them once, then commits the changes in seq order (each
-its atomic replace or unlink), then syncs their directories once each. So after a crash the log ends, at most, with
-events whose changes did not commit: whoever takes the lock next (a writer, a reader, or a start-up) checks the last
-event against the committed revision of its object and cuts it off when the change is not there, until the last is
-there, and cuts off a torn last line. Seqs are 1, 2, 3, ... in commit order with no gap, no reader sees an event
+the document's own locks; service.storage.files.group_commit): a writer that finds it taken queues its change
+(service.storage.files.commit_queue), and whoever holds the lock appends the events of all queued changes with its own
+and fdatasyncs them once, then commits the changes in seq order (each its atomic replace or unlink), then syncs their
+directories once each. So after a crash the log ends, at most, with events whose changes did not commit: whoever
+takes the lock next (a writer, a reader, or a start-up) checks the last event against the committed revision of its
+object and cuts it off when the change is not there, until the last is there, and cuts off a torn last line. Seqs are 1, 2, 3, ... in commit order with no gap, no reader sees an event
 without its change, and no committed change is without its event.
 
 Pruning removes whole segments whose last event is older than the retention, never the last segment (the latest seq
@@ -52,7 +52,7 @@ class FileEventLog:
         # where it ends: org -> (seq, segment, (inode, size)), so that the next look at a log nobody appended to since
         # is one stat (not a listing of its folder and a read of its end).
         self._verified, self._ends = {}, {}
-        # Notified at each commit of this process: its watchers and the writers waiting for their batch wake.
+        # Notified at each commit of this process: its watchers wake.
         self.rung = threading.Condition()
         # org -> the oldest seq a webhook subscription may still send, or None (CONTRACT 15): kept whatever its age.
         self.needed = lambda org: None
