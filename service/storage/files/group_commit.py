@@ -27,18 +27,19 @@ from service.errors import StorageFailed, disk_errors
 from service.storage.common.disk import LockTimeout
 from service.storage.files.commit_queue import QueuedChange, put_in_place, sync_directories
 
-# What a waiting writer finds under the lock: nothing yet (it leads), or its change committed by another process.
+# A waiting writer's outcome not known yet (when its turn comes, it leads); its change committed by another process.
 NOT_TOLD, _SYNC_AGAIN = object(), object()
 
 
 class _Waiter:
-    """A writer of this process waiting for its batch: its org, what wakes it, its outcome once a batch of this process
-    noted it (an error, or None when committed)."""
+    """A writer of this process waiting for its batch: its org and event, what wakes it, its outcome once a batch of
+    this process noted it (an error, or None when committed) or the turn's holder found it committed by another
+    process's batch (_SYNC_AGAIN)."""
 
-    __slots__ = ("org", "woken", "outcome")
+    __slots__ = ("org", "event", "woken", "outcome")
 
-    def __init__(self, org):
-        self.org, self.woken, self.outcome = org, threading.Event(), NOT_TOLD
+    def __init__(self, org, event):
+        self.org, self.event, self.woken, self.outcome = org, event, threading.Event(), NOT_TOLD
 
 
 _every_group_commit = weakref.WeakSet()
@@ -84,7 +85,7 @@ class GroupCommit:
         """Queue `mine` and wait: for a batch of this process to note its outcome, or for the org's lock, one thread
         of the process at a time (the kernel wakes every waiter of a lock released: one a process, not all)."""
         mine.writer = self._log.marks.mine()
-        waiter = _Waiter(org)
+        waiter = _Waiter(org, mine.event)
         with self._guard:
             self._waiting[mine.token] = waiter
         try:
@@ -94,7 +95,7 @@ class GroupCommit:
                 try:
                     log_lock.acquire(timeout=-1)
                     try:
-                        outcome = self._found(org, mine, waiter)
+                        outcome = self._found(org, waiter)
                         if outcome is NOT_TOLD:
                             outcome = self._lead(org, queue, mine)
                     finally:
@@ -128,15 +129,19 @@ class GroupCommit:
             if after is not None:
                 after.woken.set()
 
-    def _found(self, org, mine, waiter):
-        """Under the lock, for a change that waited in the queue: its outcome in a batch before, or NOT_TOLD."""
+    def _found(self, org, waiter):
+        """Under the lock, for the turn's holder: the outcome of its change in a batch before, or NOT_TOLD. A change
+        of this process's waiting writers that another process's batch committed (its document at its revision) is
+        settled for each of them at once, rather than each taking the lock in turn to find it: each syncs its folder
+        again once the lock is released, in case that batch's sync failed (or its leader was killed doing it)."""
         with self._guard:
-            outcome = waiter.outcome
-        if outcome is NOT_TOLD and self._log.committed(org, mine.event):
-            # Committed by another process's batch, which synced its directory unless it failed (or was killed)
-            # doing so: synced again, once the lock is released.
-            return _SYNC_AGAIN
-        return outcome
+            untold = [other for other in self._waiting.values() if other.org == org and other.outcome is NOT_TOLD]
+        committed = [other for other in untold if self._log.committed(org, other.event)]
+        with self._guard:
+            for other in committed:
+                other.outcome = _SYNC_AGAIN
+                other.woken.set()
+            return waiter.outcome
 
     def _lead(self, org, queue, mine):
         """Under the lock: commit what the queue holds with `mine` (still queued, or not: never queued, failed in a

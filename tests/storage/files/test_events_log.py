@@ -370,6 +370,42 @@ def test_one_waiting_writer_of_a_process_waits_for_the_lock_and_commits_for_all(
     assert [seq for seq, *_ in seqs_and_changes(repo)] == [1, 2, 3, 4]
 
 
+def test_changes_another_process_committed_are_settled_for_all_their_writers_at_once(repo, monkeypatch):
+    """Three writers of this process wait while another process's batch commits their changes: the one whose turn it
+    is finds all three committed under the lock, and the other two answer without taking the lock in turn."""
+    waits = []
+
+    class Fcntl:
+        def __getattr__(self, name):
+            return getattr(fcntl, name)
+
+        @staticmethod
+        def flock(fd, operation):
+            if operation == fcntl.LOCK_EX and os.readlink(f"/proc/self/fd/{fd}").endswith("events.lock"):
+                waits.append(fd)
+            fcntl.flock(fd, operation)
+
+    held = repo.events.lock(ORG).acquire()
+    monkeypatch.setattr(disk_module, "fcntl", Fcntl())
+    writers = [threading.Thread(target=upsert_station, args=(repo, ORG, station(f"st_{number}", "Press")))
+               for number in range(3)]
+    for writer in writers:
+        writer.start()
+    time.sleep(0.3)  # all three queued, one of them waiting for the lock
+
+    def other_process():  # holds the lock too (the same open file): commits the queue as its batch would
+        queue = repo.events.queue(ORG)
+        repo.events._group._commit_queued(ORG, queue, queue.take(), None)
+
+    pid = forked(other_process)
+    os.waitpid(pid, 0)
+    held.release()
+    for writer in writers:
+        writer.join(10)
+    assert not any(writer.is_alive() for writer in writers) and len(waits) == 1
+    assert sorted(identifier for _, identifier, _, _ in seqs_and_changes(repo)) == ["st_0", "st_1", "st_2"]
+
+
 def test_a_killed_writers_queued_change_is_dropped_and_its_mark_swept(repo):
     """A process killed while its change waited in the queue (its mark left behind, free): the next batch drops the
     change (no event, no document), the sweep removes the mark, and the marks of living processes stay."""
