@@ -1,5 +1,6 @@
 """A filesystem double: stands in for `os`, `open` and `tempfile` inside the file backend's storage modules and fails
 chosen operations, as a full or failing disk would."""
+import fcntl
 import os
 import tempfile
 from collections import Counter
@@ -142,3 +143,24 @@ class _FaultyFile:
             self._handle.flush()
             raise
         return self._handle.write(data)
+
+
+def on_flock(monkeypatch, before, after=lambda path, operation: None):
+    """Call `before(path, operation)` and `after(path, operation)`, in the calling thread, around each flock of the
+    storage's locks (service.storage.common.disk): for the tests that count who waits for a lock. Other tests' threads
+    may take locks meanwhile: the callbacks pick their own by path or thread."""
+
+    class Fcntl:
+        def __getattr__(self, name):
+            return getattr(fcntl, name)
+
+        @staticmethod
+        def flock(fd, operation):
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            before(path, operation)
+            try:
+                fcntl.flock(fd, operation)
+            finally:
+                after(path, operation)
+
+    monkeypatch.setattr(disk, "fcntl", Fcntl())

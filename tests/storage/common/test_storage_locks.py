@@ -11,8 +11,8 @@ import time
 import pytest
 
 from service.errors import http_status
-from service.storage.common import disk as disk_module
 from service.storage.common.disk import LockTimeout, lock
+from support.disk import on_flock
 
 HOLD_IN_CHILD = """
 import sys, time
@@ -54,17 +54,7 @@ def test_an_unbounded_wait_sleeps_in_the_kernel_until_the_lock_is_released(tmp_p
     woken when the holder releases (the bounded waits try again and again)."""
     holder = lock(tmp_path / "doc").acquire()
     tries = []
-
-    class Fcntl:
-        def __getattr__(self, name):
-            return getattr(fcntl, name)
-
-        @staticmethod
-        def flock(fd, operation):
-            tries.append((threading.get_ident(), operation))  # (other tests' threads may take locks meanwhile)
-            fcntl.flock(fd, operation)
-
-    monkeypatch.setattr(disk_module, "fcntl", Fcntl())
+    on_flock(monkeypatch, lambda path, operation: tries.append((threading.get_ident(), operation)))
     waiter = threading.Thread(target=lambda: lock(tmp_path / "doc").acquire(timeout=-1).release())
     waiter.start()
     time.sleep(0.2)

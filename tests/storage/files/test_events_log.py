@@ -19,7 +19,7 @@ from service.storage.contract import (
     AttemptOutcome, DeliveryState, DispatchRules, NewEvent, SubscriptionSettings)
 from service.storage.common import disk as disk_module
 from service.storage.files import events as events_module
-from support.disk import FaultyDisk
+from support.disk import FaultyDisk, on_flock
 
 real_event = events_module._event
 
@@ -337,26 +337,21 @@ def test_one_waiting_writer_of_a_process_waits_for_the_lock_and_commits_for_all(
     every waiter there), the others for its batch, which commits all of their changes with one sync of the log."""
     blocked, most = [], []
 
-    class Fcntl:
-        def __getattr__(self, name):
-            return getattr(fcntl, name)
+    def waits(path, operation):
+        return operation == fcntl.LOCK_EX and path.startswith(str(repo.orgs_root))
 
-        @staticmethod
-        def flock(fd, operation):
-            # (other tests' threads may take locks meanwhile: only this repository's count)
-            waits = operation == fcntl.LOCK_EX and os.readlink(f"/proc/self/fd/{fd}").startswith(str(repo.orgs_root))
-            if waits:
-                blocked.append(fd)
-                most.append(len(blocked))
-            try:
-                fcntl.flock(fd, operation)
-            finally:
-                if waits:
-                    blocked.remove(fd)
+    def before(path, operation):
+        if waits(path, operation):
+            blocked.append(path)
+            most.append(len(blocked))
+
+    def after(path, operation):
+        if waits(path, operation):
+            blocked.remove(path)
 
     syncs = SlowLogSync(monkeypatch, first_sync_seconds=0)
     held = repo.events.lock(ORG).acquire()
-    monkeypatch.setattr(disk_module, "fcntl", Fcntl())
+    on_flock(monkeypatch, before, after)
     writers = [threading.Thread(target=upsert_station, args=(repo, ORG, station(f"st_{number}", "Press")))
                for number in range(4)]
     for writer in writers:
@@ -374,19 +369,14 @@ def test_changes_another_process_committed_are_settled_for_all_their_writers_at_
     """Three writers of this process wait while another process's batch commits their changes: the one whose turn it
     is finds all three committed under the lock, and the other two answer without taking the lock in turn."""
     waits = []
+    events_lock = f"{repo.orgs_root / ORG / 'events'}.lock"
 
-    class Fcntl:
-        def __getattr__(self, name):
-            return getattr(fcntl, name)
-
-        @staticmethod
-        def flock(fd, operation):
-            if operation == fcntl.LOCK_EX and os.readlink(f"/proc/self/fd/{fd}").endswith("events.lock"):
-                waits.append(fd)
-            fcntl.flock(fd, operation)
+    def before(path, operation):
+        if operation == fcntl.LOCK_EX and path == events_lock:
+            waits.append(path)
 
     held = repo.events.lock(ORG).acquire()
-    monkeypatch.setattr(disk_module, "fcntl", Fcntl())
+    on_flock(monkeypatch, before)
     writers = [threading.Thread(target=upsert_station, args=(repo, ORG, station(f"st_{number}", "Press")))
                for number in range(3)]
     for writer in writers:
