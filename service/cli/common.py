@@ -7,8 +7,6 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from tqdm import tqdm
-
 from service.client import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, Client
 from service.config import load_config
 from service.interface import MB
@@ -94,13 +92,23 @@ def make_client(args):
     return Client(args.url, find_token(args), timeout=args.timeout, retries=args.retries)
 
 
+def _bars_shown(args):
+    """Progress bars are drawn on stderr when it is a terminal, unless --no-progress. (tqdm, imported only then, is
+    a tenth of a second of every command's start-up.)"""
+    return not args.no_progress and sys.stderr.isatty()
+
+
 @contextmanager
 def progress_bar(args, path):
     """A progress bar on stderr for the upload of one file; its value is the client's progress callbacks."""
+    if not _bars_shown(args):
+        yield {"progress": lambda n: None, "resumed": lambda held: None}
+        return
+    from tqdm import tqdm
     path = Path(path)
     size = path.stat().st_size if path.is_file() else 0
     with tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024, desc=path.name, file=sys.stderr,
-              disable=True if args.no_progress else None, leave=False) as bar:
+              leave=False) as bar:
         def resumed(held):
             # What the server already holds is the bar's start, not bytes sent at some rate.
             bar.initial = bar.n = bar.last_print_n = held
@@ -121,9 +129,12 @@ def show_result(result):
 @contextmanager
 def transfer_progress(args, media_bytes=None, objects=None):
     """Two bars on stderr, media bytes and objects; the value is the `progress(what, n)` of service.client.transfer."""
-    disable = True if args.no_progress else None
+    if not _bars_shown(args):
+        yield lambda what, n: None
+        return
+    from tqdm import tqdm
     with tqdm(total=media_bytes, unit="B", unit_scale=True, unit_divisor=1024, desc="media", file=sys.stderr,
-              disable=disable, leave=False) as media, \
-            tqdm(total=objects, unit=" objects", desc="objects", file=sys.stderr, disable=disable, leave=False,
+              leave=False) as media, \
+            tqdm(total=objects, unit=" objects", desc="objects", file=sys.stderr, leave=False,
                  position=1) as counted:
         yield lambda what, n: (media if what == "media" else counted).update(n)

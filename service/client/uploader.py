@@ -22,6 +22,8 @@ from service.interface import (DESTINATIONS, FORMATS, MAX_TOTAL_CHUNKS, MB, REQU
 
 DEFAULT_CHUNK_SIZE = 5 * MB
 DEFAULT_PARALLEL = 4
+# How much of a file a request body hands to the connection at a time.
+SEND_BLOCK = MB
 # A sniffed format names its destination when exactly one destination accepts it.
 FORMAT_DESTINATIONS = {
     fmt: name
@@ -231,8 +233,10 @@ class _Job:
 class FileSegment:
     """A multipart/form-data body whose file part is a byte range of a file on disk, read as it is sent.
 
-    `on_read(n)` is told of file bytes as requests reads them into the connection; `take_back()`
-    withdraws them when the attempt failed, so a retried body is not counted twice.
+    It is an iterable with a length: requests sends it with a Content-Length, block by block as the iteration
+    yields them, SEND_BLOCK bytes of the file at a time (a file-like body would be read 16 KB at a time, each read a
+    round of Python calls and a progress report). `on_read(n)` is told of file bytes as they are handed to the
+    connection; `take_back()` withdraws them when the attempt failed, so a retried body is not counted twice.
     """
 
     def __init__(self, fields, file_name, path, offset, length, on_read=None):
@@ -248,7 +252,6 @@ class FileSegment:
         self._head = head.encode()
         self._tail = f"\r\n--{boundary}--\r\n".encode()
         self._path, self._offset, self._length = path, offset, length
-        self._position = 0
         self._handle = None
         self._on_read = on_read or (lambda n: None)
         self._reported = 0
@@ -257,33 +260,21 @@ class FileSegment:
         # A known length makes requests send Content-Length instead of a chunked body.
         return len(self._head) + self._length + len(self._tail)
 
-    def read(self, size=-1):
-        size = len(self) - self._position if size is None or size < 0 else size
-        out = bytearray()
-        while len(out) < size and self._position < len(self):
-            out += self._read_some(size - len(out))
-        return bytes(out)
-
-    def _read_some(self, size):
-        head, length = len(self._head), self._length
-        position = self._position
-        if position < head:
-            data = self._head[position : position + size]
-        elif position < head + length:
-            if self._handle is None:
-                self._handle = open(self._path, "rb")
-            self._handle.seek(self._offset + position - head)
-            data = self._handle.read(min(size, head + length - position))
+    def __iter__(self):
+        yield self._head
+        self._handle = open(self._path, "rb", buffering=0)
+        self._handle.seek(self._offset)
+        left = self._length
+        while left > 0:
+            data = self._handle.read(min(SEND_BLOCK, left))
             if not data:
                 raise ClientError(None, f"{self._path} became shorter while it was being uploaded")
+            left -= len(data)
             self._reported += len(data)
             self._on_read(len(data))
-        else:
-            data = self._tail[position - head - length : position - head - length + size]
-            if position - head - length + len(data) == len(self._tail):
-                self.close()
-        self._position += len(data)
-        return data
+            yield data
+        self.close()
+        yield self._tail
 
     def take_back(self):
         """Report the file bytes read so far as not sent after all (the attempt failed)."""

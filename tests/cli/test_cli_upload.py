@@ -1,5 +1,7 @@
 """`wis upload` against real gunicorn: the printed path, resuming an interrupted run, one-line errors."""
+import io
 import json
+import sys
 
 import pytest
 
@@ -94,3 +96,26 @@ def test_expected_failures_are_one_line(server, tmp_path, capsys, monkeypatch, c
 
     out, err = capsys.readouterr()
     assert (code, out, err.splitlines()) == (1, "", [expected])
+
+
+class Terminal(io.StringIO):
+    """What `wis` writes to stderr, as a terminal would receive it."""
+
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("where", ["terminal", "terminal, --no-progress", "pipe"])
+def test_the_progress_bar_is_drawn_on_a_terminal_only(server, tmp_path, monkeypatch, where):
+    video = write_mp4(tmp_path / "film.mp4", 11 * MB)
+    stderr = Terminal() if where.startswith("terminal") else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+
+    code = main(["upload", str(video), "--url", server.url, "--token", TOKEN, "--state-dir", str(tmp_path / "state"),
+                 *(["--no-progress"] if "no-progress" in where else [])])
+
+    assert code == 0
+    if where == "terminal":
+        assert "film.mp4" in stderr.getvalue() and "%|" in stderr.getvalue()
+    else:
+        assert stderr.getvalue() == ""

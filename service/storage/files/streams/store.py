@@ -108,6 +108,11 @@ class FileStreamStore:
     def add_chunk(self, org, stream_id, chunk, rules):
         """Acknowledge a received chunk (contract.Chunk) under the stream's lock, merge what continues the prefix, and
         complete the stream when it is whole, asking `rules` (contract.ChunkRules); return a StreamWrite."""
+        if isinstance(chunk.file, IncomingFile):
+            # A chunk received aside (not onto the prefix) is fsynced before the stream's lock is taken: chunks arriving
+            # together sync their bytes at once, and one after another only what they share (the part's rename, the
+            # merge onto the prefix).
+            chunk.file.finish()
         with self.open(org, stream_id) as stream:
             return stream.add_chunk(chunk, rules)
 
