@@ -1,6 +1,7 @@
 """StreamStore without HTTP: chunk bookkeeping, in-order merge with persisted SHA-256 state, rewind, crashes."""
 import ctypes
 import errno
+import fcntl
 import hashlib
 import os
 import time
@@ -11,7 +12,8 @@ from service.interface.checksums import file_sha256
 from service.errors import StreamNotFound
 from service.storage.common import disk as storage_disk
 from service.storage.common import incoming as storage_incoming
-from service.storage.contract import StreamRecord, StreamState
+from service.domain.uploads import CHUNK_RULES
+from service.storage.contract import Chunk, Outcome, StreamRecord, StreamState
 from service.storage.files import FileRepository
 from service.storage.files.streams.append import PrefixAppend
 from service.storage.files.streams.ledger import BOUNDARY, RECORDS_AT, SLOT_SIZE, Ledger
@@ -503,3 +505,35 @@ def test_each_acknowledged_chunk_in_order_costs_two_fdatasyncs_and_no_rename(rep
         monkeypatch.setattr(os, name, lambda *args, real=real, name=name: calls.append(name) or real(*args))
     assert commit(repo, stream_id, 1, start(repo, stream_id, 1, CHUNKS[1])) == (2, 2000)
     assert calls == ["fdatasync", "fdatasync"]
+
+
+def test_a_part_is_fsynced_before_the_streams_lock_is_taken(repo, monkeypatch):
+    # Chunks arriving together (4 in flight by default) then sync their bytes at once, not one after another.
+    stream_id = new_stream(repo, [b"\x00\x00\x00\x18ftypmp42" + b"a" * 20, b"b" * 32])
+    incoming = repo.streams.new_incoming(ORG, stream_id, 12)
+    incoming.write(b"b" * 32)
+    lock_file = f"{repo.streams._directory(ORG, stream_id)}.lock"
+    lock_held_at_sync = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        if os.readlink(f"/proc/self/fd/{fd}") == str(incoming.path):
+            probe = os.open(lock_file, os.O_RDWR | os.O_CREAT)
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                lock_held_at_sync.append(False)
+            except BlockingIOError:
+                lock_held_at_sync.append(True)
+            finally:
+                os.close(probe)
+        return real_fsync(fd)
+
+    monkeypatch.setattr(storage_incoming.os, "fsync", fsync)
+    try:
+        written = repo.streams.add_chunk(ORG, stream_id, Chunk(1, 2, incoming), CHUNK_RULES)
+    finally:
+        incoming.discard()
+
+    assert written.outcome is Outcome.STORED
+    assert lock_held_at_sync == [False]
+    assert repo.streams.status(ORG, stream_id).chunks == {1: 32}
