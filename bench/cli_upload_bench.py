@@ -119,8 +119,8 @@ def main():
             for name in names:
                 seconds, client_cpu, server_cpu = contestants[name](temp, source, size, args)
                 os.sync()
-                figures = {"seconds": seconds, "mbps": size / MB / seconds, "client_cpu_s_per_gb": client_cpu * GB / size,
-                           "server_cpu_s_per_gb": server_cpu * GB / size}
+                figures = {"seconds": seconds, "mbps": size / MB / seconds,
+                           "client_cpu_s_per_gb": client_cpu * GB / size, "server_cpu_s_per_gb": server_cpu * GB / size}
                 print(f"run {number} {name:14} " + ", ".join(f"{k} {v:.2f}" for k, v in figures.items())
                       + (" (warm-up, discarded)" if number == 0 else ""), flush=True)
                 if number:
