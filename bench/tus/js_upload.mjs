@@ -1,5 +1,6 @@
 // The reference client of bench/cli_upload_bench.py: tus-js-client's Node build uploading one file with its
-// defaults (the whole file in one PATCH, no parallel uploads), as its README shows.
+// defaults (the whole file in one PATCH, no parallel uploads), as its README shows; retries are off (a failure ends
+// the benchmark) and no fingerprint is stored (each run is a new upload).
 // Usage: node js_upload.mjs <endpoint> <file>; prints the upload's URL once the server has every byte.
 import fs from "node:fs";
 import path from "node:path";
