@@ -8,8 +8,9 @@ the document's own locks; service.storage.files.group_commit): a writer that fin
 and fdatasyncs them once, then commits the changes in seq order (each its atomic replace or unlink), then syncs their
 directories once each. So after a crash the log ends, at most, with events whose changes did not commit: whoever
 takes the lock next (a writer, a reader, or a start-up) checks the last event against the committed revision of its
-object and cuts it off when the change is not there, until the last is there, and cuts off a torn last line. Seqs are 1, 2, 3, ... in commit order with no gap, no reader sees an event
-without its change, and no committed change is without its event.
+object and cuts it off when the change is not there, until the last is there, and cuts off a torn last line. Seqs
+are 1, 2, 3, ... in commit order with no gap, no reader sees an event without its change, and no committed change is
+without its event.
 
 Pruning removes whole segments whose last event is older than the retention, never the last segment (the latest seq
 stays known: an empty last segment says its first seq minus one).
