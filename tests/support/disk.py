@@ -164,3 +164,24 @@ def on_flock(monkeypatch, before, after=lambda path, operation: None):
                 after(path, operation)
 
     monkeypatch.setattr(disk, "fcntl", Fcntl())
+
+
+def lock_held_at_fsync(monkeypatch, os_module, synced_path, lock_file):
+    """Whether `lock_file`'s lock was held (by anyone) at each fsync of `synced_path` made through `os_module` (a
+    module's `os`): a list, appended to as they happen."""
+    held, real_fsync = [], os.fsync
+
+    def fsync(fd):
+        if os.path.realpath(f"/proc/self/fd/{fd}") == str(synced_path):
+            probe = os.open(lock_file, os.O_RDWR | os.O_CREAT)
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held.append(False)
+            except BlockingIOError:
+                held.append(True)
+            finally:
+                os.close(probe)
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os_module, "fsync", fsync)
+    return held

@@ -195,6 +195,13 @@ class PendingReplace:
             if durably:
                 fsync_directory(self.path.parent)
 
+    def placed(self):
+        """Note that the replacement was put in place by a rename of its `source` made elsewhere: nothing is left to
+        discard."""
+        with contextlib.suppress(OSError):
+            self._handle.close()
+        self._temporary = None
+
     def discard(self):
         """Remove the replacement unless it was put in place; a no-op after `commit()`."""
         if self._handle is not None:

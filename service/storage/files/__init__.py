@@ -51,7 +51,8 @@ class FileRepository(NodeLocal):
         self.new_hex = name_source(test_seed, self.names_counter)
         self.media = FileMediaStore(self.orgs_root)
         self.documents = FileDocumentStore(self.orgs_root, history_revisions, self.media)
-        self.events = FileEventLog(self.orgs_root, self.documents.committed_revision, events_retention_seconds, clock)
+        self.events = FileEventLog(self.orgs_root, self.documents.committed_revision, self.documents.put_forward,
+                                   events_retention_seconds, clock)
         self.documents.events = self.events
         self.webhooks = FileWebhookStore(self.data_dir / WEBHOOKS, self.events, lambda: self.clock())
         self.events.needed = self.webhooks.oldest_needed

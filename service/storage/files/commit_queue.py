@@ -22,7 +22,7 @@ import weakref
 import orjson
 
 from service.errors import disk_errors
-from service.storage.common.disk import fsync_directory, lock
+from service.storage.common.disk import lock
 from service.storage.contract.events import NewEvent
 
 QUEUE = "queue"
@@ -175,18 +175,6 @@ def put_in_place(batch):
             return done, change, error
         done.append(change)
     return done, None, None
-
-
-def sync_directories(done):
-    """Make the changes done durable: one sync of each directory where they are; {token: error or None} of each."""
-    errors = {}
-    for directory in {os.path.dirname(change.target) for change in done}:
-        try:
-            with disk_errors():
-                fsync_directory(directory)
-        except BaseException as error:
-            errors[directory] = error
-    return {change.token: errors.get(os.path.dirname(change.target)) for change in done}
 
 
 def _open_creating(path, flags):

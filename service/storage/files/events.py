@@ -5,12 +5,14 @@
 Changes commit with their events in batches, under the org's events lock (`<data>/orgs/<org>/events.lock`, taken after
 the document's own locks; service.storage.files.group_commit): a writer that finds it taken queues its change
 (service.storage.files.commit_queue), and whoever holds the lock appends the events of all queued changes with its own
-and fdatasyncs them once, then commits the changes in seq order (each its atomic replace or unlink), then syncs their
-directories once each. So after a crash the log ends, at most, with events whose changes did not commit: whoever
-takes the lock next (a writer, a reader, or a start-up) checks the last event against the committed revision of its
-object and cuts it off when the change is not there, until the last is there, and cuts off a torn last line. Seqs
-are 1, 2, 3, ... in commit order with no gap, no reader sees an event without its change, and no committed change is
-without its event.
+and fdatasyncs them once, then puts the changes in place in seq order (each its atomic replace or unlink); each writer
+syncs its change's directory once the lock is released, before its answer. So after a process is killed the log
+ends, at most, with events whose changes were not put in place: whoever takes the lock next (a writer, a reader, or a
+start-up) checks the last event against the committed revision of its object and cuts it off when the change is not
+there, until the last is there, and cuts off a torn last line. After a power cut, a change whose writer was still
+syncing its directory may have lost its rename while its event and the events after it are there: the first look at
+the org's log after a reboot puts it in place (service.storage.files.reboot_check). Seqs are 1, 2, 3, ... in commit
+order with no gap, no reader sees an event without its change, and no committed change is without its event.
 
 Pruning removes whole segments whose last event is older than the retention, never the last segment (the latest seq
 stays known: an empty last segment says its first seq minus one).
@@ -28,6 +30,7 @@ from service.storage.contract.events import Event, EventBounds
 from service.storage.files.commit_queue import CommitQueue, ProcessMarks
 from service.storage.files.group_commit import GroupCommit
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
+from service.storage.files.reboot_check import RebootCheck
 
 EVENTS = "events"
 SEGMENT_EVENTS = 1000
@@ -42,12 +45,13 @@ TAIL_BLOCK = 16 * 1024
 class FileEventLog:
     """Every org's events as files (service.storage.contract.events.EventStore)."""
 
-    def __init__(self, orgs_root, committed_revision, retention_seconds=30 * 86400, clock=time.time):
+    def __init__(self, orgs_root, committed_revision, put_forward, retention_seconds=30 * 86400, clock=time.time):
         self.orgs_root = orgs_root
         self.retention_seconds = retention_seconds
         self.clock = clock
         # (org, kind, id) -> the object's committed revision: what decides whether a last event's change is there.
         self._committed_revision = committed_revision
+        self._after_boot = RebootCheck(self, put_forward)
         self._bell = orgs_root.parent / BELL
         # The last seq of each org known to be committed (so a read checks the log's end only when it grew), and
         # where it ends: org -> (seq, segment, (inode, size)), so that the next look at a log nobody appended to since
@@ -61,16 +65,16 @@ class FileEventLog:
         self.marks = ProcessMarks(orgs_root.parent / WRITERS)
         self._group = GroupCommit(self)
 
-    def _directory(self, org):
+    def directory(self, org):
         return self.orgs_root / id_to_name(org) / EVENTS
 
     def lock(self, org):
         """The org's events lock, under which its events are appended and its log's end checked."""
-        return lock(self._directory(org))
+        return lock(self.directory(org))
 
     def queue(self, org):
         """The org's queue of changes waiting for their batch."""
-        return CommitQueue(self._directory(org))
+        return CommitQueue(self.directory(org))
 
     def commit(self, org, new_event, source, target):
         """Commit a change with its event (the org's next seq) in the org's next batch (service.storage.files.
@@ -85,10 +89,10 @@ class FileEventLog:
         if first <= 0 or after >= latest:
             return found
         segment = max(after, 0) // SEGMENT_EVENTS
-        for number in self._segments(org):
+        for number in self.segments(org):
             if number < segment:
                 continue
-            for event in self._events_of(org, number, after):
+            for event in self.events_of(org, number, after):
                 if event.seq > latest:
                     return found
                 if event.seq > after and (wanted is None or (event.kind, event.change) in wanted):
@@ -101,8 +105,8 @@ class FileEventLog:
         """(the oldest seq kept, the latest), after checking the log's end."""
         with self.lock(org):
             latest = self.recover(org)
-        segments = self._segments(org)
-        first = _event(_first_line(self._directory(org) / _segment_name(segments[0]))) if segments else None
+        segments = self.segments(org)
+        first = _event(_first_line(self.directory(org) / _segment_name(segments[0]))) if segments else None
         oldest = first.seq if first is not None else latest + 1
         return EventBounds(min(oldest, latest + 1), latest)
 
@@ -142,10 +146,18 @@ class FileEventLog:
 
     # -- the log's end -------------------------------------------------------------------------------------------------
 
+    def ready(self, org):
+        """Check the org's log after a reboot (see the module's doc) unless it needs none: before a writer reads the
+        object it changes."""
+        if not self._after_boot.done(org):
+            with self.lock(org), disk_errors():
+                self._after_boot.check(org)
+
     def recover(self, org):
         """The org's latest committed seq, once a torn last line and a last event whose change did not commit are cut
         off (under the org's lock)."""
         with disk_errors():
+            self._after_boot.check(org)
             if (known := self._ends.get(org)) is not None:
                 seq, path, identity = known
                 now = _identity(path)
@@ -156,20 +168,20 @@ class FileEventLog:
                     latest = self._recover_segment(org, path, (seq - 1) // SEGMENT_EVENTS)
                     if latest % SEGMENT_EVENTS:
                         return latest
-            segments = self._segments(org)
+            segments = self.segments(org)
             if not segments:
                 return 0
-            return self._recover_segment(org, self._directory(org) / _segment_name(segments[-1]), segments[-1])
+            return self._recover_segment(org, self.directory(org) / _segment_name(segments[-1]), segments[-1])
 
     def _recover_segment(self, org, path, number):
         """recover() in segment `number`, the log's last."""
         while True:
-            offset, line = _tail_line(path)
+            offset, line, identity = _tail_line(path)
             if not line:
                 return number * SEGMENT_EVENTS  # an empty last segment: its first seq minus one
             event = _event(line) if line.endswith(b"\n") else None
             if event is not None and (self._verified.get(org, 0) >= event.seq or self.committed(org, event)):
-                self.verified(org, event.seq, path, _identity(path))
+                self.verified(org, event.seq, path, identity)
                 return event.seq
             _cut(path, offset)  # a torn line, or an event whose change is not there
 
@@ -193,12 +205,14 @@ class FileEventLog:
 
     def append(self, org, seq, line):
         """Append lines from `seq` on, durably; (the segment, its identity after them) for `verified`."""
-        directory = self._directory(org)
+        directory = self.directory(org)
         path = directory / _segment_name((seq - 1) // SEGMENT_EVENTS)
-        created = not path.exists()
-        if created:
+        created = False
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:
             directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd, created = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), True
         try:
             os.write(fd, line)
             os.fdatasync(fd)
@@ -225,8 +239,8 @@ class FileEventLog:
 
     # -- segments ------------------------------------------------------------------------------------------------------
 
-    def _segments(self, org):
-        return self._segments_in(self._directory(org))
+    def segments(self, org):
+        return self._segments_in(self.directory(org))
 
     def _lock_by_name(self, org_directory_name):
         return lock(self.orgs_root / org_directory_name / EVENTS)
@@ -235,13 +249,13 @@ class FileEventLog:
     def _segments_in(directory):
         return numbered_files(directory, SEGMENT_SUFFIX)
 
-    def _events_of(self, org, number, after=0):
+    def events_of(self, org, number, after=0):
         """The events of one segment with seq > `after`, in order, parsed as they are taken (none when it was pruned
         meanwhile). Line i of segment n is seq n * SEGMENT_EVENTS + 1 + i (segments are appended in seq order and
         pruned whole), so the lines before `after` are skipped unparsed: a reader of the newest events (the webhooks'
         dispatcher, once per delivery) does not parse the thousand before them."""
         try:
-            with open(self._directory(org) / _segment_name(number), "rb") as handle:
+            with open(self.directory(org) / _segment_name(number), "rb") as handle:
                 lines = handle.read().splitlines()
         except FileNotFoundError:
             return
@@ -299,19 +313,22 @@ def _event(line):
 
 
 def _tail_line(path):
-    """(its offset, the file's last line with its newline when it has one); (0, b"") for an empty file."""
-    with open(path, "rb") as handle:
-        start = handle.seek(0, os.SEEK_END)
-        tail = b""
+    """(its offset, the file's last line with its newline when it has one, the file's identity); (0, b"", identity) for
+    an empty file. (os calls: a look at the log's end is on every batch's way.)"""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        status = os.fstat(fd)
+        start, tail = status.st_size, b""
         while start > 0:
             step = min(TAIL_BLOCK, start)
             start -= step
-            handle.seek(start)
-            tail = handle.read(step) + tail
+            tail = os.pread(fd, step, start) + tail
             newline = tail.rfind(b"\n", 0, len(tail) - 1)  # the end of the line before the last
             if newline >= 0:
-                return start + newline + 1, tail[newline + 1:]
-        return 0, tail
+                return start + newline + 1, tail[newline + 1:], _identity_of(status)
+        return 0, tail, _identity_of(status)
+    finally:
+        os.close(fd)
 
 
 def _identity(path):

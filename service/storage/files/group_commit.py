@@ -1,7 +1,9 @@
 """Group commit of the file backend's changes with their events, between the threads of every worker process: whoever
 holds the org's events lock commits every change queued (service.storage.files.commit_queue) as one batch: the events
-appended to the log (service.storage.files.events) and fdatasynced once, the changes put in place in seq order, their
-directories synced once each.
+appended to the log (service.storage.files.events) and fdatasynced once, then the changes put in place in seq order.
+Each writer syncs its change's directory once the lock is released, before its answer: the lock is held for one sync
+a batch, not two (a power cut may then lose the rename of a change whose event is in the log, not yet acknowledged:
+the first look at the log after a reboot puts it in place from its history entry, service.storage.files.events).
 
 A writer that finds the lock free leads at once, taking along whatever the queue holds: alone, it pays for nothing but
 its own commit. One that finds it taken queues its change and waits: for a batch of its process to note its outcome
@@ -24,17 +26,17 @@ import weakref
 import orjson
 
 from service.errors import StorageFailed, disk_errors
-from service.storage.common.disk import LockTimeout
-from service.storage.files.commit_queue import QueuedChange, put_in_place, sync_directories
+from service.storage.common.disk import LockTimeout, fsync_directory
+from service.storage.files.commit_queue import QueuedChange, put_in_place
 
-# A waiting writer's outcome not known yet (when its turn comes, it leads); its change committed by another process.
-NOT_TOLD, _SYNC_AGAIN = object(), object()
+# A waiting writer's outcome not known yet (when its turn comes, it leads); a change put in place, its folder to sync.
+NOT_TOLD, _TO_SYNC = object(), object()
 
 
 class _Waiter:
     """A writer of this process waiting for its batch: its org and event, what wakes it, its outcome once a batch of
-    this process noted it (an error, or None when committed) or the turn's holder found it committed by another
-    process's batch (_SYNC_AGAIN)."""
+    this process noted it (an error, or _TO_SYNC when put in place) or the turn's holder found it put in place by
+    another process's batch (_TO_SYNC)."""
 
     __slots__ = ("org", "event", "woken", "outcome")
 
@@ -76,10 +78,11 @@ class GroupCommit:
                 outcome = self._lead(org, queue, mine)
             finally:
                 log_lock.release()
-        if outcome is _SYNC_AGAIN:
-            outcome = sync_directories([mine])[mine.token]
-        if outcome is not None:
+                self._log.ring()  # once the lock is released: the next batch need not wait for the bell
+        if outcome is not _TO_SYNC:
             raise outcome
+        with disk_errors():  # (a failure leaves the change in place with its event, as a failed fsync does anywhere)
+            fsync_directory(os.path.dirname(mine.target))
 
     def _queued(self, org, queue, log_lock, mine):
         """Queue `mine` and wait: for a batch of this process to note its outcome, or for the org's lock, one thread
@@ -94,12 +97,15 @@ class GroupCommit:
             if outcome is NOT_TOLD:
                 try:
                     log_lock.acquire(timeout=-1)
+                    led = False
                     try:
                         outcome = self._found(org, waiter)
                         if outcome is NOT_TOLD:
-                            outcome = self._lead(org, queue, mine)
+                            led, outcome = True, self._lead(org, queue, mine)
                     finally:
                         log_lock.release()
+                        if led:
+                            self._log.ring()
                 finally:
                     self._end_turn(waiter)
         finally:
@@ -133,13 +139,13 @@ class GroupCommit:
         """Under the lock, for the turn's holder: the outcome of its change in a batch before, or NOT_TOLD. A change
         of this process's waiting writers that another process's batch committed (its document at its revision) is
         settled for each of them at once, rather than each taking the lock in turn to find it: each syncs its folder
-        again once the lock is released, in case that batch's sync failed (or its leader was killed doing it)."""
+        once the lock is released, as every writer does."""
         with self._guard:
             untold = [other for other in self._waiting.values() if other.org == org and other.outcome is NOT_TOLD]
         committed = [other for other in untold if self._log.committed(org, other.event)]
         with self._guard:
             for other in committed:
-                other.outcome = _SYNC_AGAIN
+                other.outcome = _TO_SYNC
                 other.woken.set()
             return waiter.outcome
 
@@ -155,13 +161,11 @@ class GroupCommit:
                 if token != mine.token and (waiter := self._waiting.get(token)) is not None:
                     waiter.outcome = error
                     waiter.woken.set()
-        if outcomes:
-            self._log.ring()
         return outcomes.get(mine.token, StorageFailed())
 
     def _commit_queued(self, org, queue, changes, token):
         """Commit the changes, in batches of one log segment at most, but those whose writer's process is gone;
-        answer {token: error or None} of those committed or failed. A change that fails is left out and the rest go
+        answer {token: error or _TO_SYNC} of those failed or put in place. A change that fails is left out and the rest go
         on; a failing append puts the changes back in the queue, for each writer to meet its own error, but that of
         `token` (this thread's), which meets this one."""
         alive = {}  # a process's mark, looked at once a batch
@@ -195,7 +199,7 @@ class GroupCommit:
                 self._log.recover(org)  # cuts the failed change's event and those after it
                 outcomes[failed.token] = error
                 pending = batch[len(done) + 1:] + pending
-            outcomes.update(sync_directories(done))
+            outcomes.update({change.token: _TO_SYNC for change in done})
             self._log.verified(org, latest + len(done), *(end if failed is None else ()))
         return outcomes
 

@@ -1,7 +1,6 @@
 """StreamStore without HTTP: chunk bookkeeping, in-order merge with persisted SHA-256 state, rewind, crashes."""
 import ctypes
 import errno
-import fcntl
 import hashlib
 import os
 import time
@@ -18,6 +17,7 @@ from service.storage.files import FileRepository
 from service.storage.files.streams.append import PrefixAppend
 from service.storage.files.streams.ledger import BOUNDARY, RECORDS_AT, SLOT_SIZE, Ledger
 from service.storage.common.incoming import IncomingFile
+from support.disk import lock_held_at_fsync
 
 TTL = 3600
 ORG = "default"
@@ -512,23 +512,8 @@ def test_a_part_is_fsynced_before_the_streams_lock_is_taken(repo, monkeypatch):
     stream_id = new_stream(repo, [b"\x00\x00\x00\x18ftypmp42" + b"a" * 20, b"b" * 32])
     incoming = repo.streams.new_incoming(ORG, stream_id, 12)
     incoming.write(b"b" * 32)
-    lock_file = f"{repo.streams._directory(ORG, stream_id)}.lock"
-    lock_held_at_sync = []
-    real_fsync = os.fsync
-
-    def fsync(fd):
-        if os.readlink(f"/proc/self/fd/{fd}") == str(incoming.path):
-            probe = os.open(lock_file, os.O_RDWR | os.O_CREAT)
-            try:
-                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                lock_held_at_sync.append(False)
-            except BlockingIOError:
-                lock_held_at_sync.append(True)
-            finally:
-                os.close(probe)
-        return real_fsync(fd)
-
-    monkeypatch.setattr(storage_incoming.os, "fsync", fsync)
+    lock_held_at_sync = lock_held_at_fsync(monkeypatch, storage_incoming.os, incoming.path,
+                                           f"{repo.streams._directory(ORG, stream_id)}.lock")
     try:
         written = repo.streams.add_chunk(ORG, stream_id, Chunk(1, 2, incoming), CHUNK_RULES)
     finally:
