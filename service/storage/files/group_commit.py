@@ -1,9 +1,10 @@
 """Group commit of the file backend's changes with their events, between the threads of every worker process: whoever
 holds the org's events lock commits every change queued (service.storage.files.commit_queue) as one batch: the events
 appended to the log (service.storage.files.events) and fdatasynced once, then the changes put in place in seq order.
-Each writer syncs its change's directory once the lock is released, before its answer: the lock is held for one sync
-a batch, not two (a power cut may then lose the rename of a change whose event is in the log, not yet acknowledged:
-the first look at the log after a reboot puts it in place from its history entry, service.storage.files.events).
+The batch's leader syncs their directories once the lock is released (once each), then tells its process's writers
+of the batch: the lock is held for one sync a batch, not two. (A power cut may then undo the rename of a change whose
+event is in the log, not yet acknowledged: the first look at the log after a reboot puts it in place from its
+history entry, service.storage.files.reboot_check.)
 
 A writer that finds the lock free leads at once, taking along whatever the queue holds: alone, it pays for nothing but
 its own commit. One that finds it taken queues its change and waits: for a batch of its process to note its outcome
@@ -29,13 +30,30 @@ from service.errors import StorageFailed, disk_errors
 from service.storage.common.disk import LockTimeout, fsync_directory
 from service.storage.files.commit_queue import QueuedChange, put_in_place
 
-# A waiting writer's outcome not known yet (when its turn comes, it leads); a change put in place, its folder to sync.
+# A waiting writer's outcome not known yet (when its turn comes, it leads); its change put in place by another
+# process's batch, its folder for it to sync.
 NOT_TOLD, _TO_SYNC = object(), object()
+
+
+class _Batch:
+    """What a batch did ({token: error} of the changes that failed, {token: folder} of those put in place), and its
+    folders' syncs once its leader made them (synced set; {folder: error})."""
+
+    def __init__(self, failed, placed):
+        self.failed, self.placed = failed, placed
+        self.synced, self.sync_errors = threading.Event(), {}
+
+    def outcome(self, change):
+        """The outcome of `change` once its folder is synced: None (committed) or an error."""
+        if change.token not in self.placed:
+            return self.failed.get(change.token, StorageFailed())
+        self.synced.wait()
+        return self.sync_errors.get(self.placed[change.token])
 
 
 class _Waiter:
     """A writer of this process waiting for its batch: its org and event, what wakes it, its outcome once a batch of
-    this process noted it (an error, or _TO_SYNC when put in place) or the turn's holder found it put in place by
+    this process noted it (an error, or the _Batch that put it in place) or the turn's holder found it put in place by
     another process's batch (_TO_SYNC)."""
 
     __slots__ = ("org", "event", "woken", "outcome")
@@ -75,14 +93,19 @@ class GroupCommit:
             outcome = self._queued(org, queue, log_lock, mine)
         else:
             try:
-                outcome = self._lead(org, queue, mine)
+                batch = self._lead(org, queue, mine)
             finally:
                 log_lock.release()
-                self._log.ring()  # once the lock is released: the next batch need not wait for the bell
-        if outcome is not _TO_SYNC:
+            self._finish(batch)
+            outcome = batch.outcome(mine)
+        if isinstance(outcome, _Batch):  # put in place by a batch of this process, whose leader syncs the folder
+            outcome = outcome.outcome(mine)
+        elif outcome is _TO_SYNC:  # put in place by another process's batch
+            with disk_errors():
+                fsync_directory(os.path.dirname(mine.target))
+            outcome = None
+        if outcome is not None:
             raise outcome
-        with disk_errors():  # (a failure leaves the change in place with its event, as a failed fsync does anywhere)
-            fsync_directory(os.path.dirname(mine.target))
 
     def _queued(self, org, queue, log_lock, mine):
         """Queue `mine` and wait: for a batch of this process to note its outcome, or for the org's lock, one thread
@@ -95,19 +118,20 @@ class GroupCommit:
             queue.add([mine])
             outcome = self._wait_turn(waiter)
             if outcome is NOT_TOLD:
+                batch = None
                 try:
                     log_lock.acquire(timeout=-1)
-                    led = False
                     try:
                         outcome = self._found(org, waiter)
                         if outcome is NOT_TOLD:
-                            led, outcome = True, self._lead(org, queue, mine)
+                            batch = self._lead(org, queue, mine)
                     finally:
                         log_lock.release()
-                        if led:
-                            self._log.ring()
                 finally:
                     self._end_turn(waiter)
+                if batch is not None:
+                    self._finish(batch)
+                    outcome = batch.outcome(mine)
         finally:
             with self._guard:
                 del self._waiting[mine.token]
@@ -151,23 +175,38 @@ class GroupCommit:
 
     def _lead(self, org, queue, mine):
         """Under the lock: commit what the queue holds with `mine` (still queued, or not: never queued, failed in a
-        batch before, or taken by a leader killed before it put it in place); the outcome of `mine`."""
+        batch before, or taken by a leader killed before it put it in place), and tell this process's writers of it
+        (the batch itself for those put in place: they wait for its folders' syncs); the _Batch."""
         changes = queue.take()
         if all(change.token != mine.token for change in changes):
             changes.append(mine)
-        outcomes = self._commit_queued(org, queue, changes, mine.token)
+        batch = _Batch(*self._commit_queued(org, queue, changes, mine.token))
         with self._guard:
-            for token, error in outcomes.items():
+            for token in batch.failed.keys() | batch.placed.keys():
                 if token != mine.token and (waiter := self._waiting.get(token)) is not None:
-                    waiter.outcome = error
+                    waiter.outcome = batch.failed.get(token, batch)
                     waiter.woken.set()
-        return outcomes.get(mine.token, StorageFailed())
+        return batch
+
+    def _finish(self, batch):
+        """Once the lock is released, for the batch's leader: ring the bell, then sync each folder where the batch put
+        changes in place, once."""
+        self._log.ring()
+        try:
+            for directory in set(batch.placed.values()):
+                try:
+                    with disk_errors():
+                        fsync_directory(directory)
+                except BaseException as error:  # (the change is in place with its event, as a failed fsync leaves it)
+                    batch.sync_errors[directory] = error
+        finally:
+            batch.synced.set()
 
     def _commit_queued(self, org, queue, changes, token):
         """Commit the changes, in batches of one log segment at most, but those whose writer's process is gone;
-        answer {token: error or _TO_SYNC} of those failed or put in place. A change that fails is left out and the rest go
-        on; a failing append puts the changes back in the queue, for each writer to meet its own error, but that of
-        `token` (this thread's), which meets this one."""
+        answer ({token: error} of those failed, {token: its folder} of those put in place). A change that fails is
+        left out and the rest go on; a failing append puts the changes back in the queue, for each writer to meet its
+        own error, but that of `token` (this thread's), which meets this one."""
         alive = {}  # a process's mark, looked at once a batch
 
         def waited_for(change):
@@ -178,7 +217,7 @@ class GroupCommit:
             return alive[change.writer]
 
         pending = [change for change in changes if waited_for(change)]
-        outcomes = {}
+        failed_changes, placed = {}, {}
         while pending:
             latest = self._log.recover(org)
             room = self._log.room_after(latest)
@@ -192,14 +231,14 @@ class GroupCommit:
                 self._log.recover(org)  # cuts the events appended: none of their changes committed
                 left = batch + pending
                 queue.add([change for change in left if change.token != token])
-                outcomes[token] = error
-                return outcomes
+                failed_changes[token] = error
+                return failed_changes, placed
             done, failed, error = put_in_place(batch)
             if failed is not None:
                 self._log.recover(org)  # cuts the failed change's event and those after it
-                outcomes[failed.token] = error
+                failed_changes[failed.token] = error
                 pending = batch[len(done) + 1:] + pending
-            outcomes.update({change.token: _TO_SYNC for change in done})
+            placed.update((change.token, os.path.dirname(change.target)) for change in done)
             self._log.verified(org, latest + len(done), *(end if failed is None else ()))
-        return outcomes
+        return failed_changes, placed
 

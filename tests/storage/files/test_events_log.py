@@ -19,6 +19,7 @@ from service.storage.contract import (
     AttemptOutcome, DeliveryState, DispatchRules, NewEvent, SubscriptionSettings)
 from service.storage.common import disk as disk_module
 from service.storage.files import events as events_module
+from service.storage.files import group_commit as group_commit_module
 from support.disk import FaultyDisk, lock_held_at_fsync, on_flock
 
 real_event = events_module._event
@@ -204,6 +205,7 @@ class SlowLogSync:
 
         monkeypatch.setattr(events_module, "os", Os())
         monkeypatch.setattr(events_module, "fsync_directory", fsync_directory)
+        monkeypatch.setattr(group_commit_module, "fsync_directory", fsync_directory)
 
 
 def concurrently(functions):
@@ -225,13 +227,14 @@ def concurrently(functions):
     return errors
 
 
-def test_concurrent_writers_share_the_sync_of_the_log(repo, monkeypatch):
+def test_concurrent_writers_share_the_sync_of_the_log_and_of_their_directory(repo, monkeypatch):
     """Group commit: 8 changes arriving while the log syncs are committed by at most two more syncs, not 8, each with
-    its event, the seqs 1..8 without a gap."""
+    its event, the seqs 1..8 without a gap; their folder synced once a batch too."""
     syncs = SlowLogSync(monkeypatch)
     writers = [lambda number=number: upsert_station(repo, ORG, station(f"st_{number}", "Press")) for number in range(8)]
     assert concurrently(writers) == [None] * 8
     assert syncs.log_syncs <= 3
+    assert syncs.directory_syncs.count("stations") <= 3
     events = seqs_and_changes(repo)
     assert [seq for seq, *_ in events] == list(range(1, 9))
     assert sorted(identifier for _, identifier, _, _ in events) == [f"st_{number}" for number in range(8)]
