@@ -5,8 +5,10 @@ log after the reboot puts each such change in place from its history entry, whic
 appended; then the org's `<data>/orgs/<org>/events/boot` names the boot (Linux's boot id), and the other worker
 processes of that boot skip the check. Where the system tells no boot id, each process checks each org once.
 """
+import contextlib
 import functools
 
+from service.errors import StorageFailed, StorageFull
 from service.storage.common.disk import write_unsynced
 
 BOOT = "boot"
@@ -51,7 +53,9 @@ class RebootCheck:
             if not self._log.committed(org, event):
                 self._put_forward(org, event.kind, event.id, event.revision)
         if (boot := _boot_id()) is not None:
-            write_unsynced(self._log.directory(org) / BOOT, boot.encode())  # (lost in a power cut: checked again)
+            # Not written (a full disk) or lost in a power cut: the next process checks again.
+            with contextlib.suppress(StorageFailed, StorageFull, OSError):
+                write_unsynced(self._log.directory(org) / BOOT, boot.encode())
         self._done.add(org)
 
 

@@ -20,6 +20,7 @@ from service.storage.contract import (
 from service.storage.common import disk as disk_module
 from service.storage.files import events as events_module
 from service.storage.files import group_commit as group_commit_module
+from service.storage.files import reboot_check as reboot_check_module
 from support.disk import FaultyDisk, lock_held_at_fsync, on_flock
 
 real_event = events_module._event
@@ -481,3 +482,19 @@ def test_after_a_reboot_the_changes_a_power_cut_lost_behind_their_events_are_put
                                            (3, "st_3", 1, "CREATED"), (4, "st_3", 2, "DELETED"),
                                            (5, "st_2", 1, "CREATED")]
     assert sorted(revision.revision for revision in after.documents.history(ORG, "stations", "st_1", 10))[:2] == [1, 2]
+
+
+def test_a_full_disk_at_the_boot_note_fails_no_reader(tmp_path, monkeypatch):
+    """The check after a reboot notes the boot it checked; when the disk is full that note is not written (the next
+    process checks again), and the read goes on."""
+    repo = FileRepository(tmp_path / "data")
+    upsert_station(repo, ORG, station("st_1", "Press"))
+    (repo.orgs_root / ORG / "events" / "boot").write_text("the boot before")
+
+    def disk_full(path, data):
+        raise StorageFull()
+
+    monkeypatch.setattr(reboot_check_module, "write_unsynced", disk_full)
+    after = FileRepository(tmp_path / "data")
+    assert after.events.bounds(ORG).latest == 1
+    assert (repo.orgs_root / ORG / "events" / "boot").read_text() == "the boot before"
