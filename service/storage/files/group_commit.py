@@ -30,9 +30,8 @@ from service.errors import StorageFailed, disk_errors
 from service.storage.common.disk import LockTimeout, fsync_directory
 from service.storage.files.commit_queue import QueuedChange, put_in_place
 
-# A waiting writer's outcome not known yet (when its turn comes, it leads); its change put in place by another
-# process's batch, its folder for it to sync.
-NOT_TOLD, _TO_SYNC = object(), object()
+# A waiting writer's outcome not known yet (when its turn comes, it leads).
+NOT_TOLD = object()
 
 
 class _Batch:
@@ -52,14 +51,14 @@ class _Batch:
 
 
 class _Waiter:
-    """A writer of this process waiting for its batch: its org and event, what wakes it, its outcome once a batch of
-    this process noted it (an error, or the _Batch that put it in place) or the turn's holder found it put in place by
-    another process's batch (_TO_SYNC)."""
+    """A writer of this process waiting for its batch: its org and change, what wakes it, its outcome once a batch of
+    this process noted it (an error, or the _Batch that put it in place, whose folders' syncs it waits for), or the
+    turn's holder found it put in place by another process's batch (a _Batch of those it found)."""
 
-    __slots__ = ("org", "event", "woken", "outcome")
+    __slots__ = ("org", "change", "woken", "outcome")
 
-    def __init__(self, org, event):
-        self.org, self.event, self.woken, self.outcome = org, event, threading.Event(), NOT_TOLD
+    def __init__(self, org, change):
+        self.org, self.change, self.woken, self.outcome = org, change, threading.Event(), NOT_TOLD
 
 
 _every_group_commit = weakref.WeakSet()
@@ -96,14 +95,11 @@ class GroupCommit:
                 batch = self._lead(org, queue, mine)
             finally:
                 log_lock.release()
-            self._finish(batch)
-            outcome = batch.outcome(mine)
-        if isinstance(outcome, _Batch):  # put in place by a batch of this process, whose leader syncs the folder
+            self._log.ring()
+            self._sync_folders(batch)
+            outcome = batch
+        if isinstance(outcome, _Batch):  # put in place (whoever syncs its folder: that batch's leader or finder)
             outcome = outcome.outcome(mine)
-        elif outcome is _TO_SYNC:  # put in place by another process's batch
-            with disk_errors():
-                fsync_directory(os.path.dirname(mine.target))
-            outcome = None
         if outcome is not None:
             raise outcome
 
@@ -111,27 +107,29 @@ class GroupCommit:
         """Queue `mine` and wait: for a batch of this process to note its outcome, or for the org's lock, one thread
         of the process at a time (the kernel wakes every waiter of a lock released: one a process, not all)."""
         mine.writer = self._log.marks.mine()
-        waiter = _Waiter(org, mine.event)
+        waiter = _Waiter(org, mine)
         with self._guard:
             self._waiting[mine.token] = waiter
         try:
             queue.add([mine])
             outcome = self._wait_turn(waiter)
             if outcome is NOT_TOLD:
-                batch = None
+                found = batch = None
                 try:
                     log_lock.acquire(timeout=-1)
                     try:
-                        outcome = self._found(org, waiter)
+                        found, outcome = self._found(org, waiter)
                         if outcome is NOT_TOLD:
-                            batch = self._lead(org, queue, mine)
+                            outcome = batch = self._lead(org, queue, mine)
                     finally:
                         log_lock.release()
                 finally:
                     self._end_turn(waiter)
                 if batch is not None:
-                    self._finish(batch)
-                    outcome = batch.outcome(mine)
+                    self._log.ring()
+                for each in (found, batch):
+                    if each is not None:
+                        self._sync_folders(each)
         finally:
             with self._guard:
                 del self._waiting[mine.token]
@@ -160,18 +158,20 @@ class GroupCommit:
                 after.woken.set()
 
     def _found(self, org, waiter):
-        """Under the lock, for the turn's holder: the outcome of its change in a batch before, or NOT_TOLD. A change
-        of this process's waiting writers that another process's batch committed (its document at its revision) is
-        settled for each of them at once, rather than each taking the lock in turn to find it: each syncs its folder
-        once the lock is released, as every writer does."""
+        """Under the lock, for the turn's holder: (a _Batch of the changes of this process's waiting writers that
+        another process's batch put in place, or None; the outcome of the holder's change, NOT_TOLD when it is in
+        neither a batch before nor that). Those are settled for each of their writers at once, rather than each
+        taking the lock in turn to find its own: they wait for the holder to sync their folders, once each, as a
+        batch's leader does."""
         with self._guard:
             untold = [other for other in self._waiting.values() if other.org == org and other.outcome is NOT_TOLD]
-        committed = [other for other in untold if self._log.committed(org, other.event)]
+        committed = [other for other in untold if self._log.committed(org, other.change.event)]
+        found = _Batch({}, {other.change.token: os.path.dirname(other.change.target) for other in committed})
         with self._guard:
             for other in committed:
-                other.outcome = _TO_SYNC
+                other.outcome = found
                 other.woken.set()
-            return waiter.outcome
+            return (found if committed else None), waiter.outcome
 
     def _lead(self, org, queue, mine):
         """Under the lock: commit what the queue holds with `mine` (still queued, or not: never queued, failed in a
@@ -188,10 +188,10 @@ class GroupCommit:
                     waiter.woken.set()
         return batch
 
-    def _finish(self, batch):
-        """Once the lock is released, for the batch's leader: ring the bell, then sync each folder where the batch put
-        changes in place, once."""
-        self._log.ring()
+    @staticmethod
+    def _sync_folders(batch):
+        """Once the lock is released, for the batch's leader (or finder): sync each folder where the batch put changes
+        in place, once."""
         try:
             for directory in set(batch.placed.values()):
                 try:

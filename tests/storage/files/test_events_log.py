@@ -370,8 +370,10 @@ def test_one_waiting_writer_of_a_process_waits_for_the_lock_and_commits_for_all(
 
 def test_changes_another_process_committed_are_settled_for_all_their_writers_at_once(repo, monkeypatch):
     """Three writers of this process wait while another process's batch commits their changes: the one whose turn it
-    is finds all three committed under the lock, and the other two answer without taking the lock in turn."""
-    waits = []
+    is finds all three committed under the lock and syncs their folder once, and the other two answer without taking
+    the lock in turn."""
+    waits, folder_syncs = [], []
+    monkeypatch.setattr(group_commit_module, "fsync_directory", folder_syncs.append)
     events_lock = f"{repo.orgs_root / ORG / 'events'}.lock"
 
     def before(path, operation):
@@ -396,6 +398,7 @@ def test_changes_another_process_committed_are_settled_for_all_their_writers_at_
     for writer in writers:
         writer.join(10)
     assert not any(writer.is_alive() for writer in writers) and len(waits) == 1
+    assert folder_syncs == [str(repo.orgs_root / ORG / "stations")]
     assert sorted(identifier for _, identifier, _, _ in seqs_and_changes(repo)) == ["st_0", "st_1", "st_2"]
 
 
