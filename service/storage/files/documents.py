@@ -162,14 +162,14 @@ class FileDocumentStore:
 
     def _ready(self, org):
         """Before a write reads what it changes: the org's changes a power cut lost put in place (service.storage.
-        files.events), lest the write take a lost change's revision for its own."""
+        files.reboot_check), lest the write take a lost change's revision for its own."""
         if self.events is not None:
             self.events.ready(org)
 
     def put_forward(self, org, kind, identifier, revision):
         """Put in place the object's change of `revision` from its history entry: its event is in the log, but a power
-        cut lost its rename or unlink (service.storage.files.events, under the org's events lock, under which every
-        change of the org's documents is put in place). A no-op when the entry is gone."""
+        cut lost its rename or unlink (service.storage.files.reboot_check, under the org's events lock, under which
+        every change of the org's documents is put in place). A no-op when the entry is gone."""
         path = self._path(org, kind, identifier)
         try:
             with open(self._history(org, kind, identifier) / f"{revision}{SUFFIX}", "rb") as handle:
