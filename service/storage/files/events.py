@@ -6,13 +6,13 @@ Changes commit with their events in batches, under the org's events lock (`<data
 the document's own locks; service.storage.files.group_commit): a writer that finds it taken queues its change
 (service.storage.files.commit_queue), and whoever holds the lock appends the events of all queued changes with its own
 and fdatasyncs them once, then puts the changes in place in seq order (each its atomic replace or unlink); it syncs
-their directories once the lock is released, and each writer answers after its directory's sync. So after a process is killed the log
-ends, at most, with events whose changes were not put in place: whoever takes the lock next (a writer, a reader, or a
-start-up) checks the last event against the committed revision of its object and cuts it off when the change is not
-there, until the last is there, and cuts off a torn last line. After a power cut, a change whose directory was not
-synced yet may have lost its rename while its event and the events after it are there: the first look at
-the org's log after a reboot puts it in place (service.storage.files.reboot_check). Seqs are 1, 2, 3, ... in commit
-order with no gap, no reader sees an event without its change, and no committed change is without its event.
+their directories once the lock is released, and each writer answers after its directory's sync. So after a process is
+killed the log ends, at most, with events whose changes were not put in place: whoever takes the lock next (a writer, a
+reader, or a start-up) checks the last event against the committed revision of its object and cuts it off when the
+change is not there, until the last is there, and cuts off a torn last line. After a power cut, a change whose directory
+was not synced yet may have lost its rename while its event and the events after it are there: the first look at the
+org's log after a reboot puts it in place (service.storage.files.reboot_check). Seqs are 1, 2, 3, ... in commit order
+with no gap, no reader sees an event without its change, and no committed change is without its event.
 
 Pruning removes whole segments whose last event is older than the retention, never the last segment (the latest seq
 stays known: an empty last segment says its first seq minus one).
