@@ -198,9 +198,8 @@ class PendingReplace:
     def placed(self):
         """Note that the replacement was put in place by a rename of its `source` made elsewhere: nothing is left to
         discard."""
-        with contextlib.suppress(OSError):
-            self._handle.close()
         self._temporary = None
+        self.discard()  # (closes the file; its name is the renamed one's, not to unlink)
 
     def discard(self):
         """Remove the replacement unless it was put in place; a no-op after `commit()`."""

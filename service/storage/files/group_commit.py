@@ -42,6 +42,19 @@ class _Batch:
         self.failed, self.placed = failed, placed
         self.synced, self.sync_errors = threading.Event(), {}
 
+    def sync(self):
+        """Once the lock is released, for the batch's leader (or finder): sync each folder where the batch put changes
+        in place, once."""
+        try:
+            for directory in set(self.placed.values()):
+                try:
+                    with disk_errors():
+                        fsync_directory(directory)
+                except BaseException as error:  # (the change is in place with its event, as a failed fsync leaves it)
+                    self.sync_errors[directory] = error
+        finally:
+            self.synced.set()
+
     def outcome(self, change):
         """The outcome of `change` once its folder is synced: None (committed) or an error."""
         if change.token not in self.placed:
@@ -96,7 +109,7 @@ class GroupCommit:
             finally:
                 log_lock.release()
             self._log.ring()
-            self._sync_folders(batch)
+            batch.sync()
             outcome = batch
         if isinstance(outcome, _Batch):  # put in place (whoever syncs its folder: that batch's leader or finder)
             outcome = outcome.outcome(mine)
@@ -129,7 +142,7 @@ class GroupCommit:
                     self._log.ring()
                 for each in (found, batch):
                     if each is not None:
-                        self._sync_folders(each)
+                        each.sync()
         finally:
             with self._guard:
                 del self._waiting[mine.token]
@@ -166,12 +179,13 @@ class GroupCommit:
         with self._guard:
             untold = [other for other in self._waiting.values() if other.org == org and other.outcome is NOT_TOLD]
         committed = [other for other in untold if self._log.committed(org, other.change.event)]
-        found = _Batch({}, {other.change.token: os.path.dirname(other.change.target) for other in committed})
+        placed = {other.change.token: os.path.dirname(other.change.target) for other in committed}
+        found = _Batch({}, placed) if committed else None
         with self._guard:
             for other in committed:
                 other.outcome = found
                 other.woken.set()
-            return (found if committed else None), waiter.outcome
+            return found, waiter.outcome
 
     def _lead(self, org, queue, mine):
         """Under the lock: commit what the queue holds with `mine` (still queued, or not: never queued, failed in a
@@ -187,20 +201,6 @@ class GroupCommit:
                     waiter.outcome = batch.failed.get(token, batch)
                     waiter.woken.set()
         return batch
-
-    @staticmethod
-    def _sync_folders(batch):
-        """Once the lock is released, for the batch's leader (or finder): sync each folder where the batch put changes
-        in place, once."""
-        try:
-            for directory in set(batch.placed.values()):
-                try:
-                    with disk_errors():
-                        fsync_directory(directory)
-                except BaseException as error:  # (the change is in place with its event, as a failed fsync leaves it)
-                    batch.sync_errors[directory] = error
-        finally:
-            batch.synced.set()
 
     def _commit_queued(self, org, queue, changes, token):
         """Commit the changes, in batches of one log segment at most, but those whose writer's process is gone;
