@@ -19,8 +19,10 @@ rewinds the ledger to it.
 
 Bookkeeping happens under the stream's cross-process lock `streams/<streamId>.lock`. Writing to the prefix
 needs a second one, `streams/<streamId>.append.lock`, which a chunk being received onto the prefix holds
-for as long as its bytes arrive (a slow client must not hold up the other chunks' bookkeeping). The lock
-files sit beside the directory so a stream can be removed while its locks are held.
+for as long as its bytes arrive (a slow client must not hold up the other chunks' bookkeeping). It is taken only
+under the stream's lock and released before it (`append.PrefixAppend.start`), so that a request finding it taken
+can leave the merge of its part to the holder. The lock files sit beside the directory so a stream can be removed
+while its locks are held.
 
 A tus upload (`meta.json` has `"protocol": "tus"`) uses the same directory, prefix and append lock, but no parts
 and no ledger: its bytes only ever grow at the end of the prefix, so its commit point is the `tus` file

@@ -4,7 +4,8 @@ import contextlib
 from service.errors import disk_errors
 from service.interface.checksums import file_sha256
 
-from service.storage.files.streams.layout import META, PREFIX, copy_range, read_record, take_append_lock
+from service.storage.files.streams.layout import (META, PREFIX, copy_range, read_record, take_append_lock,
+                                                   try_stream_lock)
 from service.storage.files.streams.ledger import Ledger
 from service.storage.common.incoming import IncomingFile, Receiving
 from service.storage.common.sha256_state import Sha256State
@@ -12,19 +13,25 @@ from service.storage.common.sha256_state import Sha256State
 
 class PrefixAppend(Receiving):
     """A chunk received straight onto the end of its stream's prefix and hashed into the stream's running SHA-256
-    as it arrives, so it is written and hashed once. It holds the stream's append lock until `discard()`; its bytes
-    lie past the recorded prefix length until `LockedStream.put_part` commits them (with an fdatasync of the prefix,
-    whose writeback this starts as the chunk arrives)."""
+    as it arrives, so it is written and hashed once. It holds the stream's append lock until `discard()` (called
+    under the stream's lock by the request that stores it); its bytes lie past the recorded prefix length until
+    `LockedStream.put_part` commits them (with an fdatasync of the prefix, whose writeback this starts as the chunk
+    arrives)."""
     early_writeback = True
 
     @classmethod
     def start(cls, directory, index, head_size):
-        """Begin receiving chunk `index` onto the prefix; None when it is not the next chunk in order or another
-        request is appending."""
+        """Begin receiving chunk `index` onto the prefix; None when it is not the next chunk in order, another request
+        is appending, or another request holds the stream's lock (the chunk is then received into a part at once).
+
+        The append lock is taken, and only taken, under the stream's lock when the chunk is next, so that a request
+        holding the stream's lock that finds the append lock taken knows its holder is a chunk not yet committed:
+        that holder merges the parts that follow it when it commits (its request releases the append lock before
+        the stream's, LockedStream.add_chunk), or its chunk was not acknowledged and comes again."""
         if not (directory / META).exists():
             return None
-        append_lock = take_append_lock(directory)
-        if append_lock is None:
+        stream_lock = try_stream_lock(directory)
+        if stream_lock is None:
             return None
         try:
             record, ledger = read_record(directory), Ledger(directory)
@@ -32,12 +39,17 @@ class PrefixAppend(Receiving):
             # of the layout before the ledger gets one under its lock, the first chunk going to a part meanwhile.
             if record is None or record.is_complete or record.is_tus or not ledger.path.exists() or \
                     ledger.next() != index or (record.total_chunks is not None and index >= record.total_chunks):
-                append_lock.release()
                 return None
-            return cls(directory, index, *ledger.read(index), head_size, append_lock)
-        except BaseException:
-            append_lock.release()
-            raise
+            append_lock = take_append_lock(directory)
+            if append_lock is None:
+                return None
+            try:
+                return cls(directory, index, *ledger.read(index), head_size, append_lock)
+            except BaseException:
+                append_lock.release()
+                raise
+        finally:
+            stream_lock.release()
 
     def __init__(self, directory, index, start, state, head_size, append_lock):
         with disk_errors():
@@ -80,7 +92,9 @@ class PrefixAppend(Receiving):
     def discard(self):
         """Cut what was not committed off the prefix, then release the append lock. Cutting back to the recorded length
         is always safe for the holder of the append lock, committed or not; it is best effort, since the next append
-        truncates the prefix anyway."""
+        truncates the prefix anyway. Called again, it does nothing."""
+        if self._file.closed:
+            return
         try:
             with contextlib.suppress(OSError):
                 ledger = Ledger(self._directory)

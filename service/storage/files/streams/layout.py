@@ -70,12 +70,19 @@ def _append_lock_path(directory):
 
 def take_append_lock(directory, timeout=0):
     """The stream's append lock, acquired, or None when another request holds it (at once, or after `timeout` s)."""
-    append_lock = lock(_append_lock_path(directory), timeout=timeout)
+    return _acquired(lock(_append_lock_path(directory), timeout=timeout))
+
+
+def try_stream_lock(directory):
+    """The stream's own lock, acquired at once, or None when another request holds it."""
+    return _acquired(lock(directory, timeout=0))
+
+
+def _acquired(disk_lock):
     try:
-        append_lock.acquire()
+        return disk_lock.acquire()
     except LockTimeout:
         return None
-    return append_lock
 
 
 def remove_stream(directory):

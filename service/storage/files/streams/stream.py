@@ -46,7 +46,15 @@ class LockedStream:
 
     def add_chunk(self, chunk, rules):
         """Acknowledge a chunk, merge what continues the prefix, complete the stream when it is whole (contract.
-        ChunkRules decide); a request that fails to store its chunk leaves nothing behind."""
+        ChunkRules decide); a request that fails to store its chunk leaves nothing behind. A chunk received onto the
+        prefix releases the append lock before the stream's lock is released (PrefixAppend.start says why)."""
+        try:
+            return self._add_chunk(chunk, rules)
+        finally:
+            if isinstance(chunk.file, PrefixAppend):
+                chunk.file.discard()
+
+    def _add_chunk(self, chunk, rules):
         if self.record.is_complete:
             return StreamWrite(Outcome.ALREADY_COMPLETE, self.record.path)
         record = rules.admit(self.record, chunk, self.part_sizes())
