@@ -14,11 +14,13 @@ the file backend.
 
 `--baseline-tree DIR` adds the backend measured (the file backend with `--backend both`) served from another checkout
 (e.g. /work/main), to compare a change with the code before it in the same run; on the shared backend it gets a
-database of its own on the same PostgreSQL, its schema made by that checkout.
+database of its own on the same PostgreSQL, its schema made by that checkout. `--also-tree NAME=DIR` (repeatable) adds
+the file backend of further checkouts, each named, to compare several versions in one run.
 
     sudo apt-get install -y wrk        # Debian/Ubuntu; wrk 4 with LuaJIT
     .venv/bin/python bench/graphql_bench.py [--backend file|shared|both] [--runs 3] [--seconds 10] \
-        [--connections 8] [--ids 64] [--baseline-tree DIR] [--changing] [--slices 1]
+        [--connections 8] [--ids 64] [--baseline-tree DIR] [--also-tree NAME=DIR] \
+        [--changing] [--slices 1]
 """
 import argparse
 import contextlib
@@ -107,6 +109,10 @@ def start_servers(args, temp, stack):
                              env=shared.server_env(args.baseline_tree) if on_shared else None)
         stack.callback(stop, process)
         servers.append(Server("baseline", process, url, postgres_cpu if on_shared else None))
+    for name, tree in args.also_tree:
+        process, url = start("service:create_app()", temp / name, tree=tree)
+        stack.callback(stop, process)
+        servers.append(Server(name, process, url))
     if args.backend in ("file", "both"):
         process, url = start("service:create_app()", temp / "data")
         stack.callback(stop, process)
@@ -147,6 +153,8 @@ def main():
     parser.add_argument("--connections", type=int, default=8, help="keep-alive connections wrk holds open")
     parser.add_argument("--ids", type=int, default=64, help="process ids the requests cycle through")
     parser.add_argument("--baseline-tree", type=Path, help="also serve the backend measured from this checkout")
+    parser.add_argument("--also-tree", type=_named_tree, action="append", default=[], metavar="NAME=DIR",
+                        help="also serve the file backend from this checkout, as NAME (repeatable)")
     parser.add_argument("--changing", action="store_true",
                         help="every request changes its process (a new revision each time, history written); "
                              "without it a body repeats every --ids requests (unchanged pushes once detected)")
@@ -174,6 +182,13 @@ def main():
                       + ", ".join(f"{k} {v:.2f}" for k, v in runs[server.name][-1].items()), flush=True)
                 time.sleep(1)
     report(runs, args.runs)
+
+
+def _named_tree(text):
+    name, _, tree = text.partition("=")
+    if not name or not tree or name in ("noop", "baseline", "file", "shared"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give NAME=DIR, NAME other than noop, baseline, file and shared")
+    return name, Path(tree)
 
 
 def report(runs, count):

@@ -70,13 +70,12 @@ class FileRepository(NodeLocal):
         return sorted(names.name_to_id(name) for name in stored)
 
     def sweep(self):
-        """Remove expired streams and the temporaries that killed workers left (as old as an expired stream), and
-        the marks of killed processes that queued changes; return how many streams."""
+        """Remove expired streams and the temporaries that killed workers left (as old as an expired stream); return
+        how many streams."""
         cutoff = self.clock() - self.streams.ttl_seconds
         self.documents.sweep_temporaries(cutoff)
         remove_stale_temporaries(self.data_dir, cutoff)  # of the sweep's own count of open streams
         self.events.prune()
-        self.events.sweep_marks()
         self.webhooks.prune()
         return self.streams.sweep()
 

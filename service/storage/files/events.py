@@ -3,10 +3,10 @@
 `<data>/events.bell`, whose time every commit sets so that other worker processes wake.
 
 Changes commit with their events in batches, under the org's events lock (`<data>/orgs/<org>/events.lock`, taken after
-the document's own locks; service.storage.files.group_commit): a writer that finds it taken queues its change
-(service.storage.files.commit_queue), and whoever holds the lock appends the events of all queued changes with its own
-and fdatasyncs them once, then puts the changes in place in seq order (each its atomic replace or unlink); it syncs
-their directories once the lock is released, and each writer answers after its directory's sync. So after a process is
+the document's own locks; service.storage.files.group_commit): one writer of a process at a time waits for it, and
+once it has it appends the events of every change its process's writers queued meanwhile and fdatasyncs them once,
+then puts the changes in place in seq order (each its atomic replace or unlink); it syncs their directories once the
+lock is released, and each writer answers after its directory's sync. So after a process is
 killed the log ends, at most, with events whose changes were not put in place: whoever takes the lock next (a writer, a
 reader, or a start-up) checks the last event against the committed revision of its object and cuts it off when the
 change is not there, until the last is there, and cuts off a torn last line. After a power cut, a change whose directory
@@ -27,7 +27,6 @@ import orjson
 from service.errors import disk_errors
 from service.storage.common.disk import fsync_directory, lock, numbered_files
 from service.storage.contract.events import Event, EventBounds
-from service.storage.files.commit_queue import CommitQueue, ProcessMarks
 from service.storage.files.group_commit import GroupCommit
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 from service.storage.files.reboot_check import RebootCheck
@@ -36,7 +35,6 @@ EVENTS = "events"
 SEGMENT_EVENTS = 1000
 SEGMENT_SUFFIX = ".jsonl"
 BELL = "events.bell"
-WRITERS = "events.writers"
 # How often a watcher looks at the bell: a commit of another worker wakes its streams within this.
 BELL_POLL_SECONDS = 0.1
 TAIL_BLOCK = 16 * 1024
@@ -61,8 +59,6 @@ class FileEventLog:
         self.rung = threading.Condition()
         # org -> the oldest seq a webhook subscription may still send, or None (CONTRACT 15): kept whatever its age.
         self.needed = lambda org: None
-        # The marks of the processes whose changes wait in a queue (service.storage.files.commit_queue).
-        self.marks = ProcessMarks(orgs_root.parent / WRITERS)
         self._group = GroupCommit(self)
 
     def directory(self, org):
@@ -71,10 +67,6 @@ class FileEventLog:
     def lock(self, org):
         """The org's events lock, under which its events are appended and its log's end checked."""
         return lock(self.directory(org))
-
-    def queue(self, org):
-        """The org's queue of changes waiting for their batch."""
-        return CommitQueue(self.directory(org))
 
     def commit(self, org, new_event, source, target):
         """Commit a change with its event (the org's next seq) in the org's next batch (service.storage.files.
@@ -130,10 +122,6 @@ class FileEventLog:
                         os.unlink(path)
                     removed += SEGMENT_EVENTS
         return removed
-
-    def sweep_marks(self):
-        """Remove the marks that killed processes left (service.storage.files.commit_queue); how many."""
-        return self.marks.sweep()
 
     def watcher(self):
         return BellWatcher(self)

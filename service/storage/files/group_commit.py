@@ -1,50 +1,66 @@
-"""Group commit of the file backend's changes with their events, between the threads of every worker process: whoever
-holds the org's events lock commits every change queued (service.storage.files.commit_queue) as one batch: the events
-appended to the log (service.storage.files.events) and fdatasynced once, then the changes put in place in seq order.
-The batch's leader syncs their directories once the lock is released (once each), then tells its process's writers
-of the batch: the lock is held for one sync a batch, not two. (A power cut may then undo the rename of a change whose
-event is in the log, not yet acknowledged: the first look at the log after a reboot puts it in place from its
-history entry, service.storage.files.reboot_check.)
+"""Group commit of the file backend's changes with their events, between the threads of one worker process: the
+org's changes waiting in this process are committed as one batch under the org's events lock: their events appended
+to the log (service.storage.files.events) and fdatasynced once, then the changes put in place in seq order. The lock
+is released, then the batch's folders are synced (once each) and its writers answer: the lock is held for one sync a
+batch, not two. (A power cut may then undo the rename of a change whose event is in the log, not yet acknowledged:
+the first look at the log after a reboot puts it in place from its history entry, service.storage.files.reboot_check.)
 
-A writer that finds the lock free leads at once, taking along whatever the queue holds: alone, it pays for nothing but
-its own commit. One that finds it taken queues its change and waits: for a batch of its process to note its outcome
-(in memory), or for the lock, one thread of a process at a time, in the kernel, which wakes it when the lock is
-released. Then its change has committed in a batch before (its document is at its revision), or failed there (its
-process's leader noted it), or it leads the next batch itself. Nobody polls, and nothing is written to tell a writer
-its outcome.
+The writer that finds no batch of its org forming in its process leads the next one: it waits for the org's lock in
+the kernel, which wakes it when the lock is released, then takes every change its process's writers of the org
+queued meanwhile (in memory), commits them, and hands the lead to a writer that came since. The others wait for the
+batch that takes their change. So one thread of a process at a time waits for the lock (a release wakes every waiter
+there, one a process, not all), nobody polls, and nothing but the log is written to commit a change. The batches of
+different processes take the lock in turn: writers of two processes never share a batch (a queue file that let one
+process's batch carry another's changes cost each of those writers a second turn at the lock to learn its outcome).
 
 The wait has no timeout of its own: the events lock is held only for the disk operations of one batch (or of one
 look at the log's end); a process that dies holding it releases it, and a holder stuck in a disk operation holds it
-as long as the disk does not answer, as the waiting writers' own syncs would wait. (A bounded wait polls the lock:
-that, and a thread of each process waiting for the lock on behalf of the others, cost the waiting writers more CPU
-than their commits.)
+as long as the disk does not answer, as the waiting writers' own syncs would wait.
 """
+import contextlib
 import os
-import secrets
 import threading
 import weakref
 
 import orjson
 
 from service.errors import StorageFailed, disk_errors
-from service.storage.common.disk import LockTimeout, fsync_directory
-from service.storage.files.commit_queue import QueuedChange, put_in_place
+from service.storage.common.disk import fsync_directory
 
-# A waiting writer's outcome not known yet (when its turn comes, it leads).
+# A writer's outcome not known yet.
 NOT_TOLD = object()
 
 
+class _Change:
+    """One change: its event, the temporary to rename over `target` (None: unlink `target`)."""
+
+    __slots__ = ("event", "source", "target")
+
+    def __init__(self, event, source, target):
+        self.event, self.source, self.target = event, source, target
+
+
+class _Writer:
+    """A writer of this process: its change, whether it leads a batch, its outcome once a batch noted it (an error, or
+    the _Batch that put it in place, whose folders' syncs it waits for), and what wakes it for either."""
+
+    __slots__ = ("change", "leads", "outcome", "woken")
+
+    def __init__(self, change):
+        self.change, self.leads, self.outcome, self.woken = change, False, NOT_TOLD, threading.Event()
+
+
 class _Batch:
-    """What a batch did ({token: error} of the changes that failed, {token: folder} of those put in place), and its
-    folders' syncs once its leader made them (synced set; {folder: error})."""
+    """What a batch did ({change: error} of those that failed, {change: folder} of those put in place), and its folders'
+    syncs once its leader made them (synced set; {folder: error})."""
 
     def __init__(self, failed, placed):
         self.failed, self.placed = failed, placed
         self.synced, self.sync_errors = threading.Event(), {}
 
     def sync(self):
-        """Once the lock is released, for the batch's leader (or finder): sync each folder where the batch put changes
-        in place, once."""
+        """Once the lock is released, for the batch's leader: sync each folder where the batch put changes in place,
+        once."""
         try:
             for directory in set(self.placed.values()):
                 try:
@@ -57,21 +73,10 @@ class _Batch:
 
     def outcome(self, change):
         """The outcome of `change` once its folder is synced: None (committed) or an error."""
-        if change.token not in self.placed:
-            return self.failed.get(change.token, StorageFailed())
+        if change not in self.placed:
+            return self.failed.get(change, StorageFailed())
         self.synced.wait()
-        return self.sync_errors.get(self.placed[change.token])
-
-
-class _Waiter:
-    """A writer of this process waiting for its batch: its org and change, what wakes it, its outcome once a batch of
-    this process noted it (an error, or the _Batch that put it in place, whose folders' syncs it waits for), or the
-    turn's holder found it put in place by another process's batch (a _Batch of those it found)."""
-
-    __slots__ = ("org", "change", "woken", "outcome")
-
-    def __init__(self, org, change):
-        self.org, self.change, self.woken, self.outcome = org, change, threading.Event(), NOT_TOLD
+        return self.sync_errors.get(self.placed[change])
 
 
 _every_group_commit = weakref.WeakSet()
@@ -89,156 +94,114 @@ class GroupCommit:
     def _forget_threads(self):
         """(Also in a forked child, which has none of its parent's threads, and perhaps a lock one of them held.)"""
         self._guard = threading.Lock()
-        # This process's writers waiting for their batch (token -> _Waiter), and the orgs for whose lock one of them
-        # waits (its turn).
-        self._waiting, self._turns = {}, set()
+        # org -> the writers of this process waiting for the org's next batch; an org is here while a batch of it forms
+        # (its leader waits for the lock, or commits).
+        self._forming = {}
 
     def commit(self, org, new_event, source, target):
-        """Commit a change with its event (the org's next seq) in the next batch (see the module's doc): its commit
-        point is `source` renamed over `target` (with no `source`, `target` unlinked). When the change fails, neither
-        it nor its event is there. The caller holds `target`'s lock until this returns."""
-        mine = QueuedChange(new_event, source and str(source), str(target), secrets.token_hex(8))
-        queue, log_lock = self._log.queue(org), self._log.lock(org)
-        try:
-            log_lock.acquire(timeout=0)
-        except LockTimeout:
-            outcome = self._queued(org, queue, log_lock, mine)
-        else:
-            try:
-                batch = self._lead(org, queue, mine)
-            finally:
-                log_lock.release()
-            self._log.ring()
-            batch.sync()
-            outcome = batch
-        if isinstance(outcome, _Batch):  # put in place (whoever syncs its folder: that batch's leader or finder)
-            outcome = outcome.outcome(mine)
+        """Commit a change with its event (the org's next seq) in the next batch of this process (see the module's
+        doc): its commit point is `source` renamed over `target` (with no `source`, `target` unlinked). When the change
+        fails, neither it nor its event is there. The caller holds `target`'s lock until this returns."""
+        mine = _Writer(_Change(new_event, source and str(source), str(target)))
+        with self._guard:
+            forming = self._forming.get(org)
+            if forming is None:
+                self._forming[org], mine.leads = [mine], True
+            else:
+                forming.append(mine)
+        if not mine.leads:
+            mine.woken.wait()  # set once: told its outcome, or handed the lead
+        if mine.leads:
+            self._lead(org)
+        outcome = mine.outcome
+        if isinstance(outcome, _Batch):  # put in place: committed once its folder is synced
+            outcome = outcome.outcome(mine.change)
         if outcome is not None:
             raise outcome
 
-    def _queued(self, org, queue, log_lock, mine):
-        """Queue `mine` and wait: for a batch of this process to note its outcome, or for the org's lock, one thread
-        of the process at a time (the kernel wakes every waiter of a lock released: one a process, not all)."""
-        mine.writer = self._log.marks.mine()
-        waiter = _Waiter(org, mine)
-        with self._guard:
-            self._waiting[mine.token] = waiter
+    def _lead(self, org):
+        """Take the org's lock, commit the changes of this process's writers queued by then (this thread's among
+        them), release it, hand the lead on, tell each writer, then sync the batch's folders."""
+        writers, batch = [], None
+        log_lock = self._log.lock(org)
         try:
-            queue.add([mine])
-            outcome = self._wait_turn(waiter)
-            if outcome is NOT_TOLD:
-                found = batch = None
-                try:
-                    log_lock.acquire(timeout=-1)
-                    try:
-                        found, outcome = self._found(org, waiter)
-                        if outcome is NOT_TOLD:
-                            outcome = batch = self._lead(org, queue, mine)
-                    finally:
-                        log_lock.release()
-                finally:
-                    self._end_turn(waiter)
-                if batch is not None:
-                    self._log.ring()
-                for each in (found, batch):
-                    if each is not None:
-                        each.sync()
-        finally:
-            with self._guard:
-                del self._waiting[mine.token]
-        return outcome
-
-    def _wait_turn(self, waiter):
-        """The outcome of the waiter's change once a batch of this process noted it; or NOT_TOLD once it is its turn
-        to wait for its org's lock. Woken only for either."""
-        while True:
-            with self._guard:
-                if waiter.outcome is not NOT_TOLD:
-                    return waiter.outcome
-                if waiter.org not in self._turns:
-                    self._turns.add(waiter.org)
-                    return NOT_TOLD
-                waiter.woken.clear()
-            waiter.woken.wait()
-
-    def _end_turn(self, waiter):
-        """Pass the turn to one writer of the org still waiting without an outcome."""
-        with self._guard:
-            self._turns.discard(waiter.org)
-            after = next((other for other in self._waiting.values()
-                          if other is not waiter and other.org == waiter.org and other.outcome is NOT_TOLD), None)
-            if after is not None:
-                after.woken.set()
-
-    def _found(self, org, waiter):
-        """Under the lock, for the turn's holder: (a _Batch of the changes of this process's waiting writers that
-        another process's batch put in place, or None; the outcome of the holder's change, NOT_TOLD when it is in
-        neither a batch before nor that). Those are settled for each of their writers at once, rather than each
-        taking the lock in turn to find its own: they wait for the holder to sync their folders, once each, as a
-        batch's leader does."""
-        with self._guard:
-            untold = [other for other in self._waiting.values() if other.org == org and other.outcome is NOT_TOLD]
-        committed = [other for other in untold if self._log.committed(org, other.change.event)]
-        placed = {other.change.token: os.path.dirname(other.change.target) for other in committed}
-        found = _Batch({}, placed) if committed else None
-        with self._guard:
-            for other in committed:
-                other.outcome = found
-                other.woken.set()
-            return found, waiter.outcome
-
-    def _lead(self, org, queue, mine):
-        """Under the lock: commit what the queue holds with `mine` (still queued, or not: never queued, failed in a
-        batch before, or taken by a leader killed before it put it in place), and tell this process's writers of it
-        (the batch itself for those put in place: they wait for its folders' syncs); the _Batch."""
-        changes = queue.take()
-        if all(change.token != mine.token for change in changes):
-            changes.append(mine)
-        batch = _Batch(*self._commit_queued(org, queue, changes, mine.token))
-        with self._guard:
-            for token in batch.failed.keys() | batch.placed.keys():
-                if token != mine.token and (waiter := self._waiting.get(token)) is not None:
-                    waiter.outcome = batch.failed.get(token, batch)
-                    waiter.woken.set()
-        return batch
-
-    def _commit_queued(self, org, queue, changes, token):
-        """Commit the changes, in batches of one log segment at most, but those whose writer's process is gone;
-        answer ({token: error} of those failed, {token: its folder} of those put in place). A change that fails is
-        left out and the rest go on; a failing append puts the changes back in the queue, for each writer to meet its
-        own error, but that of `token` (this thread's), which meets this one."""
-        alive = {}  # a process's mark, looked at once a batch
-
-        def waited_for(change):
-            if change.token == token:
-                return True
-            if change.writer not in alive:
-                alive[change.writer] = self._log.marks.alive(change.writer)
-            return alive[change.writer]
-
-        pending = [change for change in changes if waited_for(change)]
-        failed_changes, placed = {}, {}
-        while pending:
-            latest = self._log.recover(org)
-            room = self._log.room_after(latest)
-            batch, pending = pending[:room], pending[room:]
+            log_lock.acquire(timeout=-1)
             try:
+                with self._guard:
+                    writers, self._forming[org] = self._forming[org], []
+                batch = _Batch(*self._commit_all(org, [writer.change for writer in writers]))
+            finally:
+                log_lock.release()
+        except BaseException as error:  # (the lock not taken, or a batch that failed whole: every writer meets it)
+            self._tell(writers or self._take_all(org), lambda change, error=error: error)
+            raise
+        finally:
+            self._hand_on(org)
+        self._log.ring()
+        self._tell(writers, lambda change: batch.failed.get(change, batch))
+        batch.sync()
+
+    def _take_all(self, org):
+        with self._guard:
+            writers, self._forming[org] = self._forming[org], []
+        return writers
+
+    def _hand_on(self, org):
+        """The lead to the first writer that came since the batch was taken, or the org no longer forming."""
+        with self._guard:
+            waiting = self._forming.pop(org)
+            if waiting:
+                self._forming[org] = waiting
+                waiting[0].leads = True
+                waiting[0].woken.set()
+
+    @staticmethod
+    def _tell(writers, outcome_of):
+        for writer in writers:
+            writer.outcome = outcome_of(writer.change)
+            writer.woken.set()
+
+    def _commit_all(self, org, changes):
+        """Under the lock: commit the changes, in batches of one log segment at most; answer ({change: error} of those
+        failed, {change: its folder} of those put in place). A change that fails is left out and the rest go on; when
+        the log cannot be appended to or its end not checked, every change not yet put in place fails."""
+        pending, failed_changes, placed = list(changes), {}, {}
+        try:
+            while pending:
+                latest = self._log.recover(org)  # (also cuts what a failure below left of a batch)
+                batch = pending[:self._log.room_after(latest)]
                 with disk_errors():
                     end = self._log.append(org, latest + 1, b"".join(
                         orjson.dumps({"seq": seq, **change.event._asdict()}) + b"\n"
                         for seq, change in enumerate(batch, latest + 1)))
-            except BaseException as error:
-                self._log.recover(org)  # cuts the events appended: none of their changes committed
-                left = batch + pending
-                queue.add([change for change in left if change.token != token])
-                failed_changes[token] = error
-                return failed_changes, placed
-            done, failed, error = put_in_place(batch)
-            if failed is not None:
-                self._log.recover(org)  # cuts the failed change's event and those after it
-                failed_changes[failed.token] = error
-                pending = batch[len(done) + 1:] + pending
-            placed.update((change.token, os.path.dirname(change.target)) for change in done)
-            self._log.verified(org, latest + len(done), *(end if failed is None else ()))
+                done, failed, error = put_in_place(batch)
+                placed.update((change, os.path.dirname(change.target)) for change in done)
+                pending = pending[len(done):]
+                if failed is not None:
+                    failed_changes[pending.pop(0)] = error
+                    self._log.recover(org)  # cuts the failed change's event and those after it
+                else:
+                    self._log.verified(org, latest + len(done), *end)
+        except Exception as error:  # noqa: BLE001 (a disk error, or the log's end not read: told to each writer)
+            failed_changes.update((change, error) for change in pending)
+            # The events appended whose changes are not in place are cut by the next look at the log's end.
+            with contextlib.suppress(Exception):
+                self._log.recover(org)
         return failed_changes, placed
 
+
+def put_in_place(batch):
+    """Put the batch's changes in place in seq order until one fails; (those done, the one that failed or None, its
+    error). A rename or unlink that fails did nothing."""
+    done = []
+    for change in batch:
+        try:
+            with disk_errors():
+                if change.source is None:
+                    os.unlink(change.target)
+                else:
+                    os.replace(change.source, change.target)
+        except BaseException as error:
+            return done, change, error
+        done.append(change)
+    return done, None, None

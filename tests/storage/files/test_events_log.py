@@ -4,6 +4,7 @@ share (one event per change, seqs under concurrent writers, reads, resets, watch
 import errno
 import fcntl
 import os
+import signal
 import threading
 import time
 
@@ -283,9 +284,9 @@ def forked(child):
     return pid
 
 
-def test_writers_of_two_processes_share_a_batch_and_each_learns_its_outcome(repo, monkeypatch):
-    """Changes queued by two worker processes commit in shared batches (fewer log syncs than changes); a writer whose
-    change another process's batch committed is told so through its mark."""
+def test_writers_of_two_processes_commit_in_batches_of_their_own_without_a_gap(repo, monkeypatch):
+    """Four writers in each of two worker processes: each process's writers share batches (fewer log syncs than
+    changes), the processes' batches take the lock in turn, and the seqs are 1..8 without a gap."""
     syncs = SlowLogSync(monkeypatch, first_sync_seconds=0.3)
     reading, writing = os.pipe()
 
@@ -303,34 +304,27 @@ def test_writers_of_two_processes_share_a_batch_and_each_learns_its_outcome(repo
     os.waitpid(pid, 0)
     reported = orjson.loads(os.read(reading, 65536))
     assert errors == [None] * 4 and reported["errors"] == []
-    assert parent_syncs + reported["syncs"] < 8
+    assert parent_syncs < 4 and reported["syncs"] < 4
     events = seqs_and_changes(repo)
     assert [seq for seq, *_ in events] == list(range(1, 9))
     assert sorted(identifier for _, identifier, _, _ in events) == sorted(
         [f"st_child_{number}" for number in range(4)] + [f"st_parent_{number}" for number in range(4)])
 
 
-def test_a_change_taken_by_a_leader_killed_before_it_told_is_queued_again(repo):
-    """The worst instant for a change of another process: taken from the queue by a batch whose leader is killed after
-    appending its event, before putting it in place. Its writer cuts that event, queues the change again, commits it."""
+def test_the_events_of_a_leader_killed_before_it_put_its_batch_in_place_are_cut(repo):
+    """The worst instant for a batch: its leader killed after appending its events, before putting their changes in
+    place. The next writer of the org cuts those events and commits its own change with the next seq."""
     upsert_station(repo, ORG, station("st_1", "Press"))
-    holding, held = os.pipe()
 
     def killed_leader():
-        queue = repo.events.queue(ORG)
         with repo.events.lock(ORG):
-            os.write(held, b"1")
-            deadline = time.monotonic() + 10
-            while not (changes := queue.take()) and time.monotonic() < deadline:
-                time.sleep(0.005)
-            repo.events.append(ORG, 2, b"".join(
-                orjson.dumps({"seq": seq, **change.event._asdict()}) + b"\n" for seq, change in enumerate(changes, 2)))
+            latest = repo.events.recover(ORG)
+            repo.events.append(ORG, latest + 1, orjson.dumps({"seq": latest + 1, **NewEvent(
+                "2026-11-29T00:00:00Z", "stations", "st_1", 2, "UPDATED", "Killed", None, None)._asdict()}) + b"\n")
         # (the process ends here, as a kill would end it: nothing put in place, nobody told)
 
-    pid = forked(killed_leader)
-    assert os.read(holding, 1) == b"1"
+    os.waitpid(forked(killed_leader), 0)
     upsert_station(repo, ORG, station("st_1", "Press 2"))
-    os.waitpid(pid, 0)
     assert repo.documents.get(ORG, "stations", "st_1")["name"] == "Press 2"
     assert seqs_and_changes(repo) == [(1, "st_1", 1, "CREATED"), (2, "st_1", 2, "UPDATED")]
 
@@ -368,73 +362,43 @@ def test_one_waiting_writer_of_a_process_waits_for_the_lock_and_commits_for_all(
     assert [seq for seq, *_ in seqs_and_changes(repo)] == [1, 2, 3, 4]
 
 
-def test_changes_another_process_committed_are_settled_for_all_their_writers_at_once(repo, monkeypatch):
-    """Three writers of this process wait while another process's batch commits their changes: the one whose turn it
-    is finds all three committed under the lock and syncs their folder once, and the other two answer without taking
-    the lock in turn."""
-    waits, folder_syncs = [], []
-    monkeypatch.setattr(group_commit_module, "fsync_directory", folder_syncs.append)
-    events_lock = f"{repo.orgs_root / ORG / 'events'}.lock"
-
-    def before(path, operation):
-        if operation == fcntl.LOCK_EX and path == events_lock:
-            waits.append(path)
-
-    held = repo.events.lock(ORG).acquire()
-    on_flock(monkeypatch, before)
-    writers = [threading.Thread(target=upsert_station, args=(repo, ORG, station(f"st_{number}", "Press")))
-               for number in range(3)]
-    for writer in writers:
-        writer.start()
-    time.sleep(0.3)  # all three queued, one of them waiting for the lock
-
-    def other_process():  # holds the lock too (the same open file): commits the queue as its batch would
-        queue = repo.events.queue(ORG)
-        repo.events._group._commit_queued(ORG, queue, queue.take(), None)
-
-    pid = forked(other_process)
-    os.waitpid(pid, 0)
-    held.release()
-    for writer in writers:
-        writer.join(10)
-    assert not any(writer.is_alive() for writer in writers) and len(waits) == 1
-    assert folder_syncs == [str(repo.orgs_root / ORG / "stations")]
-    assert sorted(identifier for _, identifier, _, _ in seqs_and_changes(repo)) == ["st_0", "st_1", "st_2"]
-
-
-def test_a_killed_writers_queued_change_is_dropped_and_its_mark_swept(repo):
-    """A process killed while its change waited in the queue (its mark left behind, free): the next batch drops the
-    change (no event, no document), the sweep removes the mark, and the marks of living processes stay."""
+def test_a_writer_killed_while_it_waits_for_the_lock_leaves_nothing(repo):
+    """A process killed while its writer waits for the org's lock: its change never reaches the log (no event, no
+    document), and the next writer commits with the next seq."""
     upsert_station(repo, ORG, station("st_1", "Press"))
     held = repo.events.lock(ORG).acquire()
 
-    def killed_writer():  # queues its change and is killed (os._exit) while it waits for the lock
+    def killed_writer():  # waits for the lock and is killed (os._exit) meanwhile
         threading.Timer(0.3, lambda: os._exit(0)).start()
         upsert_station(repo, ORG, station("st_killed", "Press"))
 
-    pid = forked(killed_writer)
-    os.waitpid(pid, 0)
+    os.waitpid(forked(killed_writer), 0)
     held.release()
-    writers = repo.orgs_root.parent / "events.writers"
-    assert [path.name.split("-")[0] for path in writers.iterdir()] == [str(pid)]
     upsert_station(repo, ORG, station("st_2", "Press"))
     assert seqs_and_changes(repo) == [(1, "st_1", 1, "CREATED"), (2, "st_2", 1, "CREATED")]
     assert repo.documents.get(ORG, "stations", "st_killed") is None
-    mine = repo.events.marks.mine()
-    repo.sweep()
-    assert [path.name for path in writers.iterdir()] == [f"{mine}.lock"]
 
 
-def test_a_forked_process_has_a_mark_of_its_own(repo):
-    """A worker forked from a process that has a mark makes its own (its lines die with it), and does not keep its
-    parent's held."""
-    parent = repo.events.marks.mine()
+def test_a_process_forked_while_a_batch_forms_commits_on_its_own(repo):
+    """A worker forked while a batch of its parent forms (a writer of it waiting for the lock) has none of its
+    parent's threads: its own writer leads a batch of its own rather than waiting for one that no thread of it will
+    commit."""
+    group = repo.events._group
+    group._forming[ORG] = []  # as a leader waiting for the lock leaves it
     reading, writing = os.pipe()
-    pid = forked(lambda: os.write(writing, repo.events.marks.mine().encode()))
-    os.waitpid(pid, 0)
-    child = os.read(reading, 100).decode()
-    assert child != parent and child.startswith(f"{pid}-")
-    assert repo.events.marks.alive(parent) and not repo.events.marks.alive(child)
+
+    def child():
+        signal.alarm(10)  # a child waiting for its parent's batch would wait for ever
+        upsert_station(repo, ORG, station("st_child", "Press"))
+        os.write(writing, b"1")
+
+    try:
+        os.waitpid(forked(child), 0)
+    finally:
+        del group._forming[ORG]
+    os.close(writing)
+    assert os.read(reading, 1) == b"1"
+    assert seqs_and_changes(repo) == [(1, "st_child", 1, "CREATED")]
 
 
 def test_a_writer_syncs_its_documents_folder_once_the_events_lock_is_released(repo, monkeypatch):
