@@ -1,9 +1,11 @@
 """The webhook dispatcher of one worker process (CONTRACT 15): a thread that wakes when an event commits on any worker
 or node (the event store's commit watcher), or a second has passed (a retry that came due, a redelivery), and claims
-the deliveries due (service.storage.contract.webhooks) for its senders: at most WIS_WEBHOOK_CONCURRENCY attempts at
-once in this process, one per subscription across every process and node. A sender that finishes an attempt goes on
-with its subscription's next due delivery, then with any other subscription's, so that a busy subscription is not
-claimed anew for each event; a hanging receiver holds one sender for its timeout, never the others.
+the deliveries due (service.storage.contract.webhooks) for its senders. While no org has a subscription, no commit
+makes anything due: the thread then only looks every IDLE_CHECK_SECONDS whether one came, and commits do not wake
+it (nor does it hold a commit watcher). It sends at most WIS_WEBHOOK_CONCURRENCY attempts at once in this process,
+one per subscription across every process and node. A sender that finishes an attempt goes on with its subscription's
+next due delivery, then with any other subscription's, so that a busy subscription is not claimed anew for each
+event; a hanging receiver holds one sender for its timeout, never the others.
 
 Nothing here is in memory that a killed process would lose: the claim is the store's (a lease or an flock), and
 what is due is the store's event log and delivery log.
@@ -32,6 +34,9 @@ POLL_SECONDS = 1.0
 STOP_CHECK_SECONDS = 0.25
 # A claim's lease lasts the attempt's timeout and this much more (shared backend: a dead node's claim passes then).
 LEASE_MARGIN_SECONDS = 5.0
+# While no org has a subscription: how often the thread looks whether one came (a first event is then sent within
+# this and a look at what is due, well within CONTRACT 15's second).
+IDLE_CHECK_SECONDS = 0.5
 # How often the gauge of pending deliveries is counted again.
 PENDING_EVERY_SECONDS = 10.0
 
@@ -106,14 +111,22 @@ class WebhookDispatcher:
         watcher, failing = None, False
         while not self._stopping.is_set():
             try:
-                if watcher is None:
-                    watcher = self.repo.events.watcher()
-                self.dispatch()
+                subscribed = self.repo.webhooks.subscribed()
+                if subscribed and watcher is None:
+                    watcher = self.repo.events.watcher()  # before the look at what is due: no commit falls between
+                elif not subscribed and watcher is not None:
+                    watcher.close()  # (a shared backend's watcher is a connection, its notifications unread meanwhile)
+                    watcher = None
+                if subscribed:
+                    self.dispatch()
                 self._count_pending()
                 if failing:
                     log.warning("webhooks: the dispatcher works again")
                     failing = False
-                self._wait(watcher)
+                if subscribed:
+                    self._wait(watcher)
+                else:
+                    self._stopping.wait(IDLE_CHECK_SECONDS)
             except Exception as error:  # noqa: BLE001 (an engine's outage: try again every POLL_SECONDS)
                 if not failing:
                     log.warning("webhooks: the dispatcher failed (%s); trying again every %g s", error, POLL_SECONDS)

@@ -236,6 +236,23 @@ def test_a_reset_or_a_restore_removes_subscriptions_and_a_snapshot_holds_none(se
     assert client.get_station("press_2")["name"] == "Press"
 
 
+def test_while_nothing_is_subscribed_commits_do_not_wake_the_dispatcher_and_a_new_subscription_is_served(
+        server, client, receiver, monkeypatch):
+    """No org subscribed: nothing a commit adds can be due, so the dispatcher does not look at what is due on each
+    commit (nor every second); a subscription made then has its first event sent as usual."""
+    webhooks = server.app.extensions["webhooks"].repo.webhooks
+    looks, real_claim = [], webhooks.claim
+    monkeypatch.setattr(webhooks, "claim", lambda *args: looks.append(args) or real_claim(*args))
+    for number in range(10):
+        station(client, f"idle_{number}")
+    time.sleep(1.5)
+    assert looks == []
+    client.webhook_subscribe("mes", receiver.url, secret=receiver.secret)
+    station(client, "press_1")
+    [delivery] = receiver.wait_for(1)
+    assert delivery.json["data"]["id"] == "press_1" and looks
+
+
 def _seconds(iso):
     from datetime import datetime
 

@@ -128,6 +128,9 @@ class WebhookStore(Protocol):
     def redeliver(self, org: str, subscription_id: str, seq: int) -> Delivery | None:
         """Make a logged delivery PENDING and due now; None when the log has no such delivery."""
 
+    def subscribed(self) -> bool:
+        """True when any org has a subscription (enabled or not): without one, no commit makes anything due."""
+
     def claim(self, limit: int, rules: DispatchRules) -> list[Claim]:
         """Up to `limit` deliveries due now, each of a different enabled subscription that no other claim holds."""
 

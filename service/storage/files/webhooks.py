@@ -104,6 +104,10 @@ class FileWebhookStore:
 
     # -- claims --------------------------------------------------------------------------------------------------------
 
+    def subscribed(self):
+        # A subscription's folder is there from its subscribe to its unsubscribe.
+        return any(self._names(self.root / org_name) for org_name in self._names(self.root))
+
     def claim(self, limit, rules):
         claims = []
         for org_name in self._names(self.root):

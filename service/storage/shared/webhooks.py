@@ -141,6 +141,10 @@ class SharedWebhookStore:
 
     # -- claims --------------------------------------------------------------------------------------------------------
 
+    def subscribed(self):
+        with self.database.transaction() as connection:
+            return connection.execute("SELECT EXISTS (SELECT 1 FROM webhook_subscriptions)").fetchone()[0]
+
     def claim(self, limit, rules):
         claims = []
         with self.database.transaction() as connection:
