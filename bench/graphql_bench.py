@@ -15,12 +15,14 @@ the file backend.
 `--baseline-tree DIR` adds the backend measured (the file backend with `--backend both`) served from another checkout
 (e.g. /work/main), to compare a change with the code before it in the same run; on the shared backend it gets a
 database of its own on the same PostgreSQL, its schema made by that checkout. `--also-tree NAME=DIR` (repeatable) adds
-the file backend of further checkouts, each named, to compare several versions in one run.
+the file backend of further checkouts, each named, to compare several versions in one run. `--busy-disk` has another
+process write 500 MB to the servers' disk (1 MB writes, then one fsync) during each measurement, every contestant's
+alike: the write path as it meets a disk busy with an upload or a backup.
 
     sudo apt-get install -y wrk        # Debian/Ubuntu; wrk 4 with LuaJIT
     .venv/bin/python bench/graphql_bench.py [--backend file|shared|both] [--runs 3] [--seconds 10] \
         [--connections 8] [--ids 64] [--baseline-tree DIR] [--also-tree NAME=DIR] \
-        [--changing] [--slices 1]
+        [--changing] [--slices 1] [--busy-disk]
 """
 import argparse
 import contextlib
@@ -124,16 +126,48 @@ def start_servers(args, temp, stack):
     return servers
 
 
+# `--busy-disk`: what another process writes to the same disk during each measurement, in blocks of BUSY_BLOCK.
+BUSY_BYTES = 500 * 1024 * 1024
+BUSY_BLOCK = 1024 * 1024
+BUSY_WRITER = """import os, sys
+block = b"\\0" * {block}
+with open(sys.argv[1], "wb") as handle:
+    for _ in range({blocks}):
+        handle.write(block)
+    handle.flush()
+    os.fsync(handle.fileno())
+os.unlink(sys.argv[1])
+""".format(block=BUSY_BLOCK, blocks=BUSY_BYTES // BUSY_BLOCK)
+
+
+@contextlib.contextmanager
+def busy_disk(directory, enabled):
+    """With `enabled`, another process writes BUSY_BYTES to a file in `directory` (the servers' disk) while the block
+    runs, once; it is waited for (or stopped) when the block ends, and its file removed."""
+    if not enabled:
+        yield
+        return
+    target = Path(directory) / "busy-disk.bin"
+    writer = subprocess.Popen([sys.executable, "-c", BUSY_WRITER, str(target)])
+    try:
+        yield
+    finally:
+        writer.terminate()
+        writer.wait(timeout=60)
+        target.unlink(missing_ok=True)
+
+
 def measure(server, body_file, args):
     """One server's figures of one run: `--slices` wrk runs of seconds / slices each, each with connections of its
     own (gunicorn's workers share one listening socket, and which worker accepts which of a few connections is
     chance: 4 connections in one worker are served by one GIL, spread over three by three, twice the throughput;
     several slices average that chance out). Requests/s of the whole; p50 and p99: the medians of the slices'."""
     wrk(server.url, body_file, WARM_UP_SECONDS, args.connections, args.ids, args.changing)
-    cpu, engine = server.cpu()
-    slices = [wrk(server.url, body_file, max(1, args.seconds // args.slices), args.connections, args.ids, args.changing)
-              for _ in range(args.slices)]
-    cpu_after, engine_after = server.cpu()
+    with busy_disk(body_file.parent, args.busy_disk):
+        cpu, engine = server.cpu()
+        slices = [wrk(server.url, body_file, max(1, args.seconds // args.slices), args.connections, args.ids,
+                      args.changing) for _ in range(args.slices)]
+        cpu_after, engine_after = server.cpu()
     count = sum(one[3] for one in slices)
     rps = count / sum(one[3] / one[0] for one in slices)
     p50, p99 = (statistics.median(one[index] for one in slices) for index in (1, 2))
@@ -155,6 +189,8 @@ def main():
     parser.add_argument("--baseline-tree", type=Path, help="also serve the backend measured from this checkout")
     parser.add_argument("--also-tree", type=_named_tree, action="append", default=[], metavar="NAME=DIR",
                         help="also serve the file backend from this checkout, as NAME (repeatable)")
+    parser.add_argument("--busy-disk", action="store_true",
+                        help="another process writes 500 MB to the servers' disk during each measurement")
     parser.add_argument("--changing", action="store_true",
                         help="every request changes its process (a new revision each time, history written); "
                              "without it a body repeats every --ids requests (unchanged pushes once detected)")
