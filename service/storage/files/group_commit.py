@@ -127,8 +127,7 @@ class GroupCommit:
         try:
             log_lock.acquire(timeout=-1)
             try:
-                with self._guard:
-                    writers, self._forming[org] = self._forming[org], []
+                writers = self._take_all(org)
                 batch = _Batch(*self._commit_all(org, [writer.change for writer in writers]))
             finally:
                 log_lock.release()
@@ -142,6 +141,7 @@ class GroupCommit:
         batch.sync()
 
     def _take_all(self, org):
+        """The writers of the org queued by now (the batch's), the next batch's forming from then on."""
         with self._guard:
             writers, self._forming[org] = self._forming[org], []
         return writers
