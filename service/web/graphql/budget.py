@@ -9,7 +9,7 @@ resolver runs.
 """
 from collections.abc import Iterator
 
-from graphql import located_error
+from graphql import ExecutionResult, located_error
 from graphql.execution.incremental.incremental_executor import IncrementalExecutor
 
 from service.errors import ResponseTooLarge
@@ -52,6 +52,17 @@ class BudgetedExecutor(IncrementalExecutor):
         if self._over_budget():
             raise self._over()
         return completed
+
+    def build_response(self, data):
+        response = super().build_response(data)
+        # graphql-core's executor is in a reference cycle (the helpers it keeps hold its bound methods), so what it
+        # refers to waits for the cycle collector. Its variables are the request's whole input (thousands of objects
+        # for a large process): let go of them now, and reference counting frees them with the request, rather than
+        # a collection walking them later (0.5 ms a request of collector time for processCreate's 60 KB input). Not
+        # while deferred or streamed parts, which read them, are still to come.
+        if isinstance(response, ExecutionResult):
+            self.variable_values = None
+        return response
 
     def _over_budget(self):
         return self.spent > self.budget or self.fields > self.field_budget
