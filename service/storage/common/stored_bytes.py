@@ -12,6 +12,7 @@ else (keys in another order, a document of an earlier version) is left to the pa
 order from the schema's field order, so the parse is rare.
 """
 import re
+from typing import NamedTuple
 
 import orjson
 
@@ -24,12 +25,12 @@ META_TAIL = 120
 _STRUCTURE = re.compile(rb'["{}\[\]:,]')
 
 
-class StoredMeta:
+class StoredMeta(NamedTuple):
     """The metadata read from a stored document's end, and its body's bytes (encoded as a body alone)."""
-    __slots__ = ("created_at", "updated_at", "revision", "body")
-
-    def __init__(self, created_at, updated_at, revision, body):
-        self.created_at, self.updated_at, self.revision, self.body = created_at, updated_at, revision, body
+    created_at: str
+    updated_at: str
+    revision: int
+    body: bytes
 
 
 class StoredDocument:
@@ -40,7 +41,8 @@ class StoredDocument:
         self._split = split_meta(encoded)
         self._parsed = None if self._split is not None else orjson.loads(encoded)
 
-    def _document(self):
+    def document(self):
+        """The stored document, parsed (once)."""
         if self._parsed is None:
             self._parsed = orjson.loads(self.encoded)
         return self._parsed
@@ -63,7 +65,7 @@ class StoredDocument:
     def same_body(self, encoded_body, body):
         """Whether the stored body is `body` (encoded as `encoded_body`): from the bytes when they tell, else parsed."""
         same = same_body(self._split.body, encoded_body) if self._split else None
-        return without_meta(self._document()) == body if same is None else same
+        return without_meta(self.document()) == body if same is None else same
 
 
 def split_meta(stored):

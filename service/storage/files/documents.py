@@ -222,7 +222,7 @@ class FileDocumentStore:
         """Give a document stored before history was kept its revision's entry, before it is replaced."""
         if stored is not None and not (history / f"{stored.revision}{SUFFIX}").exists():
             change = CREATED if stored.revision == 1 else UPDATED
-            self._write_entry(history, stored.revision, change, stored.updated_at, stored.encoded)
+            self._write_entry(history, stored.revision, change, stored.updated_at, encode(stored.document()))
 
     @staticmethod
     def _write_entry(history, revision, change, saved_at, encoded_document, by=NOBODY):
