@@ -1,14 +1,17 @@
 """Profile of the processCreate request path (run by hand, not a test).
 
 Sends the benchmark's realistic processCreate (bench/payload.py, 20 steps by default) to an in-process app
-(Flask test client, real data directory, fsync included) under cProfile, cycling through 20 process ids, and
-prints the milliseconds per request without the profiler (and how many of them the cycle collector took, how many
-collections ran), then the functions taking the most time. The cycle collector is set as in a gunicorn worker
-(service.server.cycle_collector.tune) unless `--gc default` asks for Python's defaults.
+(Flask test client, real data directory, fsync included) under cProfile, cycling through 20 process ids, each
+request a new revision (its name changed; until 2026-11-29 the same bodies were sent again, which since the history
+are unchanged pushes that store nothing), and prints the milliseconds per request without the profiler (and how many
+of them the cycle collector took, how many collections ran), then the functions taking the most time. The cycle
+collector is set as in a gunicorn worker (service.server.cycle_collector.tune) unless `--gc default` asks for
+Python's defaults.
 For a sampling profile of a real gunicorn worker: `pip install py-spy`, then
 `py-spy record -p <worker pid> -f raw -o profile.txt` while bench/graphql_bench.py runs.
 
-    .venv/bin/python bench/profile_graphql.py [--requests 200] [--steps 20] [--sort cumulative|tottime] [--gc worker|default]
+    .venv/bin/python bench/profile_graphql.py [--requests 200] [--steps 20] [--sort cumulative|tottime] \
+        [--gc worker|default]
 """
 import argparse
 import cProfile
@@ -26,6 +29,8 @@ from service import create_app  # noqa: E402
 from service.server import cycle_collector  # noqa: E402
 
 TOKEN = "bench-token-0001"
+IDS = 20
+NAME = b"Gearbox housing, final assembly"
 
 
 def main():
@@ -39,14 +44,18 @@ def main():
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="wis-profile-") as temp:
         client = create_app({"DATA_DIR": temp, "API_TOKENS": f"default:{TOKEN}"}).test_client()
-        bodies = [request_body(f"profiled_{number:02d}", args.steps) for number in range(20)]
+        body = request_body("profiled_00", args.steps)
 
         def send(number):
-            response = client.post("/graph/v2", data=bodies[number % len(bodies)], content_type="application/json",
+            # A new name each time (as graphql_bench.py --changing): each request stores a new revision, where the
+            # same body again would be an unchanged push, which stores nothing.
+            data = body.replace(b'"profiled_00"', b'"profiled_%02d"' % (number % IDS), 1).replace(
+                NAME, b"%s %d" % (NAME, number), 1)
+            response = client.post("/graph/v2", data=data, content_type="application/json",
                                    headers={"x-service-api-org": TOKEN})
             assert response.status_code == 200 and "errors" not in response.get_json(), response.data[:300]
 
-        for number in range(len(bodies)):
+        for number in range(IDS):
             send(number)  # creates; what follows are updates, as in bench/graphql_bench.py
         if args.gc == "worker":
             cycle_collector.tune()
@@ -66,13 +75,13 @@ def main():
         elapsed = time.perf_counter() - start
         gc.callbacks.remove(timed)
         collections = sum(generation["collections"] for generation in gc.get_stats()) - collections
-        print(f"{elapsed * 1000 / args.requests:.2f} ms per request without the profiler, {len(bodies[0])} bytes each; "
+        print(f"{elapsed * 1000 / args.requests:.2f} ms per request without the profiler, {len(body)} bytes each; "
               f"cycle collector ({args.gc} settings, threshold {gc.get_threshold()}): "
               f"{in_collector[0] * 1000 / args.requests:.2f} ms per request, "
               f"{collections / args.requests:.2f} collections per request")
         profile = cProfile.Profile()
         profile.enable()
-        for number in range(args.requests):
+        for number in range(args.requests, 2 * args.requests):
             send(number)
         profile.disable()
     pstats.Stats(profile).sort_stats(args.sort).print_stats(args.lines)
