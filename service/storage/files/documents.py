@@ -26,7 +26,7 @@ from service.storage.contract.events import NewEvent
 from service.storage.common.disk import (
     PendingReplace, fsync_directory, lock, numbered_files, remove_stale_temporaries)
 from service.storage.common.encoding import NAME_HEAD_SIZE, encode, name_in_head
-from service.storage.common.stored_bytes import StoredDocument, with_meta
+from service.storage.files.stored_bytes import StoredDocument, with_meta
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 SUFFIX = ".json"

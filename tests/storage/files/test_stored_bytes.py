@@ -1,4 +1,4 @@
-"""A write compares the stored document's bytes with the new body's (service.storage.common.stored_bytes): what it
+"""A write compares the stored document's bytes with the new body's (service.storage.files.stored_bytes): what it
 decides from them must be what parsing would decide, and the common edits must be decided without a parse."""
 import math
 
@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.storage.common.encoding import encode
-from service.storage.common.stored_bytes import StoredDocument, same_body, split_meta, with_meta
+from service.storage.files.stored_bytes import StoredDocument, same_body, split_meta, with_meta
 from service.storage.contract import without_meta
 from service.storage.files import FileRepository
 from support.documents import bench_process
