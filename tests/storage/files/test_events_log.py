@@ -411,6 +411,44 @@ def test_a_writer_syncs_its_documents_folder_once_the_events_lock_is_released(re
     assert held_at_sync == [False]
 
 
+def test_a_change_is_durable_in_this_order_its_entry_its_document_its_event_its_rename(repo, monkeypatch):
+    """What the reboot check relies on (docs/events.md): before a change's event is appended, its history entry is
+    durable under its name (its bytes, its rename, then its folder) and its document's bytes are; the document is
+    renamed into place after the event's sync, and its folder synced after that."""
+    upsert_station(repo, ORG, station("st_1", "Press"))
+    done = []
+    real_fsync, real_fdatasync, real_replace = os.fsync, os.fdatasync, os.replace
+
+    def fsync(fd):
+        real_fsync(fd)
+        done.append(("sync", os.readlink(f"/proc/self/fd/{fd}")))
+
+    def fdatasync(fd):
+        real_fdatasync(fd)
+        done.append(("sync", os.readlink(f"/proc/self/fd/{fd}")))
+
+    def replace(source, target):
+        real_replace(source, target)
+        done.append(("rename", str(target)))
+
+    for name, function in (("fsync", fsync), ("fdatasync", fdatasync), ("replace", replace)):
+        monkeypatch.setattr(os, name, function)
+    upsert_station(repo, ORG, station("st_1", "Press 2"))
+    monkeypatch.undo()
+
+    stations = repo.orgs_root / ORG / "stations"
+    entry, history, document = str(stations / ".history" / "st_1" / "2.json"), str(stations / ".history" / "st_1"), \
+        str(stations / "st_1.json")
+    event = next(index for index, (what, path) in enumerate(done) if what == "sync" and path.endswith(".jsonl"))
+    before = done[:event]
+    temporaries = [path for what, path in before if what == "sync" and "/.tmp-" in path]
+    assert [os.path.dirname(path) for path in temporaries] == [history, str(stations)]  # the entry's, the document's
+    assert ("rename", entry) in before and ("sync", history) in before
+    assert before.index(("sync", temporaries[0])) < before.index(("rename", entry)) < before.index(("sync", history))
+    after = done[event:]
+    assert after.index(("rename", document)) < after.index(("sync", str(stations)))
+
+
 def lose_in_a_power_cut(path, bytes_before):
     """What a power cut leaves of a change whose folder was not synced yet: its rename (or unlink) undone."""
     if bytes_before is None:
