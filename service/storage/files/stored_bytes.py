@@ -26,7 +26,8 @@ _STRUCTURE = re.compile(rb'["{}\[\]:,]')
 
 
 class StoredMeta(NamedTuple):
-    """The metadata read from a stored document's end, and its body's bytes (encoded as a body alone)."""
+    """The metadata read from a stored document's end, and its body's bytes (encoded as a body alone; None when the
+    metadata came from a parse)."""
     created_at: str
     updated_at: str
     revision: int
@@ -34,37 +35,29 @@ class StoredMeta(NamedTuple):
 
 
 class StoredDocument:
-    """A stored document's bytes, parsed only when they cannot tell what a write asks."""
+    """A stored document's bytes, parsed only when they cannot tell what a write asks: its metadata (`created_at`,
+    `updated_at`, `revision`) read from its end, or from its parse when its end is not as written now."""
 
     def __init__(self, encoded):
-        self.encoded = encoded
-        self._split = split_meta(encoded)
-        self._parsed = None if self._split is not None else orjson.loads(encoded)
+        self._encoded, self._parsed = encoded, None
+        meta = split_meta(encoded)
+        if meta is None:
+            document = self.document()
+            meta = StoredMeta(document["createdAt"], document["updatedAt"], document["revision"], None)
+        self.created_at, self.updated_at, self.revision, self._body = meta
 
     def document(self):
         """The stored document, parsed (once)."""
         if self._parsed is None:
-            self._parsed = orjson.loads(self.encoded)
+            self._parsed = orjson.loads(self._encoded)
         return self._parsed
-
-    @property
-    def revision(self):
-        return self._split.revision if self._split else self._parsed["revision"]
-
-    @property
-    def created_at(self):
-        return self._split.created_at if self._split else self._parsed["createdAt"]
-
-    @property
-    def updated_at(self):
-        return self._split.updated_at if self._split else self._parsed["updatedAt"]
 
     def meta(self):
         return {"createdAt": self.created_at, "updatedAt": self.updated_at, "revision": self.revision}
 
     def same_body(self, encoded_body, body):
         """Whether the stored body is `body` (encoded as `encoded_body`): from the bytes when they tell, else parsed."""
-        same = same_body(self._split.body, encoded_body) if self._split else None
+        same = None if self._body is None else same_body(self._body, encoded_body)
         return without_meta(self.document()) == body if same is None else same
 
 
