@@ -1,20 +1,19 @@
 """CPU per GB of two multipart parsers on a chunk body of the upload API, in-process (no HTTP, no disk).
 
 The body is what requests sends for one chunk (`data={"chunkIndex", "totalChunks"}, files={"file": ...}`: the two
-fields, then a 5 MB file part of random bytes). It is read 1 MB at a time from a BytesIO, as
-service/web/uploads/multipart.py reads wsgi.input, and parsed by
+fields, then a 5 MB file part of random bytes). It is copied 1 MB at a time into one reused bytearray, as
+service/web/uploads/request_body.py receives it from the socket (recv_into), and parsed by
   (a) the service's own parser, service/web/uploads/multipart.py (werkzeug's sans-IO MultipartDecoder; fields into a
       bytearray, file data written to a sink), and
   (b) streaming-form-data's compiled StreamingFormDataParser, with a Target that writes the file part to the same
       kind of sink and ValueTargets for the two fields.
-The sink counts bytes (and the script checks the count and the fields). A third entry, the 1 MB reads alone, shows
+The sink counts bytes (and the script checks the count and the fields). A third entry, the 1 MB copies alone, shows
 what the loop costs before any parsing. They alternate, round by round; the first round is a
 warm-up and discarded; the figure is the median over the rest, in CPU seconds (process_time) per GB of body.
 
     .venv/bin/python bench/multipart_parsers.py [--rounds 9] [--bodies-per-round 40] [--size-mb 5]
 """
 import argparse
-import io
 import os
 import statistics
 import time
@@ -24,8 +23,18 @@ from streaming_form_data import StreamingFormDataParser
 from streaming_form_data.targets import BaseTarget, ValueTarget
 
 from service.web.uploads import multipart
+from service.web.uploads.request_body import READ_SIZE
 
-READ_SIZE = multipart.READ_SIZE
+_buffer = bytearray(READ_SIZE)
+
+
+def blocks_in_place(body):
+    """The body in READ_SIZE blocks copied into one reused buffer, each valid until the next (RequestBody.in_place)."""
+    view = memoryview(_buffer)
+    for start in range(0, len(body), READ_SIZE):
+        size = min(READ_SIZE, len(body) - start)
+        view[:size] = body[start:start + size]
+        yield _buffer if size == READ_SIZE else view[:size]
 
 
 def chunk_body(size):
@@ -45,7 +54,7 @@ class Sink:
 
 def parse_werkzeug(body, content_type):
     """The service's own parser (service/web/uploads/multipart.py, over werkzeug's sans-IO MultipartDecoder)."""
-    fields, files = multipart.parse(io.BytesIO(body), content_type, len(body), lambda fields_so_far: Sink())
+    fields, files = multipart.parse(blocks_in_place(body), content_type, lambda fields_so_far: Sink())
     return fields, files["file"][1]
 
 
@@ -67,22 +76,16 @@ def parse_sfd(body, content_type):
     for name, target in values.items():
         parser.register(name, target)
     parser.register("file", SinkTarget(sink))
-    stream, remaining = io.BytesIO(body), len(body)
-    while remaining:
-        data = stream.read(min(READ_SIZE, remaining))
-        remaining -= len(data)
-        parser.data_received(data)
+    for block in blocks_in_place(body):
+        parser.data_received(bytes(block))  # it takes bytes only
     return {name: target.value.decode() for name, target in values.items()}, sink
 
 
-def read_only(body, content_type):
-    """The reads alone, no parsing: what the loop costs before either parser does anything."""
-    stream, remaining = io.BytesIO(body), len(body)
+def copies_only(body, content_type):
+    """The copies alone, no parsing: what the loop costs before either parser does anything."""
     sink = Sink()
-    while remaining:
-        data = stream.read(min(READ_SIZE, remaining))
-        remaining -= len(data)
-        sink.write(data)
+    for block in blocks_in_place(body):
+        sink.write(block)
     return sink
 
 
@@ -102,7 +105,7 @@ def main():
         fields, sink = parse(body, content_type)
         assert fields == {"chunkIndex": "3", "totalChunks": "40"}, (name, fields)
         assert sink.size == size, (name, sink.size)
-    parsers["1 MB reads alone (baseline)"] = read_only
+    parsers["1 MB copies alone (baseline)"] = copies_only
     seconds = {name: [] for name in parsers}
     gigabytes = len(body) * options.bodies_per_round / 1e9
     for round_ in range(options.rounds):
@@ -113,7 +116,8 @@ def main():
                 parse(*bodies[index % len(bodies)][::-1])
             if round_:  # the first round warms up
                 seconds[name].append((time.process_time() - start) / gigabytes)
-    print(f"body {len(body)} bytes ({len(bodies)} distinct), read {READ_SIZE} at a time; {options.bodies_per_round} bodies per round, "
+    print(f"body {len(body)} bytes ({len(bodies)} distinct), copied {READ_SIZE} at a time; "
+          f"{options.bodies_per_round} bodies per round, "
           f"{options.rounds - 1} rounds after a warm-up")
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     for name, values in seconds.items():

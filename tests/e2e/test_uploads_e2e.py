@@ -54,6 +54,37 @@ def test_parallel_out_of_order_chunks_complete_exactly_once(server):
     assert media_names_of(server) == [path.rsplit("/", 1)[1]]
 
 
+def multipart_chunk(boundary, fields, data):
+    """A chunk's multipart body, framed by `boundary`: the fields in order, then the file part."""
+    head = b"".join(b'--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (boundary, name, value)
+                    for name, value in fields)
+    head += b'--%s\r\nContent-Disposition: form-data; name="file"; filename="c"\r\n\r\n' % boundary
+    return head + data + b"\r\n--%s--\r\n" % boundary
+
+
+def test_chunks_of_megabytes_full_of_near_boundaries_are_stored_byte_for_byte(server):
+    """5 MB chunks are received in 1 MB blocks, those inside the file's data decoded in place: data strewn with line
+    breaks and beginnings of the boundary, wherever the blocks fall, is stored as it was sent."""
+    boundary = b"near-boundary-4e1f"
+    generator = random.Random(5)
+    data = bytearray(mp4(12 * MB + 777, seed=7))
+    near = [b"\r", b"\n", b"\r\n--", b"\r\n--" + boundary[:-1], b"\n--" + boundary[:5], b"--" + boundary[:-1] + b"\r"]
+    for _ in range(20_000):
+        piece, at = generator.choice(near), generator.randrange(4096, len(data) - 64)
+        data[at:at + len(piece)] = piece
+    data, chunk_size = bytes(data), 5 * MB
+    chunks = [data[i:i + chunk_size] for i in range(0, len(data), chunk_size)]
+    stream_id = create_stream_over_http(server.url, data)
+    for index, chunk in enumerate(chunks):
+        fields = [(b"chunkIndex", b"%d" % index), (b"totalChunks", b"%d" % len(chunks)),
+                  (b"sha", hashlib.sha256(chunk).hexdigest().encode())]
+        content_type = "multipart/form-data; boundary=" + boundary.decode()
+        response = requests.patch(f"{server.url}/uploads/{stream_id}", data=multipart_chunk(boundary, fields, chunk),
+                                  headers={**HEADERS, "Content-Type": content_type}, timeout=60)
+        assert response.status_code == (201 if index == len(chunks) - 1 else 200), response.text
+    assert download_sha(server.url, response.json()["path"]) == hashlib.sha256(data).hexdigest()
+
+
 def test_the_same_last_chunks_sent_at_once_complete_the_stream_once(server):
     data = mp4(6 * MB, seed=3)
     chunks = [data[i:i + MB] for i in range(0, len(data), MB)]

@@ -20,6 +20,7 @@ from service.storage import get_repository
 from service.storage.contract import Outcome
 from service.web.uploads import multipart, tus_headers, tus_views
 from service.web.uploads.blueprint import bp
+from service.web.uploads.request_body import RequestBody
 
 
 def _repo():
@@ -27,12 +28,9 @@ def _repo():
 
 
 def _body():
-    """The request body to parse. With a Content-Length (held to its limit by service.web.body_limits, which also gives a
-    chunked body its length), the server's own input: the parser reads no more than that, and werkzeug's limiting
-    wrapper would copy every read once more."""
-    if request.content_length is not None:
-        return request.environ["wsgi.input"]
-    return request.stream
+    """The request body's blocks as `multipart.parse` takes them: received in place (RequestBody.in_place), up to the
+    Content-Length (held to its limit by service.web.body_limits, which also gives a chunked body its length)."""
+    return RequestBody(request.environ, request.content_length).in_place()
 
 
 def _refuse_oversized_file(destination_limits):
@@ -43,8 +41,7 @@ def _refuse_oversized_file(destination_limits):
             or request.content_length <= MAX_REQUEST_BODY):
         return
     try:
-        fields, files = multipart.parse(_body(), request.content_type, request.content_length,
-                                        lambda fields_so_far: multipart.ByteCounter())
+        fields, files = multipart.parse(_body(), request.content_type, lambda fields_so_far: multipart.ByteCounter())
     except (MalformedBody, BodyTooLarge):
         # Not a readable form: the body's own size is all there is to say.
         raise RequestEntityTooLarge() from None
@@ -70,7 +67,7 @@ def _multipart(new_file):
         return created[-1]
 
     try:
-        form, files = multipart.parse(_body(), request.content_type, request.content_length, open_file)
+        form, files = multipart.parse(_body(), request.content_type, open_file)
         if "file" not in files:
             raise InvalidRequest("file: is required, as a multipart file part with a filename")
         yield form, files["file"]

@@ -13,7 +13,7 @@ from service.web.observability import get_metrics
 from service.storage.contract import Outcome
 from service.web.uploads import tus_headers
 from service.web.uploads.blueprint import bp
-from service.web.uploads.tus_body import RequestBody
+from service.web.uploads.request_body import RequestBody
 
 # The endpoints tus shares with the chunk API.
 SHARED_ENDPOINTS = {"uploads.create_upload", "uploads.send_chunk", "uploads.stream_status", "uploads.delete_stream"}

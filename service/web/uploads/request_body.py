@@ -1,15 +1,17 @@
-"""The body of a tus PATCH (or creation-with-upload), read from the server's input in large blocks."""
+"""The body of an upload request (a tus PATCH or creation-with-upload, a multipart chunk or file), read from the
+server's input in large blocks."""
 import threading
 
-# The body is received in blocks this large, each written and hashed (service.storage.common.write_behind) while the next
-# arrives: 1 MB blocks measured 1.15 x the throughput of 4 MB ones (a shorter wait for the last block's writing and
-# hashing before the fdatasync; medians of 7 alternated 500 MB uploads) and hold less memory.
+# The body is received in blocks this large. On the tus path each is written and hashed
+# (service.storage.common.write_behind) while the next arrives: 1 MB blocks measured 1.15 x the throughput of 4 MB ones
+# (a shorter wait for the last block's writing and hashing before the fdatasync; medians of 7 alternated 500 MB
+# uploads) and hold less memory.
 READ_SIZE = 1024 * 1024
 
 
 class RequestBody:
-    """A PATCH body read from the server's input, `READ_SIZE` at a time, up to its Content-Length (or to the end of a
-    chunked body). After iterating, `cut_off` tells whether the client went away before the end.
+    """A request body read from the server's input, `READ_SIZE` at a time, up to its Content-Length (or to the end of
+    a chunked body). After iterating, `cut_off` tells whether the client went away before the end.
 
     Under gunicorn, a body of known length is received straight from the connection's socket into one reusable
     buffer (`recv_into`), after the bytes gunicorn already holds: its own reader would copy every byte several times
@@ -22,6 +24,14 @@ class RequestBody:
         self.cut_off = False
 
     def __iter__(self):
+        """The body's blocks as bytes, each the caller's to keep (the tus path hands them to other threads)."""
+        for block in self.in_place():
+            yield bytes(block)  # no copy of a block that is bytes already
+
+    def in_place(self):
+        """The body's blocks without a copy, each valid only until the next one is asked for: the receive buffer
+        itself (a bytearray) when a block fills it, else a memoryview of it, or bytes. For a caller that is done with
+        each block before it asks for the next (the multipart parser writes and hashes it in the request's thread)."""
         direct = _gunicorn_body(self._environ) if self.length is not None else None
         return self._from_socket(*direct) if direct else self._from_input(self._environ["wsgi.input"])
 
@@ -47,17 +57,20 @@ class RequestBody:
             yield held
         buffer = _buffers.take()
         try:
-            yield from self._receive(sock, reader, buffer)
+            with memoryview(buffer) as view:
+                for got in self._receive(sock, reader, view):
+                    yield buffer if got == len(buffer) else view[:got]
         finally:
             _buffers.give_back(buffer)
 
-    def _receive(self, sock, reader, buffer):
+    def _receive(self, sock, reader, view):
+        """The size of each block received into `view`, in turn."""
         while reader.length > 0:
-            want = min(len(buffer), reader.length)
+            want = min(len(view), reader.length)
             got = 0
             try:
                 while got < want:
-                    received = sock.recv_into(buffer[got:want])
+                    received = sock.recv_into(view[got:want])
                     if not received:
                         break
                     got += received
@@ -68,16 +81,15 @@ class RequestBody:
             if got < want:
                 self.cut_off = True
             if got:
-                # One copy: the block is written and hashed by the append's thread while the next is received here.
-                yield bytes(buffer[:got])
+                yield got
             if self.cut_off:
                 return
 
 
 class _BufferPool:
-    """Receive buffers reused from one PATCH to the next: a fresh buffer per PATCH cost a memset and a page fault
+    """Receive buffers reused from one request to the next: a fresh buffer per PATCH cost a memset and a page fault
     per 4 KB (about a tenth of a worker's time in a perf profile). At most `keep` idle ones are kept, so a worker
-    that once served many PATCHes at a time does not hold on to their memory."""
+    that once served many uploads at a time does not hold on to their memory."""
 
     def __init__(self, size, keep):
         self._size, self._keep = size, keep
@@ -88,7 +100,7 @@ class _BufferPool:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return memoryview(bytearray(self._size))
+        return bytearray(self._size)
 
     def give_back(self, buffer):
         with self._lock:
@@ -96,7 +108,7 @@ class _BufferPool:
                 self._idle.append(buffer)
 
 
-# Per worker process (a cache of scratch memory, not state): the buffers of a few PATCHes at a time.
+# Per worker process (a cache of scratch memory, not state): the buffers of a few uploads at a time.
 _buffers = _BufferPool(READ_SIZE, keep=2)
 
 
