@@ -11,7 +11,8 @@ the contestants' order alternates from run to run.
 Per run and contestant: seconds, MB/s, the client's CPU seconds per GB (its process: Python's start included, as a
 user pays it) and the server's (its process tree, from /proc). Then the medians, and the median of each run's own
 ratio (tus-js-client's seconds over ours: at least 1.0 means `wis upload` is at least as fast). `--baseline-tree DIR`
-adds `wis upload` (this checkout's client) to a server run from another checkout, to compare a server change.
+adds `wis upload` of another checkout (its client, run with that checkout first on PYTHONPATH) to a server run from
+that checkout, to compare a change of either.
 
     (cd bench/tus && npm ci)            # @tus/server, @tus/file-store and tus-js-client, from the lock
     .venv/bin/python bench/cli_upload_bench.py [--runs 5] [--size-mb 500] [--parallel N] [--chunk-mb M] \
@@ -56,8 +57,11 @@ def ours(temp, source, size, args, tree=None):
     try:
         options = [*(["--parallel", str(args.parallel)] if args.parallel else []),
                    *(["--chunk-size", f"{args.chunk_mb}M"] if args.chunk_mb else [])]
-        path, *figures = timed([str(WIS), "upload", str(source), "--url", url, "--token", TOKEN, "--no-progress",
-                                "--state-dir", str(temp / "wis-state"), *options], process)
+        # The baseline's client: its own `service` package ahead of this checkout's (installed in this environment).
+        client, env = ([sys.executable, "-c", "import sys; from service.cli import main; sys.exit(main())"],
+                       {**os.environ, "PYTHONPATH": str(tree)}) if tree else ([str(WIS)], None)
+        path, *figures = timed([*client, "upload", str(source), "--url", url, "--token", TOKEN, "--no-progress",
+                                "--state-dir", str(temp / "wis-state"), *options], process, env=env)
         # <data>/orgs/<org>/media/<images|videos>/<name>
         stored = [file for file in (data_dir / "orgs").glob(f"*/media/*/{path.rsplit('/', 1)[-1]}")
                   if file.stat().st_size == size]
@@ -96,7 +100,7 @@ def main():
     parser.add_argument("--parallel", type=int, help="wis upload --parallel (default: the command's own)")
     parser.add_argument("--chunk-mb", type=int, help="wis upload --chunk-size in MB (default: the command's own)")
     parser.add_argument("--baseline-tree", type=Path,
-                        help="also `wis upload` (this checkout's) to a server run from this checkout, as `baseline`")
+                        help="also `wis upload` of this checkout to a server run from it, as `baseline`")
     args = parser.parse_args()
     contestants = {"wis upload": ours, "tus-js-client": tus}
     if args.baseline_tree:
@@ -133,7 +137,8 @@ def report(runs):
     for name, figures in runs.items():
         print(f"  {name:14} " + ", ".join(f"{key} {statistics.median(run[key] for run in figures):.2f}"
                                          for key in figures[0]))
-    for other, what in (("tus-js-client", "tus-js-client + @tus/server"), ("baseline", "the baseline server")):
+    for other, what in (("tus-js-client", "tus-js-client + @tus/server"),
+                        ("baseline", "the baseline checkout (its client and server)")):
         if other in runs:
             ratios = [theirs["seconds"] / ours_["seconds"] for ours_, theirs in zip(runs["wis upload"], runs[other])]
             print(f"wis upload's speed against {what}, the median of each run's own ratio: "
