@@ -23,6 +23,7 @@ values = st.recursive(leaves, lambda inner: st.one_of(st.lists(inner, max_size=4
 bodies = st.dictionaries(keys, values, max_size=6)
 
 
+@pytest.mark.exhaustive  # hundreds or thousands of generated bodies
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(bodies, st.integers(1, 10**6))
 def test_the_document_made_from_the_body_bytes_is_the_document_encoded_whole(body, revision):
@@ -33,6 +34,7 @@ def test_the_document_made_from_the_body_bytes_is_the_document_encoded_whole(bod
                                                                              encode(body))
 
 
+@pytest.mark.exhaustive  # hundreds or thousands of generated bodies
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(bodies, bodies)
 def test_what_the_bytes_decide_is_what_a_parse_decides(one, other):
