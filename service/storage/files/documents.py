@@ -26,7 +26,7 @@ from service.storage.contract.events import NewEvent
 from service.storage.common.disk import (
     PendingReplace, fsync_directory, lock, numbered_files, remove_stale_temporaries)
 from service.storage.common.encoding import NAME_HEAD_SIZE, encode, name_in_head
-from service.storage.files.stored_bytes import StoredDocument, with_meta
+from service.storage.files.stored_bytes import META_TAIL, StoredDocument, revision_at_end, with_meta
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
 SUFFIX = ".json"
@@ -40,9 +40,6 @@ ENTRY_HEAD = re.compile(rb'\{"change":"([A-Z]+)","savedAt":"([0-9T:.Z-]+)"(?:,"a
 # The longest head: a change and a time, an author (a token's name: 64 characters) and a comment of 500 characters
 # of at most 6 bytes each as orjson writes them (a control character is `\u001f`).
 HEAD_SIZE = 4096
-# A document ends with its revision (its metadata is written last).
-REVISION_AT_END = re.compile(rb'"revision":(\d+)\}\s*$')
-REVISION_TAIL = 40
 
 # Folders of an org that the other stores own.
 NOT_DOCUMENTS = {"media", "streams", "events"}
@@ -213,10 +210,10 @@ class FileDocumentStore:
         except FileNotFoundError:
             return _last_committed(self._history(org, kind, identifier))
         try:  # (os calls: a batch's leader asks this of each change another process's batch may have committed)
-            found = REVISION_AT_END.search(os.pread(fd, REVISION_TAIL, max(0, os.fstat(fd).st_size - REVISION_TAIL)))
+            revision = revision_at_end(os.pread(fd, META_TAIL, max(0, os.fstat(fd).st_size - META_TAIL)))
         finally:
             os.close(fd)
-        return int(found[1]) if found else (self.get(org, kind, identifier) or {}).get("revision", 0)
+        return revision if revision is not None else (self.get(org, kind, identifier) or {}).get("revision", 0)
 
     def _keep_earlier_version(self, history, stored):
         """Give a document stored before history was kept its revision's entry, before it is replaced."""

@@ -71,6 +71,13 @@ def split_meta(stored):
     return StoredMeta(found[1].decode(), found[2].decode(), int(found[3]), body)
 
 
+def revision_at_end(tail):
+    """The revision in a stored document's last META_TAIL bytes (or the whole of a shorter one), or None when its end
+    is not the metadata as written now."""
+    found = META_AT_END.search(tail)
+    return None if found is None else int(found[3])
+
+
 def with_meta(encoded_body, created_at, updated_at, revision):
     """The document `encode({**body, "createdAt": .., "updatedAt": .., "revision": ..})` writes, from the body's
     encoding (the timestamps are utc_timestamp's: nothing to escape)."""

@@ -8,8 +8,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.storage.common.encoding import encode
-from service.storage.files.stored_bytes import StoredDocument, same_body, split_meta, with_meta
+from service.storage.files.stored_bytes import (META_TAIL, StoredDocument, revision_at_end, same_body, split_meta,
+                                                 with_meta)
 from service.storage.contract import without_meta
+from service.storage.contract.documents import utc_timestamp
 from service.storage.files import FileRepository
 from support.documents import bench_process
 
@@ -127,3 +129,12 @@ def test_a_push_equal_to_a_document_stored_in_another_key_order_stores_nothing(t
     edited = documents.save("org", "processes", "p1", {**body, "name": "Housing, v2"})
     assert (edited.changed, edited.document["revision"]) == (True, 2)
     assert documents.get("org", "processes", "p1")["createdAt"] == first.document["createdAt"]
+
+
+@pytest.mark.parametrize("body", [{}, {"id": "p_1", "name": "x" * 500}])
+def test_the_revision_is_read_from_the_last_bytes_of_a_document_as_written(body):
+    now = utc_timestamp()
+    for revision in (1, 10**12):
+        document = with_meta(encode(body), now, now, revision)
+        assert revision_at_end(document[-META_TAIL:]) == revision
+    assert revision_at_end(orjson.dumps({**body, "revision": 3, "createdAt": now, "updatedAt": now})) is None
