@@ -8,10 +8,10 @@ Werkzeug's own `MultiPartParser` does not fit an upload of 10 MB per request:
 - it tells the stream factory nothing of the fields parsed so far. Here `open_file(fields)` gets the fields sent
   before the file part, so a chunk that continues a stream in order can be written straight onto the stream.
 And the decoder (`_Decoder`) copies less than werkzeug's, which makes three copies of every megabyte of a part's data
-(a slice to look for a partial boundary at its end, then a slice and its bytes) after the one into its buffer: a
-block that lies inside a part's data, with no boundary in it, is handed to the part's file where it was received;
-any other is decoded by werkzeug's rules, its data copied out once. On the chunk path, where each request carries
-megabytes, the copies cost as much CPU as hashing the bytes.
+(a slice to look for a partial boundary at its end, then a slice and its bytes) after the one into its buffer: what
+of a block is surely a part's data (all of it, or what comes before the first boundary in it) is handed to the part's
+file where it was received; the rest (a part's head, a boundary) is decoded by werkzeug's rules, its data copied out
+once. On the chunk path, where each request carries megabytes, the copies cost as much CPU as hashing the bytes.
 """
 import itertools
 
@@ -26,7 +26,7 @@ MAX_PARTS = 100
 
 
 class _Decoder(MultipartDecoder):
-    """werkzeug's MultipartDecoder, fed by `events(block)`, which hands a block of a part's data on in place, and with
+    """werkzeug's MultipartDecoder, fed by `events(block)`, which hands a part's data on in place, and with
     `_parse_data` (its one method that takes a part's data from the buffer) answering the same without copying the
     buffer: the partial boundary is looked for in the buffer's tail only, a boundary from the first delimiter on, and
     the data is copied out once.
@@ -34,32 +34,45 @@ class _Decoder(MultipartDecoder):
 
     def events(self, block):
         """The events that `block` (bytes-like; None when the body has ended) brings, as `receive_data` and then
-        `next_event` until it needs data would give them, the Epilogue last. A block inside a part's data (no
-        boundary in it or across its start, and longer than a boundary, so that what is held back of its end is all
-        there is to hold back) comes out as Data of the few bytes held back before it, then of the block itself, a
-        view of it up to where a boundary cut short could begin: the same bytes as werkzeug's one Data event."""
-        if block is not None and self.state is State.DATA and self._inside_data(block):
-            held, end = bytes(self.buffer), self._partial_boundary_start(block, 0)
-            self.buffer[:] = block[end:]
+        `next_event` until it needs data would give them, the Epilogue last. In a part's data, what of `block` is
+        surely data (all of it up to where a boundary cut short could begin, or up to the line break before the first
+        delimiter in it) comes out as Data of the few bytes held back before it, then of the block itself, a view of
+        it; the rest of a block with a delimiter is decoded by werkzeug's rules. The same bytes as werkzeug's Data
+        events, cut in other places."""
+        if block is not None and self.state is State.DATA and (surely_data := self._surely_data(block)):
+            end, delimiter_found = surely_data
+            held = bytes(self.buffer)
+            self.buffer[:] = block[end:]  # what is left to decode: a boundary's start, or the bytes to hold back
             if held:
                 yield Data(data=held, more_data=True)
             if end:
                 yield Data(data=memoryview(block)[:end], more_data=True)
-            return
-        self.receive_data(block)
+            if not delimiter_found:
+                return
+        else:
+            self.receive_data(block)
         while not isinstance(event := self.next_event(), NeedData):
             yield event
             if isinstance(event, Epilogue):
                 return
 
-    def _inside_data(self, block):
-        """Whether `block` (after the bytes held back from the last one) holds no boundary, and can be searched
-        without a copy (bytes or a bytearray: a memoryview has no `find`)."""
+    def _surely_data(self, block):
+        """(how much of `block`'s start is surely the part's data, whether a delimiter follows it in the block), or
+        None when the block is left to werkzeug's rules: a block that cannot be searched without a copy (a memoryview
+        has no `find`), no longer than a boundary, or with a delimiter in the bytes held back or across its start, or
+        within two bytes of its start. No boundary begins before the line break (at most two bytes) before the first
+        delimiter, so what comes before it is data."""
         delimiter = b"--" + self.boundary
         if not isinstance(block, (bytes, bytearray)) or len(block) <= len(b"\r\n" + delimiter):
-            return False
-        across_start = bytes(self.buffer) + block[:len(delimiter)]
-        return across_start.find(delimiter) == -1 and block.find(delimiter) == -1
+            return None
+        if (bytes(self.buffer) + block[:len(delimiter)]).find(delimiter) != -1:
+            return None
+        delimiter_at = block.find(delimiter)
+        if delimiter_at == -1:
+            return self._partial_boundary_start(block, 0), False
+        if delimiter_at < len(b"\r\n"):
+            return None
+        return delimiter_at - len(b"\r\n"), True
 
     def _parse_data(self, data, *, start):
         data_start = LINE_BREAK_RE.match(data).end() if start else 0

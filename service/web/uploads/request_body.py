@@ -30,8 +30,9 @@ class RequestBody:
 
     def in_place(self):
         """The body's blocks without a copy, each valid only until the next one is asked for: the receive buffer
-        itself (a bytearray) when a block fills it, else a memoryview of it, or bytes. For a caller that is done with
-        each block before it asks for the next (the multipart parser writes and hashes it in the request's thread)."""
+        itself (a bytearray) when a block fills it, a bytearray of its own for the last, shorter block, a memoryview
+        of either when the body was cut off, or bytes. For a caller that is done with each block before it asks for
+        the next (the multipart parser writes and hashes it in the request's thread)."""
         direct = _gunicorn_body(self._environ) if self.length is not None else None
         return self._from_socket(*direct) if direct else self._from_input(self._environ["wsgi.input"])
 
@@ -57,33 +58,35 @@ class RequestBody:
             yield held
         buffer = _buffers.take()
         try:
-            with memoryview(buffer) as view:
-                for got in self._receive(sock, reader, view):
-                    yield buffer if got == len(buffer) else view[:got]
+            while reader.length > 0 and not self.cut_off:
+                # The last block, shorter than the buffer, is received into a bytearray of its own length: the
+                # multipart decoder searches it in place (a memoryview of the buffer has no `find`, and was decoded
+                # with two copies).
+                block = buffer if reader.length >= len(buffer) else bytearray(reader.length)
+                got = self._receive(sock, reader, block)
+                if got == len(block):
+                    yield block
+                elif got:
+                    yield memoryview(block)[:got]
         finally:
             _buffers.give_back(buffer)
 
-    def _receive(self, sock, reader, view):
-        """The size of each block received into `view`, in turn."""
-        while reader.length > 0:
-            want = min(len(view), reader.length)
-            got = 0
-            try:
-                while got < want:
-                    received = sock.recv_into(view[got:want])
+    def _receive(self, sock, reader, block):
+        """Receive up to len(`block`) bytes of the body into `block`; how many arrived (fewer when it was cut off)."""
+        got = 0
+        try:
+            with memoryview(block) as view:
+                while got < len(block):
+                    received = sock.recv_into(view[got:])
                     if not received:
                         break
                     got += received
                     reader.length -= received
-            except OSError:
-                # The connection broke mid-body: what arrived before is kept.
-                self.cut_off = True
-            if got < want:
-                self.cut_off = True
-            if got:
-                yield got
-            if self.cut_off:
-                return
+        except OSError:
+            # The connection broke mid-body: what arrived before is kept.
+            pass
+        self.cut_off = got < len(block)
+        return got
 
 
 class _BufferPool:
