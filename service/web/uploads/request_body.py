@@ -25,16 +25,20 @@ class RequestBody:
 
     def __iter__(self):
         """The body's blocks as bytes, each the caller's to keep (the tus path hands them to other threads)."""
-        for block in self.in_place():
+        for block in self._blocks(own_last_block=False):
             yield bytes(block)  # no copy of a block that is bytes already
 
     def in_place(self):
         """The body's blocks without a copy, each valid only until the next one is asked for: the receive buffer
-        itself (a bytearray) when a block fills it, a bytearray of its own for the last, shorter block, a memoryview
-        of either when the body was cut off, or bytes. For a caller that is done with each block before it asks for
-        the next (the multipart parser writes and hashes it in the request's thread)."""
+        itself (a bytearray) when a block fills it, a bytearray of its own for the last, shorter block (which the
+        multipart decoder can then search where it was received: a memoryview has no `find`), a memoryview when the
+        body was cut off, or bytes. For a caller that is done with each block before it asks for the next (the
+        multipart parser writes and hashes it in the request's thread)."""
+        return self._blocks(own_last_block=True)
+
+    def _blocks(self, own_last_block):
         direct = _gunicorn_body(self._environ) if self.length is not None else None
-        return self._from_socket(*direct) if direct else self._from_input(self._environ["wsgi.input"])
+        return self._from_socket(*direct, own_last_block) if direct else self._from_input(self._environ["wsgi.input"])
 
     def _from_input(self, stream):
         remaining = self.length
@@ -53,26 +57,30 @@ class RequestBody:
                 remaining -= len(block)
             yield block
 
-    def _from_socket(self, sock, held, reader):
+    def _from_socket(self, sock, held, reader, own_last_block):
         if held:
             yield held
         buffer = _buffers.take()
         try:
-            while reader.length > 0 and not self.cut_off:
-                # The last block, shorter than the buffer, is received into a bytearray of its own length: the
-                # multipart decoder searches it in place (a memoryview of the buffer has no `find`, and was decoded
-                # with two copies).
-                block = buffer if reader.length >= len(buffer) else bytearray(reader.length)
-                got = self._receive(sock, reader, block)
-                if got == len(block):
-                    yield block
-                elif got:
-                    yield memoryview(block)[:got]
+            with memoryview(buffer) as whole:
+                while reader.length > 0 and not self.cut_off:
+                    if reader.length >= len(buffer):
+                        block = buffer
+                    else:
+                        # The last block: in a bytearray of its own length when asked for (allocating it costs a
+                        # caller that copies each block anyway more than it saves), else in the buffer.
+                        block = bytearray(reader.length) if own_last_block else whole[:reader.length]
+                    got = self._receive(sock, reader, block)
+                    if got == len(block):
+                        yield block
+                    elif got:
+                        yield memoryview(block)[:got]
         finally:
             _buffers.give_back(buffer)
 
     def _receive(self, sock, reader, block):
-        """Receive up to len(`block`) bytes of the body into `block`; how many arrived (fewer when it was cut off)."""
+        """Receive up to len(`block`) bytes of the body into `block` (a bytearray or a memoryview); how many arrived
+        (fewer when it was cut off)."""
         got = 0
         try:
             with memoryview(block) as view:

@@ -13,9 +13,10 @@ from service.web.uploads.request_body import READ_SIZE, RequestBody
 HELD = 64 * 1024
 
 
-def received_blocks(body, send=None):
-    """(each block in_place gave, as (its type, its length, a copy of its bytes)), cut_off) for `body` sent through a
-    socketpair with HELD bytes already read by gunicorn's reader; `send(socket)` sends something else instead."""
+def received_blocks(body, send=None, how=RequestBody.in_place):
+    """(each block `how` gave (in_place, or iterating: bytes), as (its type, its length, a copy of its bytes)),
+    cut_off) for `body` sent through a socketpair with HELD bytes already read by gunicorn's reader; `send(socket)`
+    sends something else instead."""
     sender, receiver = socket.socketpair()
     thread = threading.Thread(target=send or (lambda sock: sock.sendall(body)), args=(sender,))
     thread.start()
@@ -27,7 +28,7 @@ def received_blocks(body, send=None):
         unreader.unread(held)
         request_body = RequestBody({"wsgi.input": Body(LengthReader(unreader, len(body))),
                                     "gunicorn.socket": receiver}, len(body))
-        blocks = [(type(block), len(block), bytes(block)) for block in request_body.in_place()]
+        blocks = [(type(block), len(block), bytes(block)) for block in how(request_body)]
         return blocks, request_body.cut_off
     finally:
         thread.join()
@@ -42,6 +43,14 @@ def test_the_last_block_shorter_than_the_buffer_is_a_bytearray_of_its_own_length
     assert b"".join(data for _, _, data in blocks) == body
     assert [(kind, length) for kind, length, _ in blocks] == [
         (bytes, HELD), (bytearray, READ_SIZE), (bytearray, READ_SIZE), (bytearray, 300_001)]
+
+
+def test_iterated_a_body_comes_as_bytes_the_caller_may_keep():
+    body = os.urandom(HELD + 2 * READ_SIZE + 300_001)
+    blocks, cut_off = received_blocks(body, how=iter)
+    assert not cut_off
+    assert b"".join(data for _, _, data in blocks) == body
+    assert {kind for kind, _, _ in blocks} == {bytes}
 
 
 def test_a_body_of_whole_blocks_ends_with_a_whole_block():
