@@ -2,14 +2,15 @@
 hand), to measure one change against the code before it without a reference server in the rounds.
 
 Each checkout runs under the shipped gunicorn configuration for the whole benchmark (bench/tus_bench.py's `Ours`:
-tus PATCHes, or bench/chunk_bench.py's `Chunks`: the SPEC multipart chunks, in order). Rounds alternate the order of
+tus PATCHes, or bench/chunk_bench.py's `Chunks`: the SPEC multipart chunks, in order; with `--in-flight`, its
+`ChunksInFlight`: four at once, the completing PATCH then the last to finish). Rounds alternate the order of
 the checkouts; each upload is verified by SHA-256 and followed by a sync, outside the timing. Per upload: MB/s, server
 CPU seconds per GB (utime+stime of the server's process tree), median PATCH, completing PATCH (ms, and / median). The
 first round is a warm-up and left out of the medians. With `--again` the stored media stay, so every round after the
 first is answered by deduplication.
 
-    .venv/bin/python bench/ab_bench.py --trees . /path/to/other/checkout [--rounds 7] [--chunks] [--size-mb 500]
-        [--again]
+    .venv/bin/python bench/ab_bench.py --trees . /path/to/other/checkout [--rounds 7] [--chunks [--in-flight]]
+        [--size-mb 500] [--again]
 """
 import argparse
 import os
@@ -35,10 +36,13 @@ def main():
     parser.add_argument("--size-mb", type=int, default=500)
     parser.add_argument("--chunk-mb", type=int, default=5)
     parser.add_argument("--chunks", action="store_true", help="the SPEC multipart chunks instead of tus PATCHes")
+    parser.add_argument("--in-flight", action="store_true", help="with --chunks: four chunks at once, each on a "
+                        "connection of its own (chunk_bench.ChunksInFlight), instead of one after another")
     parser.add_argument("--again", action="store_true", help="keep the stored media: uploads of the same file after "
                         "the first are answered by deduplication")
     options = parser.parse_args()
-    client = chunk_bench.Chunks if options.chunks else tus_bench.Ours
+    client = (chunk_bench.ChunksInFlight if options.in_flight else chunk_bench.Chunks) if options.chunks \
+        else tus_bench.Ours
     size, chunk = options.size_mb * MB, options.chunk_mb * MB
     with tempfile.TemporaryDirectory(prefix="ab-bench-") as temp:
         temp = Path(temp)

@@ -76,10 +76,19 @@ class IncomingFile(Receiving):
     @contextlib.contextmanager
     def reading(self):
         """The bytes received so far, from the start, in a file of their own."""
-        with disk_errors():
-            self._file.flush()
+        if not self._file.closed:  # (closed by `finish`, flushed then)
+            with disk_errors():
+                self._file.flush()
         with open(self.path, "rb") as file:
             yield file
+
+    def read_back_sha256(self):
+        """Hex SHA-256 of the bytes received so far, read back from the file."""
+        digest = hashlib.sha256()
+        with self.reading() as file, disk_errors():
+            while block := file.read(BUFFER_SIZE):
+                digest.update(block)
+        return digest.hexdigest()
 
     def finish(self):
         """Flush and fsync, so the file can be renamed or linked into place and survive a crash."""
@@ -96,3 +105,26 @@ class IncomingFile(Receiving):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
 
+
+
+class NotHashed:
+    """The hasher of a received file whose SHA-256 is read back only when asked for: it hashes nothing."""
+
+    def update(self, data):
+        pass
+
+
+class IncomingFileHashedWhenAsked(IncomingFile):
+    """An IncomingFile not hashed as it arrives: its SHA-256 is read back from the file the first time it is asked for.
+    For a chunk received aside from its stream's file, whose own SHA-256 only a chunk sent with a `sha` field, or sent
+    again once merged, needs: merging it hashes each of its bytes into the stream's running SHA-256 anyway."""
+
+    def __init__(self, directory, head_size):
+        super().__init__(directory, head_size, NotHashed())
+        self._sha256 = None
+
+    @property
+    def sha256(self):
+        if self._sha256 is None:
+            self._sha256 = self.read_back_sha256()
+        return self._sha256

@@ -364,6 +364,34 @@ def test_a_chunk_sent_with_its_own_sha_is_checked_against_what_landed_on_the_pre
     incoming.discard()
 
 
+def test_a_chunk_received_aside_is_hashed_once_by_its_merge_and_its_own_sha_only_when_asked(repo, monkeypatch):
+    """A part's bytes are hashed into the stream's running SHA-256 when it is merged; its own SHA-256 (for a `sha`
+    field, or a chunk sent again once merged) is read back from the part when asked for, not computed as it arrives."""
+    stream_id = new_stream(repo, CHUNKS)
+    hashed, sha256 = [], hashlib.sha256
+
+    class CountingSha256:
+        def __init__(self):
+            self._digest = sha256()
+
+        def update(self, data):
+            hashed.append(len(data))
+            self._digest.update(data)
+
+        def hexdigest(self):
+            return self._digest.hexdigest()
+
+    monkeypatch.setattr(storage_incoming.hashlib, "sha256", CountingSha256)  # (what IncomingFile hashes with)
+    incoming = repo.streams.new_incoming(ORG, stream_id, 12, 2)  # not next: a part
+    incoming.write(CHUNKS[2])
+    assert hashed == []
+    assert incoming.sha256 == sha256(CHUNKS[2]).hexdigest() and sum(hashed) == len(CHUNKS[2])
+    assert commit(repo, stream_id, 2, incoming) == (0, 0)
+    for index in (0, 1, 3):
+        put(repo, stream_id, index, CHUNKS[index])
+    assert digest(repo, stream_id) == sha256(b"".join(CHUNKS)).hexdigest()
+
+
 # -- early writeback of received chunks --------------------------------------------------------------
 
 def receive_in_writes(repo, stream_id, index, data, size):

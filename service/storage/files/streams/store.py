@@ -15,7 +15,7 @@ from service.storage.files.streams.ledger import Ledger, upgrade
 from service.storage.files.streams.stream import LockedStream
 from service.storage.files.streams.tus_append import TusAppend, TusRecord
 from service.storage.testmode.fresh_names import random_hex
-from service.storage.common.incoming import IncomingFile
+from service.storage.common.incoming import IncomingFile, IncomingFileHashedWhenAsked
 
 # Long enough for one request to merge a whole stream's parts while others wait for the lock.
 LOCK_TIMEOUT = 60
@@ -96,12 +96,13 @@ class FileStreamStore:
 
     def new_incoming(self, org, stream_id, head_size, index=None):
         """Where chunk `index` (None: not known yet) is received: onto the end of the prefix when it is the next
-        chunk in order and no other request is appending, else a temporary file inside the stream directory."""
+        chunk in order and no other request is appending, else a temporary file inside the stream directory (its own
+        SHA-256 computed only when asked: its merge hashes it into the stream's running SHA-256)."""
         directory = self._directory(org, stream_id)
         try:
             if index is not None and (appending := PrefixAppend.start(directory, index, head_size)):
                 return appending
-            return IncomingFile(directory, head_size)
+            return IncomingFileHashedWhenAsked(directory, head_size)
         except (FileNotFoundError, NotADirectoryError):
             raise StreamNotFound() from None
 

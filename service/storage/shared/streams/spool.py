@@ -2,13 +2,12 @@
 (SpooledChunk), or a tus PATCH body (SharedTusAppend). Nothing here is fsynced: a body counts once the bucket and the
 database hold it, and one a killed node leaves in the spool is removed by the sweep."""
 import contextlib
-import hashlib
 import os
 import re
 
 from service.interface import SNIFF_BYTES
 from service.storage.common.process_ids import process_gone
-from service.storage.common.incoming import BUFFER_SIZE, IncomingFile
+from service.storage.common.incoming import BUFFER_SIZE, IncomingFile, NotHashed
 from service.storage.common.sha256_state import Sha256State
 
 
@@ -34,17 +33,12 @@ class SpoolFile(IncomingFile):
         super().__init__(spool, head_size, hasher, prefix=f"{kind}-{os.getpid()}-")
 
 
-class _NoHash:
-    def update(self, data):
-        pass
-
-
 class SpooledChunk(SpoolFile):
     """A chunk received to this node's spool, hashed into its stream's running SHA-256 when it began in order
     (`start_state`), and its own SHA-256 computed only when asked (a chunk sent with a `sha` field)."""
 
     def __init__(self, spool, head_size, objects, start_state=None):
-        hasher = Sha256State.deserialize(start_state) if start_state is not None else _NoHash()
+        hasher = Sha256State.deserialize(start_state) if start_state is not None else NotHashed()
         super().__init__(spool, head_size, hasher, kind="chunk")
         self.start_state = start_state
         self._objects = objects
@@ -57,11 +51,7 @@ class SpooledChunk(SpoolFile):
     @property
     def sha256(self):
         if self._sha is None:
-            digest = hashlib.sha256()
-            with self.reading() as file:
-                while block := file.read(BUFFER_SIZE):
-                    digest.update(block)
-            self._sha = digest.hexdigest()
+            self._sha = self.read_back_sha256()
         return self._sha
 
     def state_after(self, start_state):
