@@ -57,9 +57,18 @@ class Receiving:
         return self.size
 
 
+class NotHashed:
+    """The hasher of a received file that nothing hashes as it arrives."""
+
+    def update(self, data):
+        pass
+
+
 class IncomingFile(Receiving):
-    """A file received under a temporary name in `directory` (`prefix` and random letters), hashed with `hasher`
-    (hashlib's SHA-256 unless given) as it arrives; removed by `discard` unless it was moved into place."""
+    """A file received under a temporary name in `directory` (`prefix` and random letters), hashed as it arrives with
+    hashlib's SHA-256, or with `hasher` when given: a stream's running SHA-256, or NotHashed() for a chunk received
+    aside, whose own SHA-256 only a chunk sent with a `sha` field, or sent again once merged, needs (its merge hashes
+    each of its bytes into the stream's running SHA-256 anyway). Removed by `discard` unless it was moved into place."""
     early_writeback = True
 
     def __init__(self, directory, head_size, hasher=None, prefix=".incoming-"):
@@ -67,11 +76,19 @@ class IncomingFile(Receiving):
             fd, name = tempfile.mkstemp(dir=directory, prefix=prefix)
         self.path = Path(name)
         super().__init__(os.fdopen(fd, "wb"), hashlib.sha256() if hasher is None else hasher, head_size)
+        # The file's own SHA-256 once read back, when its hasher is not that of its bytes alone.
+        self._hashed_alone = hasher is None
+        self._read_back = None
 
     @property
     def sha256(self):
-        """Hex SHA-256 of the bytes written so far."""
-        return self._hasher.hexdigest()
+        """Hex SHA-256 of the bytes written so far: from its hasher, or read back from the file (once) when the file
+        was given a hasher of another kind."""
+        if self._hashed_alone:
+            return self._hasher.hexdigest()
+        if self._read_back is None:
+            self._read_back = self.read_back_sha256()
+        return self._read_back
 
     @contextlib.contextmanager
     def reading(self):
@@ -104,27 +121,3 @@ class IncomingFile(Receiving):
             self._file.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-
-
-
-class NotHashed:
-    """The hasher of a received file whose SHA-256 is read back only when asked for: it hashes nothing."""
-
-    def update(self, data):
-        pass
-
-
-class IncomingFileHashedWhenAsked(IncomingFile):
-    """An IncomingFile not hashed as it arrives: its SHA-256 is read back from the file the first time it is asked for.
-    For a chunk received aside from its stream's file, whose own SHA-256 only a chunk sent with a `sha` field, or sent
-    again once merged, needs: merging it hashes each of its bytes into the stream's running SHA-256 anyway."""
-
-    def __init__(self, directory, head_size):
-        super().__init__(directory, head_size, NotHashed())
-        self._sha256 = None
-
-    @property
-    def sha256(self):
-        if self._sha256 is None:
-            self._sha256 = self.read_back_sha256()
-        return self._sha256

@@ -7,7 +7,7 @@ from service.interface.checksums import file_sha256
 from service.storage.files.streams.layout import (META, PREFIX, copy_range, read_record, take_append_lock,
                                                    try_stream_lock)
 from service.storage.files.streams.ledger import Ledger
-from service.storage.common.incoming import IncomingFileHashedWhenAsked, Receiving
+from service.storage.common.incoming import IncomingFile, NotHashed, Receiving
 from service.storage.common.sha256_state import Sha256State
 
 
@@ -83,7 +83,7 @@ class PrefixAppend(Receiving):
 
     def spill(self):
         """Copy the chunk into a part file of its own, for when the prefix no longer ends where the chunk began."""
-        self._spilled = IncomingFileHashedWhenAsked(self._directory, 0)
+        self._spilled = IncomingFile(self._directory, 0, NotHashed())
         self.flush()
         with disk_errors(), open(self._directory / PREFIX, "rb") as prefix:
             copy_range(prefix, self.start, self.size, self._spilled)

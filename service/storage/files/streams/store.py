@@ -15,7 +15,7 @@ from service.storage.files.streams.ledger import Ledger, upgrade
 from service.storage.files.streams.stream import LockedStream
 from service.storage.files.streams.tus_append import TusAppend, TusRecord
 from service.storage.testmode.fresh_names import random_hex
-from service.storage.common.incoming import IncomingFile, IncomingFileHashedWhenAsked
+from service.storage.common.incoming import IncomingFile, NotHashed
 
 # Long enough for one request to merge a whole stream's parts while others wait for the lock.
 LOCK_TIMEOUT = 60
@@ -102,7 +102,7 @@ class FileStreamStore:
         try:
             if index is not None and (appending := PrefixAppend.start(directory, index, head_size)):
                 return appending
-            return IncomingFileHashedWhenAsked(directory, head_size)
+            return IncomingFile(directory, head_size, NotHashed())
         except (FileNotFoundError, NotADirectoryError):
             raise StreamNotFound() from None
 

@@ -46,13 +46,6 @@ class SpooledChunk(SpoolFile):
         # refers to it; one that none does goes with the chunk.
         self.staged_key = None
         self.claimed = False
-        self._sha = None
-
-    @property
-    def sha256(self):
-        if self._sha is None:
-            self._sha = self.read_back_sha256()
-        return self._sha
 
     def state_after(self, start_state):
         """The running SHA-256 state after this chunk, continuing from `start_state`."""
