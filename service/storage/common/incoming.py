@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from service.errors import disk_errors
+from service.interface.checksums import file_sha256
 from service.storage.common.disk import start_writeback
 
 BUFFER_SIZE = 1024 * 1024
@@ -90,22 +91,23 @@ class IncomingFile(Receiving):
             self._read_back = self.read_back_sha256()
         return self._read_back
 
-    @contextlib.contextmanager
-    def reading(self):
-        """The bytes received so far, from the start, in a file of their own."""
+    def _flush(self):
         if not self._file.closed:  # (closed by `finish`, flushed then)
             with disk_errors():
                 self._file.flush()
+
+    @contextlib.contextmanager
+    def reading(self):
+        """The bytes received so far, from the start, in a file of their own."""
+        self._flush()
         with open(self.path, "rb") as file:
             yield file
 
     def read_back_sha256(self):
         """Hex SHA-256 of the bytes received so far, read back from the file."""
-        digest = hashlib.sha256()
-        with self.reading() as file, disk_errors():
-            while block := file.read(BUFFER_SIZE):
-                digest.update(block)
-        return digest.hexdigest()
+        self._flush()
+        with disk_errors():
+            return file_sha256(self.path)
 
     def finish(self):
         """Flush and fsync, so the file can be renamed or linked into place and survive a crash."""
