@@ -6,7 +6,7 @@ import tempfile
 from collections import Counter
 
 from service.storage.common import disk, incoming
-from service.storage.files import documents, events, group_commit, media
+from service.storage.files import documents, events, group_commit, media, write_ahead
 from service.storage.files.streams import append, layout, ledger, store, stream
 
 
@@ -26,7 +26,8 @@ class FaultyDisk:
             return real_open(path, flags, *args, **kwargs)
 
         monkeypatch.setattr(os, "open", os_open)
-        for module in (disk, incoming, layout, ledger, append, stream, store, media, documents, events, group_commit):
+        for module in (disk, incoming, layout, ledger, append, stream, store, media, documents, events, group_commit,
+                       write_ahead):
             monkeypatch.setattr(module, "os", _FaultyOs(self), raising=False)
             monkeypatch.setattr(module, "open", self.open, raising=False)
             if hasattr(module, "tempfile"):

@@ -57,6 +57,35 @@ def start_writeback(fd, start, length):
         _start_writeback = None
 
 
+def _syncfs():
+    """Linux's syncfs(2) through libc, or None where there is none."""
+    try:
+        function = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int,)
+    function.restype = ctypes.c_int
+    return function
+
+
+_sync_one_filesystem = _syncfs() if os.uname().sysname == "Linux" else None
+
+
+def sync_filesystem(path):
+    """Make everything written to the file system that holds `path` durable: syncfs(2), or sync(2) where there is
+    none."""
+    if _sync_one_filesystem is None:
+        os.sync()
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _sync_one_filesystem(fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+    finally:
+        os.close(fd)
+
+
 def fsync_directory(directory):
     fd = os.open(directory, os.O_RDONLY)
     try:

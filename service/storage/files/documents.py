@@ -1,9 +1,10 @@
 """JSON documents, one file per object: `<data>/orgs/<org>/<kind>/<id>.json`, and the history of each object, one
 file per revision: `<data>/orgs/<org>/<kind>/.history/<id>/<revision>.json` (listings skip the dot folder).
 
-A write runs under the document's lock: it writes the new revision's history entry, then replaces the document
-atomically (the commit point), then prunes the oldest entries. A delete writes its DELETED entry, then unlinks the
-document (the commit point). A writer killed at any instant leaves at most one entry past the committed state, which
+A write runs under the document's lock: it writes the new revision's history entry, then commits the change with its
+event (service.storage.files.events: the write-ahead log's record of the change synced, the commit point, then the
+document replaced atomically), then prunes the oldest entries. A delete writes its DELETED entry, then commits the
+document's unlink the same way. A writer killed at any instant leaves at most one entry past the committed state, which
 readers ignore and the next write overwrites: an entry newer than the current document's revision or, when there is no
 current document, newer than the last DELETED entry. So each acknowledged change adds exactly 1 to `revision`.
 
@@ -24,7 +25,7 @@ from service.storage.contract import (
     check_revision, oldest_kept, utc_timestamp, without_meta)
 from service.storage.contract.events import NewEvent
 from service.storage.common.disk import (
-    PendingReplace, fsync_directory, lock, numbered_files, remove_stale_temporaries)
+    PendingReplace, lock, numbered_files, remove_stale_temporaries, write_unsynced)
 from service.storage.common.encoding import NAME_HEAD_SIZE, encode, name_in_head
 from service.storage.files.stored_bytes import META_TAIL, StoredDocument, revision_at_end, with_meta
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
@@ -42,7 +43,7 @@ ENTRY_HEAD = re.compile(rb'\{"change":"([A-Z]+)","savedAt":"([0-9T:.Z-]+)"(?:,"a
 HEAD_SIZE = 4096
 
 # Folders of an org that the other stores own.
-NOT_DOCUMENTS = {"media", "streams", "events"}
+NOT_DOCUMENTS = {"media", "streams", "events", "wal"}
 
 
 class FileDocumentStore:
@@ -67,10 +68,12 @@ class FileDocumentStore:
         return self._directory(org, kind) / HISTORY / id_to_name(identifier)
 
     def get(self, org, kind, identifier):
+        self._ready(org)
         return _read_json(self._path(org, kind, identifier))  # the stored document, or None
 
     def existing(self, org, kind, identifiers):
         """The ids among `identifiers` that the org has stored of `kind`."""
+        self._ready(org)
         return {identifier for identifier in identifiers if self._path(org, kind, identifier).is_file()}
 
     def each(self, org, kind):
@@ -121,18 +124,16 @@ class FileDocumentStore:
                 encoded = with_meta(encoded_body, created_at, now, newest + 1)
                 change = RESTORED if restored else UPDATED if stored else CREATED
                 self._keep_earlier_version(history, stored)
-                entry = _entry_aside(history, newest + 1, change, now, encoded, by)
-                replacement = PendingReplace(path, encoded, writeback=True)
+                entry = _entry(change, now, encoded, by)
+                written = PendingReplace(history / f"{newest + 1}{SUFFIX}", entry)
+                replacement = PendingReplace(path, encoded)
                 try:
-                    # Made durable before the org's events lock is taken, both written before either is synced (the
-                    # second sync finds its bytes on their way): under the lock, only what a batch shares is left.
-                    entry.sync()
-                    replacement.sync()
-                    entry.put_in_place(durably=True)
+                    # Neither synced: the write-ahead log's record of the change carries both through a power cut.
+                    written.put_in_place()
                     self._commit(org, NewEvent(now, kind, identifier, newest + 1, change, body.get("name"), *by),
-                                 path, replacement)
+                                 entry, path, replacement)
                 finally:
-                    entry.discard()
+                    written.discard()
                     replacement.discard()
                 self._prune(history, newest + 1)
         return Saved(document, stored is None, True)
@@ -152,45 +153,49 @@ class FileDocumentStore:
             if not dry_run:
                 now = utc_timestamp()
                 self._keep_earlier_version(history, stored)
-                self._write_entry(history, deleted, DELETED, now, b"null", by)
-                self._commit(org, NewEvent(now, kind, identifier, deleted, DELETED, None, *by), path)
+                entry = _entry(DELETED, now, b"null", by)
+                PendingReplace(history / f"{deleted}{SUFFIX}", entry).put_in_place()  # (not synced, as in save)
+                self._commit(org, NewEvent(now, kind, identifier, deleted, DELETED, None, *by), entry, path)
                 self._prune(history, deleted)
         return deleted
 
     def _ready(self, org):
-        """Before a write reads what it changes: the org's changes a power cut lost put in place (service.storage.
-        files.reboot_check), lest the write take a lost change's revision for its own."""
+        """Before a read, and before a write reads what it changes: the org's changes a power cut lost put in place
+        (service.storage.files.reboot_check), lest a reader see a document the power cut left behind, or a write take
+        a lost change's revision for its own. (One lookup once this process found the org checked.)"""
         if self.events is not None:
             self.events.ready(org)
 
-    def put_forward(self, org, kind, identifier, revision):
-        """Put in place the object's change of `revision` from its history entry: its event is in the log, but a power
-        cut lost its rename or unlink (service.storage.files.reboot_check, under the org's events lock, under which
-        every change of the org's documents is put in place). A no-op when the entry is gone."""
-        path = self._path(org, kind, identifier)
-        try:
-            with open(self._history(org, kind, identifier) / f"{revision}{SUFFIX}", "rb") as handle:
-                entry = handle.read()
-        except FileNotFoundError:
-            return
-        head = ENTRY_HEAD.match(entry)
-        if head is None:
-            return
+    def put_forward(self, org, kind, identifier, revision, entry=None):
+        """Put in place the object's change of `revision` from its history entry: `entry` (a write-ahead log's record,
+        replayed after a power cut: the entry is written again too), or the entry stored (a log from before the
+        write-ahead log). Under the org's events lock, not synced (the caller syncs once all are in place)."""
+        path, history = self._path(org, kind, identifier), self._history(org, kind, identifier)
         with disk_errors():
+            if entry is None:
+                try:
+                    entry = (history / f"{revision}{SUFFIX}").read_bytes()
+                except FileNotFoundError:
+                    return
+            else:
+                history.mkdir(parents=True, exist_ok=True)
+                write_unsynced(history / f"{revision}{SUFFIX}", entry)
+            head = ENTRY_HEAD.match(entry)
+            if head is None:
+                return
             if head[1].decode() == DELETED:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
-                fsync_directory(path.parent)
             else:
-                PendingReplace(path, entry[head.end():-1]).commit()
+                write_unsynced(path, entry[head.end():-1])
 
-    def _commit(self, org, event, path, replacement=None):
-        """Commit a change whose history entry is in place, durably: `replacement` (a PendingReplace, synced) put in
-        place over `path`, or with none `path` unlinked, then its directory synced; with its event when this store
-        keeps events (which then commits concurrent changes of the org together, their syncs shared:
-        service.storage.files.events)."""
+    def _commit(self, org, event, entry, path, replacement=None):
+        """Commit a change whose history entry `entry` is in place: `replacement` (a PendingReplace) put in place over
+        `path`, or with none `path` unlinked, with its event, in the org's next batch (service.storage.files.events),
+        durable once that batch's write-ahead log record is. Without an event log (a tree test mode builds, which no
+        crash need keep) it is only put in place."""
         if self.events is not None:
-            self.events.commit(org, event, replacement and replacement.source, path)
+            self.events.commit(org, event, entry, replacement and replacement.source, path)
             if replacement is not None:
                 replacement.placed()
             return
@@ -199,7 +204,6 @@ class FileDocumentStore:
                 os.unlink(path)
             else:
                 replacement.put_in_place()
-            fsync_directory(path.parent)
 
     def committed_revision(self, org, kind, identifier):
         """The object's committed revision (its current document's, else its last deletion's; 0 when none), read from
@@ -213,7 +217,7 @@ class FileDocumentStore:
             revision = revision_at_end(os.pread(fd, META_TAIL, max(0, os.fstat(fd).st_size - META_TAIL)))
         finally:
             os.close(fd)
-        return revision if revision is not None else (self.get(org, kind, identifier) or {}).get("revision", 0)
+        return revision if revision is not None else (_read_json(path) or {}).get("revision", 0)
 
     def _keep_earlier_version(self, history, stored):
         """Give a document stored before history was kept its revision's entry, before it is replaced."""
@@ -222,8 +226,9 @@ class FileDocumentStore:
             self._write_entry(history, stored.revision, change, stored.updated_at, encode(stored.document()))
 
     @staticmethod
-    def _write_entry(history, revision, change, saved_at, encoded_document, by=NOBODY):
-        _entry_aside(history, revision, change, saved_at, encoded_document, by).commit()
+    def _write_entry(history, revision, change, saved_at, encoded_document):
+        """A history entry made durable in place (the entry of a document stored before history was kept)."""
+        PendingReplace(history / f"{revision}{SUFFIX}", _entry(change, saved_at, encoded_document)).commit()
 
     def load(self, org, kind, identifier, body, saved_at):
         """Write `body` as revision 1 of a new object, CREATED at `saved_at`, into a tree that no request reads yet
@@ -250,6 +255,7 @@ class FileDocumentStore:
 
     def history(self, org, kind, identifier, first, after=None):
         """Up to `first` revisions, newest first, older than `after` when given."""
+        self._ready(org)
         history = self._history(org, kind, identifier)
         current = _read_json(self._path(org, kind, identifier))
         newest = current["revision"] if current else _last_committed(history)
@@ -271,6 +277,7 @@ class FileDocumentStore:
 
     def revision(self, org, kind, identifier, revision):
         """The document as revision `revision` stored it, or None."""
+        self._ready(org)
         current = self.get(org, kind, identifier)
         if current is not None and revision == current["revision"]:
             return current
@@ -282,6 +289,7 @@ class FileDocumentStore:
 
     def kinds(self, org):
         """The kinds of document an org has stored (processes, products, stations), sorted."""
+        self._ready(org)
         try:
             with os.scandir(self.orgs_root / id_to_name(org)) as entries:
                 return sorted(entry.name for entry in entries
@@ -291,6 +299,7 @@ class FileDocumentStore:
 
     def ids(self, org, kind):
         """All stored ids of a kind, sorted; reads directory entries only, no document."""
+        self._ready(org)
         try:
             entries = os.scandir(self._directory(org, kind))
         except FileNotFoundError:
@@ -333,12 +342,6 @@ class FileDocumentStore:
         """Remove temporaries of document and history writes last touched before `cutoff` (their writer was killed)."""
         directories = [*self.orgs_root.glob("*/*"), *self.orgs_root.glob(f"*/*/{HISTORY}/*")]
         return sum(remove_stale_temporaries(directory, cutoff) for directory in directories if directory.is_dir())
-
-
-def _entry_aside(history, revision, change, saved_at, encoded_document, by):
-    """A history entry written aside (its bytes handed to the disk at once), for the caller to sync and put in place."""
-    return PendingReplace(history / f"{revision}{SUFFIX}", _entry(change, saved_at, encoded_document, by),
-                          writeback=True)
 
 
 def _entry(change, saved_at, encoded_document, by=NOBODY):

@@ -4,15 +4,20 @@
 
 Changes commit with their events in batches, under the org's events lock (`<data>/orgs/<org>/events.lock`, taken after
 the document's own locks; service.storage.files.group_commit): one writer of a process at a time waits for it, and
-once it has it appends the events of every change its process's writers queued meanwhile and fdatasyncs them once,
-then puts the changes in place in seq order (each its atomic replace or unlink); it syncs their directories once the
-lock is released, and each writer answers after its directory's sync. So after a process is
-killed the log ends, at most, with events whose changes were not put in place: whoever takes the lock next (a writer, a
-reader, or a start-up) checks the last event against the committed revision of its object and cuts it off when the
-change is not there, until the last is there, and cuts off a torn last line. After a power cut, a change whose directory
-was not synced yet may have lost its rename while its event and the events after it are there: the first look at the
-org's log after a reboot puts it in place (service.storage.files.reboot_check). Seqs are 1, 2, 3, ... in commit order
-with no gap, no reader sees an event without its change, and no committed change is without its event.
+once it has it appends the events of every change its process's writers queued meanwhile, then their records to the
+org's write-ahead log (service.storage.files.write_ahead), fdatasynced once: the batch's commit point. Then it puts
+the changes in place in seq order (each its atomic replace or unlink), releases the lock, and the batch's writers
+answer. Nothing else is synced on a change's way; a checkpoint (service.storage.files.checkpoints) syncs the file
+system about a second later.
+
+So after a process is killed the log ends, at most, with events whose changes were not put in place: whoever takes
+the lock next (a writer, a reader, or a start-up) checks the last event against the committed revision of its object
+and cuts it off when the change is not there, until the last is there, and cuts off a torn last line, and the
+write-ahead log's records after the last event kept. After a power cut, what the last checkpoint did not cover may be
+lost from the documents, the history and this log, but not from the write-ahead log: the first look at the org's log
+after a reboot puts each record after the checkpoint in place again, its event included
+(service.storage.files.reboot_check). Seqs are 1, 2, 3, ... in commit order with no gap, no reader sees an event
+without its change, and no committed change is without its event.
 
 Pruning removes whole segments whose last event is older than the retention, never the last segment (the latest seq
 stays known: an empty last segment says its first seq minus one).
@@ -25,11 +30,13 @@ import time
 import orjson
 
 from service.errors import disk_errors
-from service.storage.common.disk import fsync_directory, lock, numbered_files
+from service.storage.common.disk import lock, numbered_files
 from service.storage.contract.events import Event, EventBounds
+from service.storage.files.checkpoints import Checkpoints
 from service.storage.files.group_commit import GroupCommit
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 from service.storage.files.reboot_check import RebootCheck
+from service.storage.files.write_ahead import WriteAheadLog
 
 EVENTS = "events"
 SEGMENT_EVENTS = 1000
@@ -49,6 +56,7 @@ class FileEventLog:
         self.clock = clock
         # (org, kind, id) -> the object's committed revision: what decides whether a last event's change is there.
         self._committed_revision = committed_revision
+        self.wal = WriteAheadLog(orgs_root, lambda org: orgs_root / id_to_name(org))
         self._after_boot = RebootCheck(self, put_forward)
         self._bell = orgs_root.parent / BELL
         # The last seq of each org known to be committed (so a read checks the log's end only when it grew), and
@@ -60,6 +68,7 @@ class FileEventLog:
         # org -> the oldest seq a webhook subscription may still send, or None (CONTRACT 15): kept whatever its age.
         self.needed = lambda org: None
         self._group = GroupCommit(self)
+        self.checkpoints = Checkpoints(self)
 
     def directory(self, org):
         return self.orgs_root / id_to_name(org) / EVENTS
@@ -68,11 +77,12 @@ class FileEventLog:
         """The org's events lock, under which its events are appended and its log's end checked."""
         return lock(self.directory(org))
 
-    def commit(self, org, new_event, source, target):
-        """Commit a change with its event (the org's next seq) in the org's next batch (service.storage.files.
-        group_commit): its commit point is `source` renamed over `target` (with no `source`, `target` unlinked). When
-        the change fails, neither it nor its event is there. The caller holds `target`'s lock until this returns."""
-        self._group.commit(org, new_event, source, target)
+    def commit(self, org, new_event, entry, source, target):
+        """Commit a change with its event (the org's next seq) and its history entry `entry` in the org's next batch
+        (service.storage.files.group_commit): `source` renamed over `target` (with no `source`, `target` unlinked).
+        When the change fails, neither it nor its event is there. The caller holds `target`'s lock until this
+        returns."""
+        self._group.commit(org, new_event, entry, source, target)
 
     def read(self, org, after, first, wanted=None):
         """Up to `first` committed events with seq > `after`, oldest first, those of `wanted` (kind, change) pairs."""
@@ -130,7 +140,15 @@ class FileEventLog:
         """What this process knows of the logs (test mode's reset and restore replace them)."""
         self._verified.clear()
         self._ends.clear()
+        self.wal.forget()
+        self.checkpoints.forget()
         self.ring()
+
+    def checkpointed(self, org, seq):
+        """Note that the org's changes through `seq` are durable in place (service.storage.files.checkpoints). Without
+        the org's lock: a thread holding a lock file while its process forks would leave the child holding it."""
+        with disk_errors():
+            self.wal.note_checkpoint(org, seq)
 
     # -- the log's end -------------------------------------------------------------------------------------------------
 
@@ -155,11 +173,15 @@ class FileEventLog:
                     # Appended to by another process: its end is in this segment, unless the segment filled up.
                     latest = self._recover_segment(org, path, (seq - 1) // SEGMENT_EVENTS)
                     if latest % SEGMENT_EVENTS:
+                        self.wal.cut_after(org, latest)
                         return latest
             segments = self.segments(org)
             if not segments:
-                return 0
-            return self._recover_segment(org, self.directory(org) / _segment_name(segments[-1]), segments[-1])
+                latest = 0
+            else:
+                latest = self._recover_segment(org, self.directory(org) / _segment_name(segments[-1]), segments[-1])
+            self.wal.cut_after(org, latest)
+            return latest
 
     def _recover_segment(self, org, path, number):
         """recover() in segment `number`, the log's last."""
@@ -192,25 +214,39 @@ class FileEventLog:
         return event.revision <= self._committed_revision(org, event.kind, event.id)
 
     def append(self, org, seq, line):
-        """Append lines from `seq` on, durably; (the segment, its identity after them) for `verified`."""
+        """Append lines from `seq` on, without a sync (the write-ahead log's records carry them through a power cut);
+        (the segment, its identity after them) for `verified`."""
         directory = self.directory(org)
         path = directory / _segment_name((seq - 1) // SEGMENT_EVENTS)
-        created = False
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         except FileNotFoundError:
             directory.mkdir(parents=True, exist_ok=True)
-            fd, created = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), True
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            # A new log is of this boot: no process of it replays its records (service.storage.files.reboot_check).
+            self._after_boot.note_boot(org)
         try:
             os.write(fd, line)
-            os.fdatasync(fd)
             identity = _identity_of(os.fstat(fd))
         finally:
             os.close(fd)
-        if created:  # the new segment's name must survive a power cut as its line does
-            fsync_directory(directory)
-            fsync_directory(directory.parent)
         return path, identity
+
+    def cut_after(self, org, seq):
+        """Cut the org's events after `seq` (a replay after a power cut, which appends them again from the write-ahead
+        log); the lines through `seq` are durable, a checkpoint made them so."""
+        self._verified.pop(org, None)
+        self._ends.pop(org, None)
+        keep_segment = seq // SEGMENT_EVENTS  # where seq + 1 goes
+        for number in self.segments(org):
+            path = self.directory(org) / _segment_name(number)
+            if number > keep_segment:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            elif number == keep_segment:
+                with open(path, "rb") as handle:
+                    lines = handle.read().split(b"\n")[:seq - number * SEGMENT_EVENTS]
+                _cut(path, sum(len(line) + 1 for line in lines))
 
     def ring(self):
         """Wake the watchers: those of this process at once, those of other processes through the bell's time."""

@@ -1,17 +1,17 @@
 """Group commit of the file backend's changes with their events, between the threads of one worker process: the
 org's changes waiting in this process are committed as one batch under the org's events lock: their events appended
-to the log (service.storage.files.events) and fdatasynced once, then the changes put in place in seq order. The lock
-is released, then the batch's folders are synced (once each) and its writers answer: the lock is held for one sync a
-batch, not two. (A power cut may then undo the rename of a change whose event is in the log, not yet acknowledged:
-the first look at the log after a reboot puts it in place from its history entry, service.storage.files.reboot_check.)
+to the log (service.storage.files.events), their records to the write-ahead log (service.storage.files.write_ahead)
+and fdatasynced once, the batch's commit point, then the changes put in place in seq order. The lock is released and
+the batch's writers answer: a batch waits for one sync, whatever the number of its changes, and nothing else is synced
+on its way (a checkpoint syncs the file system later: service.storage.files.checkpoints).
 
 The writer that finds no batch of its org forming in its process leads the next one: it waits for the org's lock in
 the kernel, which wakes it when the lock is released, then takes every change its process's writers of the org
 queued meanwhile (in memory), commits them, and hands the lead to a writer that came since. The others wait for the
 batch that takes their change. So one thread of a process at a time waits for the lock (a release wakes every waiter
-there, one a process, not all), nobody polls, and nothing but the log is written to commit a change. The batches of
-different processes take the lock in turn: writers of two processes never share a batch (a queue file that let one
-process's batch carry another's changes cost each of those writers a second turn at the lock to learn its outcome).
+there, one a process, not all), nobody polls. The batches of different processes take the lock in turn: writers of two
+processes never share a batch (a queue file that let one process's batch carry another's changes cost each of those
+writers a second turn at the lock to learn its outcome).
 
 The wait has no timeout of its own: the events lock is held only for the disk operations of one batch (or of one
 look at the log's end); a process that dies holding it releases it, and a holder stuck in a disk operation holds it
@@ -24,59 +24,30 @@ import weakref
 
 import orjson
 
-from service.errors import StorageFailed, disk_errors
-from service.storage.common.disk import fsync_directory
+from service.errors import disk_errors
 
 # A writer's outcome not known yet.
 NOT_TOLD = object()
 
 
 class _Change:
-    """One change: its event, the temporary to rename over `target` (None: unlink `target`)."""
+    """One change: its event, its history entry (for the write-ahead log), the temporary to rename over `target` (None:
+    unlink `target`)."""
 
-    __slots__ = ("event", "source", "target")
+    __slots__ = ("event", "entry", "source", "target")
 
-    def __init__(self, event, source, target):
-        self.event, self.source, self.target = event, source, target
+    def __init__(self, event, entry, source, target):
+        self.event, self.entry, self.source, self.target = event, entry, source, target
 
 
 class _Writer:
-    """A writer of this process: its change, whether it leads a batch, its outcome once a batch noted it (an error, or
-    the _Batch that put it in place, whose folders' syncs it waits for), and what wakes it for either."""
+    """A writer of this process: its change, whether it leads a batch, its outcome once a batch noted it (None, or an
+    error), and what wakes it for either."""
 
     __slots__ = ("change", "leads", "outcome", "woken")
 
     def __init__(self, change):
         self.change, self.leads, self.outcome, self.woken = change, False, NOT_TOLD, threading.Event()
-
-
-class _Batch:
-    """What a batch did ({change: error} of those that failed, {change: folder} of those put in place), and its folders'
-    syncs once its leader made them (synced set; {folder: error})."""
-
-    def __init__(self, failed, placed):
-        self.failed, self.placed = failed, placed
-        self.synced, self.sync_errors = threading.Event(), {}
-
-    def sync(self):
-        """Once the lock is released, for the batch's leader: sync each folder where the batch put changes in place,
-        once."""
-        try:
-            for directory in set(self.placed.values()):
-                try:
-                    with disk_errors():
-                        fsync_directory(directory)
-                except BaseException as error:  # (the change is in place with its event, as a failed fsync leaves it)
-                    self.sync_errors[directory] = error
-        finally:
-            self.synced.set()
-
-    def outcome(self, change):
-        """The outcome of `change` once its folder is synced: None (committed) or an error."""
-        if change not in self.placed:
-            return self.failed.get(change, StorageFailed())
-        self.synced.wait()
-        return self.sync_errors.get(self.placed[change])
 
 
 _every_group_commit = weakref.WeakSet()
@@ -98,11 +69,11 @@ class GroupCommit:
         # (its leader waits for the lock, or commits).
         self._forming = {}
 
-    def commit(self, org, new_event, source, target):
-        """Commit a change with its event (the org's next seq) in the next batch of this process (see the module's
-        doc): its commit point is `source` renamed over `target` (with no `source`, `target` unlinked). When the change
-        fails, neither it nor its event is there. The caller holds `target`'s lock until this returns."""
-        mine = _Writer(_Change(new_event, source and str(source), str(target)))
+    def commit(self, org, new_event, entry, source, target):
+        """Commit a change with its event (the org's next seq) and its history entry `entry` in the next batch of this
+        process (see the module's doc): `source` renamed over `target` (with no `source`, `target` unlinked). When the
+        change fails, neither it nor its event is there. The caller holds `target`'s lock until this returns."""
+        mine = _Writer(_Change(new_event, entry, source and str(source), str(target)))
         with self._guard:
             forming = self._forming.get(org)
             if forming is None:
@@ -113,22 +84,19 @@ class GroupCommit:
             mine.woken.wait()  # set once: told its outcome, or handed the lead
         if mine.leads:
             self._lead(org)
-        outcome = mine.outcome
-        if isinstance(outcome, _Batch):  # put in place: committed once its folder is synced
-            outcome = outcome.outcome(mine.change)
-        if outcome is not None:
-            raise outcome
+        if mine.outcome is not None:
+            raise mine.outcome
 
     def _lead(self, org):
         """Take the org's lock, commit the changes of this process's writers queued by then (this thread's among
-        them), release it, hand the lead on, tell each writer, then sync the batch's folders."""
-        writers, batch = [], None
+        them), release it, hand the lead on, tell each writer."""
+        writers, failed, last = [], {}, None
         log_lock = self._log.lock(org)
         try:
             log_lock.acquire(timeout=-1)
             try:
                 writers = self._take_all(org)
-                batch = _Batch(*self._commit_all(org, [writer.change for writer in writers]))
+                failed, last = self._commit_all(org, [writer.change for writer in writers])
             finally:
                 log_lock.release()
         except BaseException as error:  # (the lock not taken, or a batch that failed whole: every writer meets it)
@@ -137,8 +105,9 @@ class GroupCommit:
         finally:
             self._hand_on(org)
         self._log.ring()
-        self._tell(writers, lambda change: batch.failed.get(change, batch))
-        batch.sync()
+        if last is not None:
+            self._log.checkpoints.committed(org, last)
+        self._tell(writers, failed.get)
 
     def _take_all(self, org):
         """The writers of the org queued by now (the batch's), the next batch's forming from then on."""
@@ -163,31 +132,33 @@ class GroupCommit:
 
     def _commit_all(self, org, changes):
         """Under the lock: commit the changes, in batches of one log segment at most; answer ({change: error} of those
-        failed, {change: its folder} of those put in place). A change that fails is left out and the rest go on; when
-        the log cannot be appended to or its end not checked, every change not yet put in place fails."""
-        pending, failed_changes, placed = list(changes), {}, {}
+        failed, the last seq committed or None). A change that fails is left out and the rest go on; when the logs
+        cannot be appended to or their end not checked, every change not yet put in place fails."""
+        pending, failed_changes, last = list(changes), {}, None
         try:
             while pending:
                 latest = self._log.recover(org)  # (also cuts what a failure below left of a batch)
                 batch = pending[:self._log.room_after(latest)]
+                lines = [orjson.dumps({"seq": seq, **change.event._asdict()}) + b"\n"
+                         for seq, change in enumerate(batch, latest + 1)]
                 with disk_errors():
-                    end = self._log.append(org, latest + 1, b"".join(
-                        orjson.dumps({"seq": seq, **change.event._asdict()}) + b"\n"
-                        for seq, change in enumerate(batch, latest + 1)))
+                    end = self._log.append(org, latest + 1, b"".join(lines))
+                    self._log.wal.append(org, latest + 1, lines, [change.entry for change in batch])
                 done, failed, error = put_in_place(batch)
-                placed.update((change, os.path.dirname(change.target)) for change in done)
                 pending = pending[len(done):]
+                if done:
+                    last = latest + len(done)
                 if failed is not None:
                     failed_changes[pending.pop(0)] = error
-                    self._log.recover(org)  # cuts the failed change's event and those after it
+                    self._log.recover(org)  # cuts the failed change's event and record, and those after it
                 else:
                     self._log.verified(org, latest + len(done), *end)
         except Exception as error:  # noqa: BLE001 (a disk error, or the log's end not read: told to each writer)
             failed_changes.update((change, error) for change in pending)
-            # The events appended whose changes are not in place are cut by the next look at the log's end.
+            # The events and records appended whose changes are not in place are cut by the next look at the end.
             with contextlib.suppress(Exception):
                 self._log.recover(org)
-        return failed_changes, placed
+        return failed_changes, last
 
 
 def put_in_place(batch):

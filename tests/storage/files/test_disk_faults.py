@@ -98,18 +98,6 @@ def test_a_new_process_whose_lock_file_cannot_be_created_gets_a_clear_error(clie
     assert body["data"] == {"processCreate": "CREATED"}
 
 
-def test_a_failing_directory_fsync_after_the_rename_leaves_old_or_new_never_torn(app, client, auth, disk):
-    upsert_process(client, auth, line_process("first"))
-    disk.fail("fsync", errno.EIO, nth=2)  # the file's fsync passes; the directory's, after the rename, fails
-    body = upsert_process(client, auth, line_process("second"))
-    assert body["errors"][0]["extensions"]["code"] == "SERVICE_UNAVAILABLE"
-    # The rename happened, but the client was told it may not have: a retry is one more revision, never a loss.
-    assert read_process(client, auth)["name"] in {"first", "second"}
-    disk.heal()
-    assert upsert_process(client, auth, line_process("third"))["data"] == {"processCreate": "UPDATED"}
-    assert read_process(client, auth)["name"] == "third"
-
-
 # -- single-request uploads ------------------------------------------------------------------------
 
 def media_names(app, segment="images"):

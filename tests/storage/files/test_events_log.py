@@ -21,8 +21,11 @@ from service.storage.contract import (
 from service.storage.common import disk as disk_module
 from service.storage.files import events as events_module
 from service.storage.files import group_commit as group_commit_module
+from service.storage.files import checkpoints as checkpoints_module
+from service.storage.files import documents as documents_module
 from service.storage.files import reboot_check as reboot_check_module
-from support.disk import FaultyDisk, lock_held_at_fsync, on_flock
+from service.storage.files import write_ahead as write_ahead_module
+from support.disk import FaultyDisk, on_flock
 
 real_event = events_module._event
 
@@ -181,13 +184,13 @@ def test_with_every_event_kept_nothing_is_pruned(tmp_path):
 
 
 class SlowLogSync:
-    """Stands in for `os` in the event log: counts the syncs of the log and of directories, and makes the first log
-    sync last a while, so that the writers arriving meanwhile queue behind it (as they do behind a busy disk)."""
+    """Stands in for `os` in the write-ahead log: counts its syncs (the commit points of the batches), and makes the
+    first last a while, so that the writers arriving meanwhile queue behind it (as they do behind a busy disk); counts
+    every other sync of the file backend's documents and events too."""
 
     def __init__(self, monkeypatch, first_sync_seconds=0.2):
-        self.log_syncs, self.directory_syncs = 0, []
+        self.log_syncs, self.other_syncs = 0, []
         self._first = first_sync_seconds
-        real_fsync_directory = events_module.fsync_directory
         log = self
 
         class Os:
@@ -201,13 +204,23 @@ class SlowLogSync:
                     time.sleep(log._first)
                 os.fdatasync(fd)
 
-        def fsync_directory(directory):
-            self.directory_syncs.append(os.path.basename(directory))
-            real_fsync_directory(directory)
+        class OtherOs:
+            def __getattr__(self, name):
+                return getattr(os, name)
 
-        monkeypatch.setattr(events_module, "os", Os())
-        monkeypatch.setattr(events_module, "fsync_directory", fsync_directory)
-        monkeypatch.setattr(group_commit_module, "fsync_directory", fsync_directory)
+            @staticmethod
+            def fsync(fd):
+                log.other_syncs.append(os.readlink(f"/proc/self/fd/{fd}"))
+                os.fsync(fd)
+
+            @staticmethod
+            def fdatasync(fd):
+                log.other_syncs.append(os.readlink(f"/proc/self/fd/{fd}"))
+                os.fdatasync(fd)
+
+        monkeypatch.setattr(write_ahead_module, "os", Os())
+        for module in (events_module, group_commit_module, documents_module, disk_module):
+            monkeypatch.setattr(module, "os", OtherOs())
 
 
 def concurrently(functions):
@@ -229,16 +242,19 @@ def concurrently(functions):
     return errors
 
 
-def test_concurrent_writers_share_the_sync_of_the_log_and_of_their_directory(repo, monkeypatch):
-    """Group commit: 8 changes arriving while the log syncs are committed by at most two more syncs, not 8, each with
-    its event, the seqs 1..8 without a gap; their folder synced once a batch too."""
+def test_concurrent_writers_share_one_sync_a_batch_and_sync_nothing_else(repo, monkeypatch):
+    """Group commit: 8 changes arriving while the write-ahead log syncs are committed by at most two more syncs, not
+    8, each with its event, the seqs 1..8 without a gap; nothing else is synced on their way (a checkpoint syncs the
+    file system later), but the name of the log's first segment."""
+    monkeypatch.setattr(checkpoints_module, "CHECKPOINT_SECONDS", 3600)  # (a checkpoint syncs, later)
+    upsert_station(repo, ORG, station("st_first", "Press"))  # (the log's first segment made)
     syncs = SlowLogSync(monkeypatch)
     writers = [lambda number=number: upsert_station(repo, ORG, station(f"st_{number}", "Press")) for number in range(8)]
     assert concurrently(writers) == [None] * 8
     assert syncs.log_syncs <= 3
-    assert syncs.directory_syncs.count("stations") <= 3
-    events = seqs_and_changes(repo)
-    assert [seq for seq, *_ in events] == list(range(1, 9))
+    assert [path for path in syncs.other_syncs if path.startswith(str(repo.orgs_root))] == []
+    events = seqs_and_changes(repo)[1:]
+    assert [seq for seq, *_ in events] == list(range(2, 10))
     assert sorted(identifier for _, identifier, _, _ in events) == [f"st_{number}" for number in range(8)]
     assert all(repo.documents.get(ORG, "stations", f"st_{number}")["revision"] == 1 for number in range(8))
 
@@ -401,23 +417,13 @@ def test_a_process_forked_while_a_batch_forms_commits_on_its_own(repo):
     assert seqs_and_changes(repo) == [(1, "st_child", 1, "CREATED")]
 
 
-def test_a_writer_syncs_its_documents_folder_once_the_events_lock_is_released(repo, monkeypatch):
-    """The org's events lock is held for the log's sync only: every writer of the org waits for it, while each
-    writer's folder sync is its own (and syncs arriving together share the file system's journal commit)."""
-    upsert_station(repo, ORG, station("st_1", "Press"))
-    held_at_sync = lock_held_at_fsync(monkeypatch, os, repo.orgs_root / ORG / "stations",
-                                      f"{repo.orgs_root / ORG / 'events'}.lock")
-    upsert_station(repo, ORG, station("st_1", "Press 2"))
-    assert held_at_sync == [False]
-
-
-def test_a_change_is_durable_in_this_order_its_entry_its_document_its_event_its_rename(repo, monkeypatch):
-    """What the reboot check relies on (docs/events.md): before a change's event is appended, its history entry is
-    durable under its name (its bytes, its rename, then its folder) and its document's bytes are; the document is
-    renamed into place after the event's sync, and its folder synced after that."""
+def test_a_change_commits_at_its_write_ahead_record_s_sync_its_other_writes_unsynced(repo, monkeypatch):
+    """What a replay after a power cut relies on (docs/events.md): a change's history entry is in place and its event
+    appended before its write-ahead record is synced, the one sync on its way, and its document is renamed into place
+    after that sync; nothing else is synced."""
     upsert_station(repo, ORG, station("st_1", "Press"))
     done = []
-    real_fsync, real_fdatasync, real_replace = os.fsync, os.fdatasync, os.replace
+    real_fsync, real_fdatasync, real_replace, real_write = os.fsync, os.fdatasync, os.replace, os.write
 
     def fsync(fd):
         real_fsync(fd)
@@ -431,62 +437,23 @@ def test_a_change_is_durable_in_this_order_its_entry_its_document_its_event_its_
         real_replace(source, target)
         done.append(("rename", str(target)))
 
-    for name, function in (("fsync", fsync), ("fdatasync", fdatasync), ("replace", replace)):
+    def write(fd, data):
+        written = real_write(fd, data)
+        if (path := os.readlink(f"/proc/self/fd/{fd}")).endswith(".jsonl"):
+            done.append(("append", path))
+        return written
+
+    for name, function in (("fsync", fsync), ("fdatasync", fdatasync), ("replace", replace), ("write", write)):
         monkeypatch.setattr(os, name, function)
     upsert_station(repo, ORG, station("st_1", "Press 2"))
     monkeypatch.undo()
 
     stations = repo.orgs_root / ORG / "stations"
-    entry, history, document = str(stations / ".history" / "st_1" / "2.json"), str(stations / ".history" / "st_1"), \
-        str(stations / "st_1.json")
-    event = next(index for index, (what, path) in enumerate(done) if what == "sync" and path.endswith(".jsonl"))
-    before = done[:event]
-    temporaries = [path for what, path in before if what == "sync" and "/.tmp-" in path]
-    assert [os.path.dirname(path) for path in temporaries] == [history, str(stations)]  # the entry's, the document's
-    assert ("rename", entry) in before and ("sync", history) in before
-    assert before.index(("sync", temporaries[0])) < before.index(("rename", entry)) < before.index(("sync", history))
-    after = done[event:]
-    assert after.index(("rename", document)) < after.index(("sync", str(stations)))
-
-
-def lose_in_a_power_cut(path, bytes_before):
-    """What a power cut leaves of a change whose folder was not synced yet: its rename (or unlink) undone."""
-    if bytes_before is None:
-        path.unlink()
-    else:
-        path.write_bytes(bytes_before)
-
-
-@pytest.mark.parametrize("first_after", ["a writer", "a reader"])
-def test_after_a_reboot_the_changes_a_power_cut_lost_behind_their_events_are_put_in_place(tmp_path, first_after):
-    """Each writer syncs its folder after the events lock is released, so a power cut can lose the rename of a change
-    whose event is in the log (not yet acknowledged), even with later changes kept. The first look at the org's log
-    after the reboot puts each such change in place from its history entry: no event is left without its change."""
-    repo = FileRepository(tmp_path / "data")
-    stations = repo.orgs_root / ORG / "stations"
-    upsert_station(repo, ORG, station("st_1", "Press"))
-    press = (stations / "st_1.json").read_bytes()
-    upsert_station(repo, ORG, station("st_1", "Press 2"))
-    upsert_station(repo, ORG, station("st_3", "Drill"))
-    drill = (stations / "st_3.json").read_bytes()
-    repo.documents.delete(ORG, "stations", "st_3")
-    upsert_station(repo, ORG, station("st_2", "Saw"))
-    lose_in_a_power_cut(stations / "st_1.json", press)
-    lose_in_a_power_cut(stations / "st_3.json", drill)
-    (repo.orgs_root / ORG / "events" / "boot").write_text("the boot before")  # the log checked since
-
-    after = FileRepository(tmp_path / "data")  # a worker of the new boot
-    if first_after == "a writer":
-        upsert_station(after, ORG, station("st_1", "Press 3"))
-        assert after.documents.get(ORG, "stations", "st_1")["revision"] == 3
-    else:
-        assert after.events.bounds(ORG).latest == 5
-        assert after.documents.get(ORG, "stations", "st_1")["name"] == "Press 2"
-    assert after.documents.get(ORG, "stations", "st_3") is None
-    assert seqs_and_changes(after)[:5] == [(1, "st_1", 1, "CREATED"), (2, "st_1", 2, "UPDATED"),
-                                           (3, "st_3", 1, "CREATED"), (4, "st_3", 2, "DELETED"),
-                                           (5, "st_2", 1, "CREATED")]
-    assert sorted(revision.revision for revision in after.documents.history(ORG, "stations", "st_1", 10))[:2] == [1, 2]
+    entry, document = str(stations / ".history" / "st_1" / "2.json"), str(stations / "st_1.json")
+    [commit] = [step for step in done if step[0] == "sync"]
+    assert commit[1].endswith(".wal")
+    assert done.index(("rename", entry)) < done.index(commit) < done.index(("rename", document))
+    assert [what for what, path in done[:done.index(commit)] if path.endswith(".jsonl")] == ["append"]
 
 
 def test_a_full_disk_at_the_boot_note_fails_no_reader(tmp_path, monkeypatch):

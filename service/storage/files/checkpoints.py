@@ -1,0 +1,59 @@
+"""Checkpoints of the file backend's write-ahead logs (service.storage.files.write_ahead): a change commits with one
+sync of its org's write-ahead log, its files written without one; about CHECKPOINT_SECONDS after a batch commits, a
+thread of the process syncs the file system once (syncfs(2)) and notes, for each org that committed meanwhile, the last
+seq that sync covers, so that a replay after a power cut starts there and the segments before it are removed.
+
+The thread runs only while there is something to checkpoint: it ends when a round finds nothing new. A failed sync (a
+failing disk) notes nothing: the records stay, and a replay covers them. Nothing is lost when a process ends before its
+checkpoint: the records stay until a later one, and the first look at the log after a reboot replays them.
+"""
+import os
+import threading
+import weakref
+
+from service.storage.common.disk import sync_filesystem
+
+# How long after a commit its changes are synced in place: a checkpoint covers every batch of that time.
+CHECKPOINT_SECONDS = 1.0
+
+_every_checkpoints = weakref.WeakSet()
+os.register_at_fork(after_in_child=lambda: [checkpoints.forget() for checkpoints in list(_every_checkpoints)])
+
+
+class Checkpoints:
+    """The checkpoints of one event log (service.storage.files.events.FileEventLog) by this process."""
+
+    def __init__(self, log):
+        self._log = log
+        self.forget()
+        _every_checkpoints.add(self)
+
+    def forget(self):
+        """Nothing due (test mode's reset, and a forked child, which has none of its parent's threads)."""
+        self._guard = threading.Lock()
+        self._due, self._running = {}, False  # org -> the last seq committed by this process, not checkpointed yet
+
+    def committed(self, org, seq):
+        """Note that a batch of this process committed the org's changes through `seq`."""
+        with self._guard:
+            self._due[org] = max(seq, self._due.get(org, 0))
+            if self._running:
+                return
+            self._running = True
+        threading.Thread(target=self._run, name="wis-checkpoints", daemon=True).start()
+
+    def _run(self):
+        wake = threading.Event()
+        while True:
+            wake.wait(CHECKPOINT_SECONDS)
+            with self._guard:
+                due, self._due = self._due, {}
+                if not due:
+                    self._running = False
+                    return
+            try:
+                sync_filesystem(self._log.orgs_root)
+                for org, seq in due.items():
+                    self._log.checkpointed(org, seq)
+            except Exception:  # noqa: BLE001 (a failing disk: the records stay for a later checkpoint or a replay)
+                continue
