@@ -86,6 +86,16 @@ def sync_filesystem(path):
         os.close(fd)
 
 
+def truncate_durably(path, length):
+    """Cut the file `path` to `length` bytes, and make the cut durable (a log's end cut back)."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, length)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_directory(directory):
     fd = os.open(directory, os.O_RDONLY)
     try:

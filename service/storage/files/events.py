@@ -30,7 +30,7 @@ import time
 import orjson
 
 from service.errors import disk_errors
-from service.storage.common.disk import lock, numbered_files
+from service.storage.common.disk import lock, numbered_files, truncate_durably
 from service.storage.contract.events import Event, EventBounds
 from service.storage.files.checkpoints import Checkpoints
 from service.storage.files.group_commit import GroupCommit
@@ -193,7 +193,7 @@ class FileEventLog:
             if event is not None and (self._verified.get(org, 0) >= event.seq or self.committed(org, event)):
                 self.verified(org, event.seq, path, identity)
                 return event.seq
-            _cut(path, offset)  # a torn line, or an event whose change is not there
+            truncate_durably(path, offset)  # a torn line, or an event whose change is not there
 
     @staticmethod
     def room_after(latest):
@@ -246,7 +246,7 @@ class FileEventLog:
             elif number == keep_segment:
                 with open(path, "rb") as handle:
                     lines = handle.read().split(b"\n")[:seq - number * SEGMENT_EVENTS]
-                _cut(path, sum(len(line) + 1 for line in lines))
+                truncate_durably(path, sum(len(line) + 1 for line in lines))
 
     def ring(self):
         """Wake the watchers: those of this process at once, those of other processes through the bell's time."""
@@ -375,12 +375,3 @@ def _first_line(path):
     except FileNotFoundError:
         return b""
 
-
-def _cut(path, length):
-    """Cut a segment to `length` bytes, durably."""
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.ftruncate(fd, length)
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)

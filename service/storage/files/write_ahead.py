@@ -18,7 +18,7 @@ import struct
 import zlib
 from typing import NamedTuple
 
-from service.storage.common.disk import atomic_write_bytes, fsync_directory, numbered_files
+from service.storage.common.disk import atomic_write_bytes, fsync_directory, numbered_files, truncate_durably
 
 WAL = "wal"
 SEGMENT_SUFFIX = ".wal"
@@ -116,12 +116,7 @@ class WriteAheadLog:
                 continue
             size, last = _end_at(path, first, seq)
             if _size(path) != size:
-                fd = os.open(path, os.O_WRONLY)
-                try:
-                    os.ftruncate(fd, size)
-                    os.fdatasync(fd)
-                finally:
-                    os.close(fd)
+                truncate_durably(path, size)
             self._ends[org] = (path, size, last)
             return
 

@@ -13,6 +13,7 @@ from service.domain.stations import upsert_station
 from service.storage.contract import NewEvent
 from service.storage.files import FileRepository
 from service.storage.files import checkpoints as checkpoints_module
+from service.storage.files import events as events_module
 from service.storage.files import write_ahead as write_ahead_module
 from support.power_cut import power_cut
 
@@ -63,9 +64,14 @@ EXPECTED = [(1, "st_1", 1, "CREATED"), (2, "st_1", 2, "UPDATED"), (3, "st_3", 1,
             (5, "st_2", 1, "CREATED")]
 
 
+@pytest.mark.parametrize("segments", ["one segment", "a segment a change"])
 @pytest.mark.parametrize("first_after", ["a writer", "a reader of events", "a reader of documents"])
 def test_after_a_power_cut_the_first_look_puts_back_every_change_since_the_checkpoint(tmp_path, no_checkpoints,
-                                                                                       first_after):
+                                                                                       monkeypatch, first_after,
+                                                                                       segments):
+    if segments == "a segment a change":  # the replay reads records across segments, appends events across them
+        monkeypatch.setattr(write_ahead_module, "SEGMENT_BYTES", 100)
+        monkeypatch.setattr(events_module, "SEGMENT_EVENTS", 2)
     repo = FileRepository(tmp_path / "data")
     writes(repo)
     power_cut(repo, 0)
