@@ -40,7 +40,11 @@ class Checkpoints:
             if self._running:
                 return
             self._running = True
-        threading.Thread(target=self._run, name="wis-checkpoints", daemon=True).start()
+        try:
+            threading.Thread(target=self._run, name="wis-checkpoints", daemon=True).start()
+        except RuntimeError:  # no thread to be had now: the next commit tries again (the records wait meanwhile)
+            with self._guard:
+                self._running = False
 
     def _run(self):
         wake = threading.Event()

@@ -105,9 +105,9 @@ class GroupCommit:
         finally:
             self._hand_on(org)
         self._log.ring()
+        self._tell(writers, failed.get)
         if last is not None:
             self._log.checkpoints.committed(org, last)
-        self._tell(writers, failed.get)
 
     def _take_all(self, org):
         """The writers of the org queued by now (the batch's), the next batch's forming from then on."""

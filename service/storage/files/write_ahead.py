@@ -72,7 +72,8 @@ class WriteAheadLog:
                 os.fdatasync(fd)
             except BaseException:
                 self._ends.pop(org, None)
-                os.ftruncate(fd, size)
+                with contextlib.suppress(OSError):  # (else the next look at the log's end cuts it)
+                    os.ftruncate(fd, size)
                 raise
         finally:
             os.close(fd)
