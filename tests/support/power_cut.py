@@ -2,7 +2,7 @@
 write_ahead): the tests of the replay after a reboot start from it."""
 import orjson
 
-from service.storage.files import write_ahead
+from service.storage.files import events, write_ahead
 
 
 def power_cut(repo, checkpointed, org="default"):
@@ -20,9 +20,13 @@ def power_cut(repo, checkpointed, org="default"):
             document.write_bytes(b'{"name":"deleted before the power cut","revision":1}')
         elif document.exists():
             document.write_bytes(b"" if event["seq"] % 2 else b'{"name":"an older revision","revision":1}')
-    segment = folder / "events" / "0000000000.jsonl"
-    lines = segment.read_bytes().split(b"\n")
-    segment.write_bytes(b"\n".join(lines[:checkpointed]) + (b"\n" if checkpointed else b"") + b'{"seq":')
+    number = checkpointed // events.SEGMENT_EVENTS  # the segment of the first event after the checkpoint
+    for later in repo.events.segments(org):
+        if later > number:
+            (folder / "events" / f"{later:010d}.jsonl").unlink()
+    segment = folder / "events" / f"{number:010d}.jsonl"
+    kept = segment.read_bytes().split(b"\n")[:checkpointed - number * events.SEGMENT_EVENTS] if segment.exists() else []
+    segment.write_bytes(b"".join(line + b"\n" for line in kept) + b'{"seq":')
     [last] = repo.events.wal.segments(org)[-1:]
     with open(repo.events.wal.directory(org) / f"{last:010d}.wal", "ab") as wal:
         wal.write(write_ahead.HEADER.pack(5000, 0, 99) + b"torn")
