@@ -8,8 +8,8 @@ from service.storage.files import events, write_ahead
 def power_cut(repo, checkpointed, org="default"):
     """What a power cut may leave of what was written after the checkpoint at `checkpointed` (none of it synced, the
     write-ahead log's records of acknowledged changes excepted): each document written since empty (its blocks never
-    written) or as it was before, each deleted one back, each history entry written since gone, the event log cut back to a torn line, a
-    record being written torn; then a new boot."""
+    written) or as it was before, each deleted one back, each history entry written since gone, the event log cut
+    back to a torn line, a record being written torn; then a new boot."""
     folder = repo.orgs_root / org
     for record in repo.events.wal.records_after(org, checkpointed):
         event = orjson.loads(record.event_line)

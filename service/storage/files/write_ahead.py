@@ -8,9 +8,10 @@ covers; the segments it covers whole are removed. After a power cut, the first l
 after the checkpoint in place again (service.storage.files.reboot_check).
 
 A record is a header (the payload's length, its CRC-32, the seq), the payload (the event's JSON line, then the entry)
-and a trailer (the length and the seq again), so that the log's end is found from the file's end. A segment ends at its last whole record: what follows (a record torn by a kill, or one whose change did not
-commit) is cut by the next look at the log's end under the lock, and a record whose CRC does not match ends what a
-replay reads (a power cut may leave blocks of a record never synced, which no answer waited for).
+and a trailer (the length and the seq again), so that the log's end is found from the file's end. A segment ends at
+its last whole record: what follows (a record torn by a kill, or one whose change did not commit) is cut by the next
+look at the log's end under the lock, and a record whose CRC does not match ends what a replay reads (a power cut may
+leave blocks of a record never synced, which no answer waited for).
 """
 import contextlib
 import os
@@ -61,7 +62,7 @@ class WriteAheadLog:
         raises, what it wrote is cut again (or left for the next look at the end, which cuts what follows the last
         committed seq)."""
         data = b"".join(_record(seq, line, entry)
-                        for seq, line, entry in zip(range(first_seq, first_seq + len(event_lines)), event_lines, entries))
+                        for seq, line, entry in zip(range(first_seq, first_seq + len(entries)), event_lines, entries))
         path, size = self._end_for_append(org, first_seq)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:

@@ -275,7 +275,8 @@ def test_a_change_failing_in_a_batch_has_no_event_and_the_others_commit_without_
             os.replace(source, target)
 
     monkeypatch.setattr(disk_module, "os", Os())
-    writers = [lambda number=number: upsert_station(repo, ORG, station(f"st_{number}", "Press 2")) for number in (1, 2, 3)]
+    writers = [lambda number=number: upsert_station(repo, ORG, station(f"st_{number}", "Press 2"))
+               for number in (1, 2, 3)]
     errors = concurrently(writers)
     assert errors[0] is None and errors[2] is None and isinstance(errors[1], StorageFailed)
     events = seqs_and_changes(repo)

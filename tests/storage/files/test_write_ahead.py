@@ -147,8 +147,8 @@ def test_the_record_of_a_change_whose_leader_was_killed_before_its_rename_is_cut
                 line = orjson.dumps({"seq": latest + 1, **NewEvent(
                     "2026-11-29T00:00:00Z", "stations", "st_1", 2, "UPDATED", "Killed", None, None)._asdict()}) + b"\n"
                 repo.events.append(ORG, latest + 1, line)
-                repo.events.wal.append(ORG, latest + 1, [line], [b'{"change":"UPDATED","savedAt":"2026-11-29T00:00:00Z",'
-                                                               b'"document":{"name":"Killed"}}'])
+                entry = b'{"change":"UPDATED","savedAt":"2026-11-29T00:00:00Z","document":{"name":"Killed"}}'
+                repo.events.wal.append(ORG, latest + 1, [line], [entry])
         finally:
             os._exit(0)  # as a kill would end it: nothing put in place, nobody told
     os.waitpid(pid, 0)
