@@ -17,6 +17,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from service import create_app
+from service.storage.files import checkpoints
 from service.client import Client
 from service.storage import get_repository, open_repository
 from support.backends import FileBackend, SharedBackend
@@ -26,6 +27,13 @@ from support.servers import CHROMIUM, CHROMIUM_ARGS, JS_DIR, SHIPPED_WORKER_CLAS
 from support.tokens import HEADERS, OTHER_HEADERS, TOKEN, TOKENS
 
 BACKENDS = ("file", "shared")
+
+
+@pytest.fixture(autouse=True)
+def no_background_checkpoints(monkeypatch):
+    """No checkpoint thread in this process (service.storage.files.checkpoints): a test that counts its syncs must not
+    count another test's. The checkpoints' own tests turn them on, and every server a test starts has them."""
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_SECONDS", None)
 
 
 class ClosingClient(FlaskClient):
