@@ -42,7 +42,7 @@ def test_sigterm_mid_attempt_stops_cleanly_and_the_next_start_delivers(tmp_path,
         assert delivery.id == "evt_default_1" and delivery.verified
         # The attempt is counted once the server has read the receiver's answer, a moment after the receiver sent it.
         wait_until(lambda: metric_value(requests.get(again.url + "/metrics", timeout=10).text,
-                                        "wis_webhook_attempts_total", outcome="succeeded") == 1)
+                                        "wis_webhook_delivery_seconds_count") == 1)  # (counted after the attempt)
         metrics = requests.get(again.url + "/metrics", timeout=10).text
+        assert metric_value(metrics, "wis_webhook_attempts_total", outcome="succeeded") == 1
         assert metric_value(metrics, "wis_webhook_events_emitted_total") == 0  # its first attempt was the other's
-        assert metric_value(metrics, "wis_webhook_delivery_seconds_count") == 1
