@@ -179,6 +179,22 @@ def check_after_restart(load, url, data_dir):
     assert sha256(served.content) == sha256(load.video)
 
 
+def load_then_kill_the_whole_server(start_gunicorn, tmp_path):
+    """A server on `tmp_path/data` under the clients' load, then kill -9 of its master and workers; the Load."""
+    server = shipped_server(start_gunicorn, tmp_path, tmp_path / "data")
+    try:
+        with Load(server.url) as load:
+            wait_for_load(load)
+            processes = {server.process.pid, *worker_pids(server)}
+            for pid in processes:
+                os.kill(pid, signal.SIGKILL)
+            server.process.wait(timeout=10)
+            wait_until(lambda: all(map(is_gone, processes)), "the server's processes to die")
+    finally:
+        server.stop()
+    return load
+
+
 def test_kill_9_of_a_worker_loses_nothing_acknowledged_and_the_upload_resumes(tmp_path, start_gunicorn):
     server = shipped_server(start_gunicorn, tmp_path, tmp_path / "data")
     try:
@@ -195,17 +211,7 @@ def test_kill_9_of_a_worker_loses_nothing_acknowledged_and_the_upload_resumes(tm
 
 
 def test_kill_9_of_the_whole_server_loses_nothing_acknowledged_and_the_upload_resumes(tmp_path, start_gunicorn):
-    server = shipped_server(start_gunicorn, tmp_path, tmp_path / "data")
-    try:
-        with Load(server.url) as load:
-            wait_for_load(load)
-            processes = {server.process.pid, *worker_pids(server)}
-            for pid in processes:
-                os.kill(pid, signal.SIGKILL)
-            server.process.wait(timeout=10)
-            wait_until(lambda: all(map(is_gone, processes)), "the server's processes to die")
-    finally:
-        server.stop()
+    load = load_then_kill_the_whole_server(start_gunicorn, tmp_path)
     restarted = shipped_server(start_gunicorn, tmp_path, tmp_path / "data")
     try:
         check_after_restart(load, restarted.url, restarted.data_dir)
@@ -217,17 +223,7 @@ def test_a_power_cut_after_kill_9_loses_nothing_acknowledged(tmp_path, start_gun
     """The whole server killed under load, then what a power cut may take of its files since the last checkpoint
     taken (documents, history entries, event lines; not the write-ahead log's records): the restarted server puts
     every acknowledged change back at its first look at the org, and the checks of a kill hold."""
-    server = shipped_server(start_gunicorn, tmp_path, tmp_path / "data")
-    try:
-        with Load(server.url) as load:
-            wait_for_load(load)
-            processes = {server.process.pid, *worker_pids(server)}
-            for pid in processes:
-                os.kill(pid, signal.SIGKILL)
-            server.process.wait(timeout=10)
-            wait_until(lambda: all(map(is_gone, processes)), "the server's processes to die")
-    finally:
-        server.stop()
+    load = load_then_kill_the_whole_server(start_gunicorn, tmp_path)
     left = FileRepository(tmp_path / "data")
     checkpointed = left.events.wal.checkpoint("default") or 0
     assert left.events.wal.records_after("default", checkpointed)  # something for the power cut to take
