@@ -25,14 +25,16 @@ from service.errors import StorageBusy, disk_errors
 TEMPORARY_PREFIX, TEMPORARY_SUFFIX = ".tmp-", ".part"
 
 
-def _sync_file_range():
-    """Linux's sync_file_range(2) through libc, or None where there is none (Python has no os.sync_file_range)."""
+def _linux_call(name, *argtypes):
+    """A Linux system call Python's os module lacks, through libc (returning an int, errno kept), or None where there
+    is none."""
+    if os.uname().sysname != "Linux":
+        return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        function = libc.sync_file_range
+        function = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True), name)
     except (OSError, AttributeError):
         return None
-    function.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    function.argtypes = argtypes
     function.restype = ctypes.c_int
     return function
 
@@ -40,7 +42,7 @@ def _sync_file_range():
 # Starts writeback of a range without waiting for it (SYNC_FILE_RANGE_WRITE): called as each block of a body is
 # written, so that by the fsync/fdatasync that commits it most of the body is on its way to the disk or there
 # already, and the sync waits for the last block only. It makes nothing durable by itself; the sync still does that.
-_start_writeback = _sync_file_range() if os.uname().sysname == "Linux" else None
+_start_writeback = _linux_call("sync_file_range", ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
 SYNC_FILE_RANGE_WRITE = 2
 # Errors that mean the kernel or file system does not offer sync_file_range on this file.
 _WRITEBACK_UNSUPPORTED = (errno.ENOSYS, errno.EINVAL, errno.ESPIPE)
@@ -57,18 +59,8 @@ def start_writeback(fd, start, length):
         _start_writeback = None
 
 
-def _syncfs():
-    """Linux's syncfs(2) through libc, or None where there is none."""
-    try:
-        function = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).syncfs
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = (ctypes.c_int,)
-    function.restype = ctypes.c_int
-    return function
-
-
-_sync_one_filesystem = _syncfs() if os.uname().sysname == "Linux" else None
+# syncfs(2): one file system's writes made durable, not every file system's (sync(2)).
+_sync_one_filesystem = _linux_call("syncfs", ctypes.c_int)
 
 
 def sync_filesystem(path):

@@ -9,6 +9,7 @@ checkpoint: the records stay until a later one, and the first look at the log af
 """
 import os
 import threading
+import time
 import weakref
 
 from service.storage.common.disk import sync_filesystem
@@ -51,9 +52,8 @@ class Checkpoints:
                 self._running = False
 
     def _run(self):
-        wake = threading.Event()
         while True:
-            wake.wait(CHECKPOINT_SECONDS or 0)
+            time.sleep(CHECKPOINT_SECONDS or 0)
             with self._guard:
                 due, self._due = self._due, {}
                 if not due:

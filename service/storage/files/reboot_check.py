@@ -58,7 +58,7 @@ class RebootCheck:
         checkpoint = wal.checkpoint(org)
         records = wal.records_after(org, checkpoint or 0)
         if records:
-            self._replay(org, records, checkpoint)
+            self._replay(org, records)
         elif segments := wal.segments(org):
             # Nothing to replay: the events after the checkpoint (or after the log's first record) have no record, so
             # their changes never committed.
@@ -78,7 +78,7 @@ class RebootCheck:
             with contextlib.suppress(StorageFailed, StorageFull, OSError):
                 write_unsynced(self._log.directory(org) / BOOT, boot.encode())
 
-    def _replay(self, org, records, checkpoint):
+    def _replay(self, org, records):
         """Put the records in place again with their events, the log cut back to where they start, and sync it all."""
         kept = records[0].seq - 1  # (the checkpoint's seq, or the first record's predecessor once older ones are gone)
         self._log.cut_after(org, kept)

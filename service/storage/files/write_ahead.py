@@ -61,8 +61,8 @@ class WriteAheadLog:
         """Append the records of seqs `first_seq`, ... and fdatasync them: the commit point of their changes. When this
         raises, what it wrote is cut again (or left for the next look at the end, which cuts what follows the last
         committed seq)."""
-        data = b"".join(_record(seq, line, entry)
-                        for seq, line, entry in zip(range(first_seq, first_seq + len(entries)), event_lines, entries))
+        records = enumerate(zip(event_lines, entries), first_seq)
+        data = b"".join(_record(seq, line, entry) for seq, (line, entry) in records)
         path, size = self._end_for_append(org, first_seq)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
