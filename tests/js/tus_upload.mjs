@@ -1,9 +1,13 @@
 // Upload a file with tus-js-client's Node build, abort it once `abortAt` bytes have been sent (mid-request when the
 // file goes in one PATCH), then resume it from the server's offset (HEAD) with a new Upload on the same URL.
+// The first upload's body stops after `abortAt` bytes, as a client's whose connection hangs, and the upload is
+// aborted a moment later: aborting on a progress report instead raced the body, since tus-js-client reports at most
+// every 100 ms and a loopback server can take the whole file in less.
 // Usage: node tus_upload.mjs <endpoint> <token> <file> <destinationId> <abortAt> [chunkSize]
 // Prints one JSON line: {"path": <Media-Path>, "uploadUrl": ..., "resumedFrom": <offset the resumed upload saw>}.
 import fs from "node:fs";
 import path from "node:path";
+import { PassThrough } from "node:stream";
 import * as tus from "tus-js-client";
 
 const [endpoint, token, file, destinationId, abortAtText, chunkSizeText] = process.argv.slice(2);
@@ -31,15 +35,36 @@ function fail(error) {
 
 const timer = setTimeout(() => fail("timed out"), 120000);
 
-const first = await new Promise((resolve) => {
-  let aborted = false;
-  const upload = new tus.Upload(fs.createReadStream(file), options({
-    onProgress(sent) {
-      if (!aborted && sent >= abortAt) {
-        aborted = true;
-        upload.abort(false).then(() => resolve(upload.url));
-      }
+// A tus-js-client file reader whose bodies send the file's bytes up to `stopAt`, then nothing more, without ending;
+// `onStopped` is called once they are all sent.
+function readerStoppingAt(stopAt, onStopped) {
+  return {
+    async openFile() {
+      return {
+        size,
+        async slice(start, end) {
+          const body = new PassThrough();
+          const last = Math.min(end, stopAt);
+          if (last > start) {
+            const part = fs.createReadStream(file, { start, end: last - 1 });
+            part.pipe(body, { end: false });
+            part.on("end", () => last < end && onStopped());
+          } else {
+            onStopped();
+          }
+          body.size = end - start;  // as tus-js-client's own file reader gives its streams
+          return { value: body, done: end >= size };
+        },
+        close() {},
+      };
     },
+  };
+}
+
+const first = await new Promise((resolve) => {
+  const upload = new tus.Upload(fs.createReadStream(file), options({
+    fileReader: readerStoppingAt(abortAt, () => setTimeout(() => upload.abort(false).then(() => resolve(upload.url)),
+                                                           500)),
     onSuccess: () => resolve(upload.url),
     onError: fail,
   }));
