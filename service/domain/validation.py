@@ -13,6 +13,22 @@ ID_FIELDS = frozenset({"id", "finalProcessId", "processId", "upstreamProcessId"}
 QUOTED_LENGTH = 60
 
 
+def text_limit(key):
+    """(the most characters a string under the input field `key` may hold, what the field is called in a refusal), or
+    None for an id field (an id has a pattern of its own, 50 characters at most). A list's strings are under its key."""
+    if key in ID_FIELDS:
+        return None
+    return (MAX_NAME_LENGTH, "a name or title") if key in NAME_FIELDS else (MAX_TEXT_LENGTH, "a text")
+
+
+class CheckedInput(dict):
+    """An input object whose every member the caller has already held to check_values' rules, with its null members
+    dropped at every depth: its stored form, which check_values then answers without walking it again.
+
+    Only the GraphQL layer's coercion makes these (service.web.graphql.coercion): it checks each value as it coerces
+    it, and marks an object only when nothing in it breaks a rule; one it cannot vouch for is checked here whole."""
+
+
 class InvalidInput(ServiceError):
     """The input breaks one or more rules; `errors` is a list of (field_path, message) pairs."""
     code = "invalid_input"
@@ -51,7 +67,10 @@ class Problems:
 
         Return the input's stored form, made in the same walk: a copy without the members whose value is null, at any
         depth (an omitted optional field and an explicit null are one input, and the stored input sent back is the
-        same push: service.domain.input_form.normalised)."""
+        same push: service.domain.input_form.normalised). A CheckedInput is that form already: a plain copy of its top.
+        """
+        if value.__class__ is CheckedInput:
+            return dict(value)
         walk = _Walk(self)
         try:
             return walk.visit(value.items(), (field,), None)
@@ -107,7 +126,7 @@ class _Walk:
                     self._check_length((path, key), key if list_key is None else list_key, value)
                 if not is_unicode(value):
                     self.problems.add(_path_text((path, key)), LONE_SURROGATE)
-            elif kind is dict:
+            elif kind is dict or kind is CheckedInput:  # one the coercion checked, here counted where it is used
                 self.objects += 1
                 value = self.visit(value.items(), (path, key), None)
             elif kind is list:
@@ -126,9 +145,10 @@ class _Walk:
         return copy
 
     def _check_length(self, path, key, value):
-        if key in ID_FIELDS:
-            return  # ids have a pattern of their own, 50 characters at most
-        limit, what = (MAX_NAME_LENGTH, "a name or title") if key in NAME_FIELDS else (MAX_TEXT_LENGTH, "a text")
+        rule = text_limit(key)
+        if rule is None:
+            return
+        limit, what = rule
         if len(value) > limit:
             self.problems.add(_path_text(path), f"is {len(value):,} characters long; at most {limit:,} are accepted "
                                                 f"for {what}")

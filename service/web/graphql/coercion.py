@@ -9,13 +9,25 @@ with the coerced values handed to the executor (PrecoercedExecutor).
 
 This path only ever accepts: a value it cannot coerce exactly as graphql-core would is refused, and the
 request then runs the ordinary way, so every error message stays graphql-core's (and service.web.graphql.errors').
+
+The same walk applies the domain's value rules (service.domain.validation.Problems.check_values: each string within
+its field's length and made of characters, each number finite), and leaves out null members, as the stored form
+does: graphql-core's coercion keeps an explicit null, and every resolver reads a member with `.get`, so the two are one
+input. A variable whose every value it has checked, and whose JSON shows it within the input's size limits, reaches
+the resolvers marked as a CheckedInput, which the domain then stores without walking it again. A value breaking a rule
+is refused here, and the ordinary path's domain check then names it.
 """
 from dataclasses import replace
 
 from graphql import (
+    GraphQLBoolean,
     GraphQLError,
+    GraphQLFloat,
+    GraphQLInputObjectType,
+    GraphQLInt,
     GraphQLString,
     OperationDefinitionNode,
+    is_enum_type,
     is_input_object_type,
     is_list_type,
     is_non_null_type,
@@ -25,8 +37,15 @@ from graphql.execution.get_variable_signature import get_variable_signature
 from graphql.execution.values import MAX_NESTING_DEPTH, VariableValues, VariableValueSource
 from graphql.pyutils import Undefined, is_iterable
 from graphql.utilities.coerce_input_value import coerce_default_value
+import orjson
 
+from service.domain.validation import CheckedInput, text_limit
+from service.interface import MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, is_unicode
 from service.web.graphql.budget import BudgetedExecutor
+
+# The built-in scalars whose coerced values break no value rule of the domain: graphql-core refuses a non-finite Float
+# and an Int beyond 32 bits. A custom scalar (JSON) may hold anything, so a variable holding one is not marked.
+CHECKED_LEAVES = (GraphQLInt, GraphQLFloat, GraphQLBoolean)
 
 
 class Refused(Exception):
@@ -68,20 +87,21 @@ class VariableCoercer:
 
     def __init__(self, schema):
         self.schema = schema
-        self._named = {}  # type name -> (coercion function, nesting height)
+        self._named = {}  # type name -> (coercion function, nesting height, whether it checks every value)
 
     def plan(self, operation):
-        """((signature, coercion function) per variable) of an operation, or None if this path cannot coerce them."""
+        """((signature, coercion function, whether it checks every value) per variable) of an operation, or None if
+        this path cannot coerce them."""
         plan = []
         try:
             for definition in operation.variable_definitions or ():
                 signature = get_variable_signature(self.schema, definition)
                 if isinstance(signature, GraphQLError):
                     return None
-                coerce, height = self._compile(signature.type, frozenset())
+                coerce, height, checks = self._compile(signature.type, frozenset())
                 if 1 + height > MAX_NESTING_DEPTH:  # graphql-core refuses values nested deeper
                     return None
-                plan.append((signature, coerce))
+                plan.append((signature, coerce, checks))
         except (Unsupported, RecursionError):
             return None
         return tuple(plan)
@@ -91,13 +111,13 @@ class VariableCoercer:
         """The VariableValues of a request's variables, or None when the ordinary path must run (refusal, defaults)."""
         sources, coerced = {}, {}
         try:
-            for signature, coerce in plan:
+            for signature, coerce, checks in plan:
                 name = signature.name
                 if name not in variables:
                     return None
                 value = variables[name]
                 sources[name] = VariableValueSource(signature, value)
-                coerced[name] = coerce(value)
+                coerced[name] = _marked(coerce(value)) if checks else coerce(value)
         except (Refused, RecursionError):
             return None
         return VariableValues(sources, coerced)
@@ -106,35 +126,39 @@ class VariableCoercer:
         """The coercion function of an input type (Unsupported if this path does not handle it)."""
         return self._compile(type_, frozenset())[0]
 
-    def _compile(self, type_, visiting):
-        """(coercion function, nesting height): graphql-core's coerce_input_value rules, decided once.
+    def _compile(self, type_, visiting, field=None):
+        """(coercion function, nesting height, whether it checks every value): graphql-core's coerce_input_value
+        rules and the domain's value rules, decided once. `field` names the input field the type is the type of (a
+        string's length limit is its field's).
 
         The height counts the levels a value of the type may nest below it (a list item or an input object's field
         is one level down), so that the depth graphql-core allows is checked once per plan, not per value.
         """
         if is_non_null_type(type_):
-            inner, height = self._compile(type_.of_type, visiting)
-
-            def coerce_non_null(value):
-                if value is None or value is Undefined:
-                    raise Refused
-                return inner(value)
-            return coerce_non_null, height
+            inner, height, checks = self._compile(type_.of_type, visiting, field)
+            return _non_null(inner), height, checks
         if is_list_type(type_):
-            item, height = self._compile(type_.of_type, visiting)
+            item_type = type_.of_type
+            non_null_items = is_non_null_type(item_type)
+            item, height, checks = self._compile(item_type.of_type if non_null_items else item_type, visiting, field)
 
             def coerce_list(value):
                 if value is None or value is Undefined:
                     return None
                 # A single value where a list is expected is a list of one.
-                return [item(entry) for entry in value] if is_iterable(value) else [item(value)]
-            return coerce_list, height + 1
+                coerced = [item(entry) for entry in value] if is_iterable(value) else [item(value)]
+                if non_null_items and None in coerced:  # an item's coercion answers None for a null (or Undefined)
+                    raise Refused
+                return coerced
+            return coerce_list, height + 1, checks
+        if type_ is GraphQLString and field is not None:
+            return _text_coercer(text_limit(field)), 0, True
         compiled = self._named.get(type_.name)
         if compiled is None:
             # Compiled with `visiting`, but the outcome does not depend on it: a type reaching one being compiled
             # is on a cycle, so it raises Unsupported whatever the path, and only successes are kept.
             compiled = (self._compile_input_object(type_, visiting) if is_input_object_type(type_)
-                        else (_compile_leaf(type_), 0))
+                        else (_compile_leaf(type_), 0, type_ in CHECKED_LEAVES or is_enum_type(type_)))
             self._named[type_.name] = compiled
         return compiled
 
@@ -142,12 +166,15 @@ class VariableCoercer:
         if type_.is_one_of or type_.name in visiting:
             raise Unsupported(type_)
         visiting = visiting | {type_.name}
-        fields, height = [], 0
+        fields, height, checks = [], 0, True
         for name, field in type_.fields.items():
-            coerce_field, field_height = self._compile(field.type, visiting)
-            fields.append((name, field.out_name or name, coerce_field, is_required_input_field(field),
+            # A non-null field's null is refused here, in the loop, rather than by a function call per value.
+            non_null = is_non_null_type(field.type)
+            coerce_field, field_height, field_checks = self._compile(
+                field.type.of_type if non_null else field.type, visiting, name)
+            fields.append((name, field.out_name or name, coerce_field, non_null, is_required_input_field(field),
                            coerce_default_value(field)))
-            height = max(height, field_height + 1)
+            height, checks = max(height, field_height + 1), checks and field_checks
             if height >= MAX_NESTING_DEPTH:
                 raise Unsupported(type_)
         fields = tuple(fields)
@@ -159,10 +186,17 @@ class VariableCoercer:
             if not isinstance(value, dict):
                 raise Refused
             coerced, found = {}, 0
-            for name, out_name, coerce_field, required, default in fields:
+            for name, out_name, coerce_field, non_null, required, default in fields:
                 if name in value:
                     found += 1
-                    coerced[out_name] = coerce_field(value[name])
+                    member = value[name]
+                    if member is None or member is Undefined:
+                        if non_null:
+                            raise Refused
+                        continue  # an explicit null is left out, as if the field were omitted
+                    member = coerce_field(member)
+                    if member is not None:
+                        coerced[out_name] = member
                 elif required:
                     raise Refused
                 elif default is not Undefined:
@@ -170,7 +204,41 @@ class VariableCoercer:
             if found != len(value):
                 raise Refused  # a field the type does not have
             return out_type(coerced)
-        return coerce_object, height
+        return coerce_object, height, checks and type_.out_type is GraphQLInputObjectType.out_type
+
+
+def _marked(value):
+    """A variable's coerced value whose every value was checked, marked as a CheckedInput when it is an object within
+    the input's size limits (MAX_INPUT_SIZE, MAX_INPUT_OBJECTS). What check_values counts (a character per value plus
+    those of its strings; an object per `{...}`) is no more than the length of the value's JSON and the `{` in it, so a
+    value whose JSON is within both limits is within them; any other is left for the domain to count exactly."""
+    if value.__class__ is not dict:
+        return value
+    encoded = orjson.dumps(value)
+    if len(encoded) > MAX_INPUT_SIZE or encoded.count(b"{") > MAX_INPUT_OBJECTS:
+        return value
+    return CheckedInput(value)
+
+
+def _non_null(inner):
+    def coerce_non_null(value):
+        if value is None or value is Undefined:
+            raise Refused
+        return inner(value)
+    return coerce_non_null
+
+
+def _text_coercer(rule):
+    """The coercion of a String input field's value, refusing what check_values would: a string longer than its
+    field's limit (`rule`, text_limit's: None for an id field, whose length only the input's size bounds), or holding
+    a lone surrogate."""
+    most = MAX_INPUT_SIZE if rule is None else rule[0]
+
+    def coerce_text(value):
+        if value.__class__ is str and len(value) <= most and (value.isascii() or is_unicode(value)):
+            return value
+        raise Refused
+    return coerce_text
 
 
 def _compile_leaf(type_):

@@ -7,6 +7,7 @@ from service.domain.events import event_type, latest_event_seq, list_events, sub
 from service.domain.lifecycle import UPSERTS, attribution, delete_object, history_of, restore_object
 from service.interface.kinds import PROCESSES, PRODUCTS, SINGULAR, STATIONS
 from service.domain.reads import get_object, list_objects
+from service.domain.validation import CheckedInput
 from service.web.events.subscriptions import EventSubscription
 from service.web.graphql import webhook_resolvers
 
@@ -31,10 +32,16 @@ def _by(info, comment):
 
 def _upsert(kind, key):
     def resolve(_, info, input, ifRevision=None, dryRun=False, comment=None):
-        return _answer(UPSERTS[kind](info.context["repo"], info.context["org"], input[key], if_revision=ifRevision,
-                                     dry_run=dryRun, by=_by(info, comment)))
+        return _answer(UPSERTS[kind](info.context["repo"], info.context["org"], _member(input, key),
+                                     if_revision=ifRevision, dry_run=dryRun, by=_by(info, comment)))
 
     return resolve
+
+
+def _member(input, key):
+    """input[key], still a CheckedInput when the input is one (its members were checked with it)."""
+    member = input[key]
+    return CheckedInput(member) if input.__class__ is CheckedInput else member
 
 
 def _delete(kind):

@@ -1,7 +1,9 @@
-"""Variables coerced by the compiled functions of service.web.graphql.coercion are exactly graphql-core's.
+"""Variables coerced by the compiled functions of service.web.graphql.coercion are exactly graphql-core's, held to the
+domain's value rules, in their stored form.
 
-Values graphql-core refuses must be refused (the request then takes graphql-core's own path and its error
-messages); values it accepts must come out equal, keys in the same order, so the same document is stored.
+Values graphql-core refuses, and values breaking a rule of Problems.check_values, must be refused (the request then
+takes graphql-core's own path and the domain's error messages); values it accepts must come out as check_values makes
+their stored form (graphql-core's, without null members), keys in the same order, so the same document is stored.
 """
 import functools
 
@@ -22,12 +24,17 @@ from graphql.pyutils import Undefined
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from service.domain import validation
+from service.domain.validation import Problems
+from service.interface import MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, MAX_NAME_LENGTH, MAX_TEXT_LENGTH
 from service.interface.kinds import PROCESSES
 from service.web.graphql.coercion import Refused
 from service.storage import get_repository
 from support.documents import BENCH_MUTATION, bench_process
 
 
+# Strings breaking a value rule: longer than a name, or a text, may be; holding a lone surrogate.
+RULE_BREAKING_TEXT = st.sampled_from(["n" * (MAX_NAME_LENGTH + 1), "t" * (MAX_TEXT_LENGTH + 1), "\ud800", "a\udfff"])
 JUNK = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=False, width=32),
                  st.text(max_size=4), st.just([]), st.just({}), st.just({"unknown": 1}))
 
@@ -56,7 +63,7 @@ def values_for(type_):
         return mostly(st.sampled_from(list(type_.values)), st.one_of(st.just("BOGUS"), JUNK))
     valid = {GraphQLInt: st.one_of(st.integers(-(2**32), 2**32), st.sampled_from([1.0, 2.5])),
              GraphQLFloat: st.one_of(st.integers(-5, 5), st.floats(allow_nan=False, allow_infinity=True)),
-             GraphQLBoolean: st.booleans()}.get(type_, st.text(max_size=6))
+             GraphQLBoolean: st.booleans()}.get(type_, mostly(st.text(max_size=6), RULE_BREAKING_TEXT, one_in=40))
     return mostly(valid, JUNK, one_in=20)
 
 
@@ -78,7 +85,7 @@ def test_compiled_coercion_agrees_with_graphql_core(endpoint, type_name):
     @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(values_for(type_))
     def agree(value):
-        expected = coerce_input_value(value, type_)
+        expected = stored_form(coerce_input_value(value, type_))
         if expected is Undefined:
             with pytest.raises(Refused):
                 coerce(value)
@@ -89,6 +96,16 @@ def test_compiled_coercion_agrees_with_graphql_core(endpoint, type_name):
     agree()
     # Both sides were exercised, not only refusals.
     assert 40 <= len(accepted) <= 360
+
+
+def stored_form(coerced):
+    """What Problems.check_values makes of a value graphql-core coerced (null included), or Undefined if either refuses
+    it."""
+    if coerced is Undefined:
+        return Undefined
+    problems = Problems()
+    stored = problems.check_values("input", {"value": coerced}).get("value")
+    return Undefined if problems.errors else stored
 
 
 @pytest.mark.file_backend_only("compares what the coercer hands the domain; it removes the stored file between runs")
@@ -138,3 +155,81 @@ def test_a_second_request_compiles_nothing_and_takes_the_compiled_path(app, clie
     create("other", "mutation Other($input: ProcessCreateInput!) { processCreate(input: $input) }")
     assert coercer._named == compiled
     assert [type(args[0]).__name__ for args in compiles] == ["GraphQLNonNull", "GraphQLInputObjectType"]
+
+
+# The process an object literal of the query text, its steps a variable.
+LITERAL_MUTATION = ("mutation ProcessCreate($steps: [StepInput!]) { processCreate(input: {process: {"
+                    "id: \"in_literal\", name: \"Gearbox housing, final assembly\", steps: $steps}}) }")
+
+
+def test_a_process_in_a_variable_is_walked_once_the_coercion_checking_its_values(app, client, auth, monkeypatch):
+    """The coercion holds every value to the domain's rules as it coerces it: the domain stores the stored form it
+    hands over without walking the input again. A value built from the query text (here an object literal around the
+    variable) is the ordinary path's, which the domain walks whole."""
+    walks = []
+    visit = validation._Walk.visit
+    monkeypatch.setattr(validation._Walk, "visit", lambda walk, items, path, key: walks.append(path) or visit(
+        walk, items, path, key))
+    documents = get_repository(app).documents
+
+    def create(identifier, query, variables):
+        walks.clear()
+        response = client.post("/graph/v2", headers=auth, json={"query": query, "variables": variables})
+        assert response.get_json() == {"data": {"processCreate": "CREATED"}}
+        document = documents.get("default", PROCESSES, identifier)
+        return walks[:], {key: value for key, value in document.items() if key not in ("id", "createdAt", "updatedAt")}
+
+    process = bench_process("in_variable", 3)
+    process = {"id": process["id"], "name": process["name"], "steps": process["steps"]}
+    walked, in_variable = create("in_variable", BENCH_MUTATION, {"input": {"process": process}})
+    assert walked == []
+    walked, in_literal = create("in_literal", LITERAL_MUTATION, {"steps": process["steps"]})
+    assert walked and walked[0] == ("process",)
+    assert in_variable == in_literal
+
+
+def test_a_checked_variable_repeated_in_the_query_text_is_counted_each_time_it_is_used(app, client, auth):
+    """Each use of a variable the coercion checked is counted where it is used: 2,000 steps naming one 10,000-character
+    text would be stored as 20 MB from a request of 20 KB."""
+    uses = ", ".join(["$step"] * 2_000)
+    query = (f"mutation Many($step: StepInput!) {{ processCreate(input: {{process: {{id: \"many\", name: \"Many\", "
+             f"steps: [{uses}]}}}}) }}")
+    body = client.post("/graph/v2", headers=auth, json={"query": query, "variables": {"step": {
+        "id": "step_1", "instructionText": {"text": "t" * 10_000}}}}).get_json()
+    assert body["data"] == {"processCreate": None}
+    assert body["errors"][0]["extensions"]["field"] == "process"
+    assert f"holds more than {MAX_INPUT_SIZE:,} characters" in body["errors"][0]["message"]
+    assert get_repository(app).documents.ids("default", PROCESSES) == []
+
+
+@pytest.mark.parametrize("field, change", [
+    ("process.name", lambda process: process.update(name="n" * (MAX_NAME_LENGTH + 1))),
+    ("process.steps[1].instructionText.text",
+     lambda process: process["steps"][1]["instructionText"].update(text="t" * (MAX_TEXT_LENGTH + 1))),
+    ("process.steps[0].actions[2].measurement.measured",
+     lambda process: process["steps"][0]["actions"][2]["measurement"].update(measured="m" * (MAX_NAME_LENGTH + 1))),
+])
+def test_a_value_over_its_limit_in_a_variable_is_refused_naming_it_and_nothing_is_stored(app, client, auth, field,
+                                                                                        change):
+    process = bench_process("over_limit", 2)
+    change(process)
+    body = client.post("/graph/v2", headers=auth, json={"query": BENCH_MUTATION, "variables": {"input": {
+        "process": process}}}).get_json()
+    assert body["data"] == {"processCreate": None}
+    assert [(error["extensions"]["code"], error["extensions"]["field"]) for error in body["errors"]] == [
+        ("BAD_USER_INPUT", field)]
+    assert "characters long; at most" in body["errors"][0]["message"]
+    assert get_repository(app).documents.ids("default", PROCESSES) == []
+
+
+def test_a_variable_of_more_objects_than_allowed_is_counted_and_refused(app, client, auth):
+    """Its JSON holds more `{` than MAX_INPUT_OBJECTS: the coercion cannot vouch for it, and the domain counts."""
+    steps = [{"id": "step_1", "actions": [{"id": f"act_{i}"} for i in range(MAX_INPUT_OBJECTS - 1)]}]
+    body = client.post("/graph/v2", headers=auth, json={"query": BENCH_MUTATION, "variables": {"input": {
+        "process": {"id": "many", "name": "Many", "steps": steps}}}}).get_json()
+    assert body["errors"][0]["extensions"]["field"] == "process"
+    assert f"holds more than {MAX_INPUT_OBJECTS:,} objects" in body["errors"][0]["message"]
+    steps[0]["actions"].pop()
+    body = client.post("/graph/v2", headers=auth, json={"query": BENCH_MUTATION, "variables": {"input": {
+        "process": {"id": "many", "name": "Many", "steps": steps}}}}).get_json()
+    assert body == {"data": {"processCreate": "CREATED"}}
