@@ -211,10 +211,14 @@ def _marked(value):
     """A variable's coerced value whose every value was checked, marked as a CheckedInput when it is an object within
     the input's size limits (MAX_INPUT_SIZE, MAX_INPUT_OBJECTS). What check_values counts (a character per value plus
     those of its strings; an object per `{...}`) is no more than the length of the value's JSON and the `{` in it, so a
-    value whose JSON is within both limits is within them; any other is left for the domain to count exactly."""
+    value whose JSON is within both limits is within them; any other is left for the domain to count exactly, as is one
+    orjson cannot encode (none of the built-in scalars' values is such, but what is not measured is not vouched for)."""
     if value.__class__ is not dict:
         return value
-    encoded = orjson.dumps(value)
+    try:
+        encoded = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return value
     if len(encoded) > MAX_INPUT_SIZE or encoded.count(b"{") > MAX_INPUT_OBJECTS:
         return value
     return CheckedInput(value)

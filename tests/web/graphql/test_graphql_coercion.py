@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.domain import validation
-from service.domain.validation import Problems
+from service.domain.validation import CheckedInput, Problems
 from service.interface import MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, MAX_NAME_LENGTH, MAX_TEXT_LENGTH
 from service.interface.kinds import PROCESSES
-from service.web.graphql.coercion import Refused
+from service.web.graphql.coercion import Refused, _marked
 from service.storage import get_repository
 from support.documents import BENCH_MUTATION, bench_process
 
@@ -233,3 +233,10 @@ def test_a_variable_of_more_objects_than_allowed_is_counted_and_refused(app, cli
     body = client.post("/graph/v2", headers=auth, json={"query": BENCH_MUTATION, "variables": {"input": {
         "process": {"id": "many", "name": "Many", "steps": steps}}}}).get_json()
     assert body == {"data": {"processCreate": "CREATED"}}
+
+
+def test_a_value_whose_json_cannot_be_measured_is_left_for_the_domain_to_walk():
+    """What orjson cannot encode is not vouched for: handed over unmarked, never an error (a 500)."""
+    value = {"process": {"id": "proc_1", "when": object()}}
+    assert type(_marked(value)) is dict
+    assert type(_marked({"process": {"id": "proc_1"}})) is CheckedInput
