@@ -35,8 +35,8 @@ function fail(error) {
 
 const timer = setTimeout(() => fail("timed out"), 120000);
 
-// A tus-js-client file reader whose bodies send the file's bytes up to `stopAt`, then nothing more, without ending;
-// `onStopped` is called once they are all sent.
+// A tus-js-client file reader whose bodies send the file's bytes up to `stopAt`: a body that ends before it ends
+// whole, and the one that reaches it stops there without ending, `onStopped` called once its bytes are sent.
 function readerStoppingAt(stopAt, onStopped) {
   return {
     async openFile() {
@@ -45,10 +45,11 @@ function readerStoppingAt(stopAt, onStopped) {
         async slice(start, end) {
           const body = new PassThrough();
           const last = Math.min(end, stopAt);
+          const stops = last < end;
           if (last > start) {
             const part = fs.createReadStream(file, { start, end: last - 1 });
-            part.pipe(body, { end: false });
-            part.on("end", () => last < end && onStopped());
+            part.pipe(body, { end: !stops });
+            if (stops) part.on("end", onStopped);
           } else {
             onStopped();
           }
