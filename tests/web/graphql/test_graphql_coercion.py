@@ -157,7 +157,7 @@ def test_a_second_request_compiles_nothing_and_takes_the_compiled_path(app, clie
     assert [type(args[0]).__name__ for args in compiles] == ["GraphQLNonNull", "GraphQLInputObjectType"]
 
 
-# The process an object literal of the query text, its steps a variable.
+# The process as an object literal of the query text, its steps a variable.
 LITERAL_MUTATION = ("mutation ProcessCreate($steps: [StepInput!]) { processCreate(input: {process: {"
                     "id: \"in_literal\", name: \"Gearbox housing, final assembly\", steps: $steps}}) }")
 
