@@ -58,7 +58,9 @@ def ours(temp, source, size, args, tree=None):
         options = [*(["--parallel", str(args.parallel)] if args.parallel else []),
                    *(["--chunk-size", f"{args.chunk_mb}M"] if args.chunk_mb else [])]
         # The baseline's client: its own `service` package ahead of this checkout's (installed in this environment).
-        client, env = ([sys.executable, "-c", "import sys; from service.cli import main; sys.exit(main())"],
+        # -P: without it, `python -c` puts the working directory first, and run from this checkout it imported this
+        # checkout's client (the comparisons before 2026-11-29, seventh session, compared the servers only).
+        client, env = ([sys.executable, "-P", "-c", "import sys; from service.cli import main; sys.exit(main())"],
                        {**os.environ, "PYTHONPATH": str(tree)}) if tree else ([str(WIS)], None)
         path, *figures = timed([*client, "upload", str(source), "--url", url, "--token", TOKEN, "--no-progress",
                                 "--state-dir", str(temp / "wis-state"), *options], process, env=env)
