@@ -58,6 +58,10 @@ class Receiving:
         return self.size
 
 
+# How the name of a file being received starts: the file is its request's own until the request ends.
+INCOMING_PREFIX = ".incoming-"
+
+
 class NotHashed:
     """The hasher of a received file that nothing hashes as it arrives."""
 
@@ -72,7 +76,7 @@ class IncomingFile(Receiving):
     each of its bytes into the stream's running SHA-256 anyway). Removed by `discard` unless it was moved into place."""
     early_writeback = True
 
-    def __init__(self, directory, head_size, hasher=None, prefix=".incoming-"):
+    def __init__(self, directory, head_size, hasher=None, prefix=INCOMING_PREFIX):
         with disk_errors():
             fd, name = tempfile.mkstemp(dir=directory, prefix=prefix)
         self.path = Path(name)

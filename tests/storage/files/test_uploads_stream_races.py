@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from service.domain.uploads import CHUNK_RULES
+from service.domain.uploads import CHUNK_RULES, check_sha
 from service.storage.contract import Chunk, Outcome, StreamRecord
 from service.storage.files import FileRepository
 from service.storage.files.streams import append as append_module
@@ -128,3 +128,21 @@ def test_the_next_chunk_arriving_while_the_streams_lock_is_held_is_received_asid
         incoming.discard()
     send(repo, stream_id, 1)
     assert_complete(repo, stream_id, send(repo, stream_id, 2))
+
+
+def test_a_chunk_still_arriving_when_another_request_completes_the_stream_is_answered_with_the_path(repo, stream_id):
+    """The same last chunk sent twice at once: the request that completes the stream tidies its folder while the other
+    is still receiving (or reading back, for its `sha` field) its copy there. That copy is the other request's own; it
+    must still be there for its check and its answer, the path (a 500 before: FileNotFoundError)."""
+    send(repo, stream_id, 0)
+    send(repo, stream_id, 1)
+    still_arriving = receive(repo, stream_id, 2, CHUNKS[2], index_known=False)  # received aside, in the folder
+    try:
+        assert_complete(repo, stream_id, send(repo, stream_id, 2))
+        assert check_sha(hashlib.sha256(CHUNKS[2]).hexdigest(), still_arriving, "chunk 2") is None
+        written = add(repo, stream_id, 2, still_arriving)
+    finally:
+        still_arriving.discard()
+    assert written.outcome is Outcome.ALREADY_COMPLETE
+    assert written.path == repo.streams.status(ORG, stream_id).record.path
+    assert [entry.name for entry in repo.streams._directory(ORG, stream_id).iterdir()] == ["meta.json"]

@@ -12,7 +12,7 @@ from service.storage.files.streams.layout import (META, PREFIX, copy_range, part
                                                    read_record, remove_stream, take_append_lock, write_record)
 from service.storage.files.streams.ledger import Ledger
 from service.storage.files.streams.tus_append import committed_offset
-from service.storage.common.incoming import BUFFER_SIZE, IncomingFile
+from service.storage.common.incoming import BUFFER_SIZE, INCOMING_PREFIX, IncomingFile
 from service.storage.common.sha256_state import Sha256State
 
 
@@ -298,10 +298,13 @@ class LockedStream:
     def _tidy(self):
         """Remove all but the meta of a complete stream; best effort, the expiry sweep finishes what fails here. A
         prefix that is not the published media (the org had the same media already) is freed on a thread of its own:
-        freeing a whole upload's blocks takes longer than the rest of the request."""
+        freeing a whole upload's blocks takes longer than the rest of the request. A chunk another request is still
+        receiving here (the same chunk sent again at once) is that request's until it ends, which removes it: it still
+        reads it back to check its `sha`, and answers with the path."""
         with contextlib.suppress(OSError):
             with os.scandir(self.directory) as entries:
-                leftovers = [entry.path for entry in entries if entry.name != META]
+                leftovers = [entry.path for entry in entries
+                             if entry.name != META and not entry.name.startswith(INCOMING_PREFIX)]
             for leftover in leftovers:
                 with contextlib.suppress(FileNotFoundError):
                     remove_file(leftover)
