@@ -8,6 +8,7 @@ import pytest
 
 from service.domain.uploads import CHUNK_RULES, check_sha
 from service.storage.contract import Chunk, Outcome, StreamRecord
+from service.errors import StreamNotFound
 from service.storage.files import FileRepository
 from service.storage.files.streams import append as append_module
 from service.storage.files.streams.append import PrefixAppend
@@ -146,3 +147,19 @@ def test_a_chunk_still_arriving_when_another_request_completes_the_stream_is_ans
     assert written.outcome is Outcome.ALREADY_COMPLETE
     assert written.path == repo.streams.status(ORG, stream_id).record.path
     assert [entry.name for entry in repo.streams._directory(ORG, stream_id).iterdir()] == ["meta.json"]
+
+
+def test_a_chunk_received_aside_when_its_stream_is_deleted_is_answered_not_found(repo, stream_id):
+    """A DELETE (or a completion whose file fails its check, which discards the stream) removes the stream's folder with
+    a chunk still being received there: the chunk's request answers 404, the stream being gone (a 500 before, as it
+    read its copy back to check its `sha`: FileNotFoundError)."""
+    send(repo, stream_id, 0)
+    still_arriving = receive(repo, stream_id, 1, CHUNKS[1], index_known=False)  # received aside, in the folder
+    try:
+        repo.streams.delete(ORG, stream_id)
+        with pytest.raises(StreamNotFound):
+            check_sha(hashlib.sha256(CHUNKS[1]).hexdigest(), still_arriving, "chunk 1")
+        with pytest.raises(StreamNotFound):
+            add(repo, stream_id, 1, still_arriving)
+    finally:
+        still_arriving.discard()

@@ -23,6 +23,17 @@ LOCK_TIMEOUT = 60
 OPEN_STREAMS_COUNT = "open-streams.json"
 
 
+class ChunkAside(IncomingFile):
+    """A chunk received into a file of its own in its stream's folder. A DELETE, or a completion whose file fails its
+    check, removes the folder with it; reading it back (to check the chunk's `sha`) then finds the stream gone."""
+
+    def read_back_sha256(self):
+        try:
+            return super().read_back_sha256()
+        except FileNotFoundError:
+            raise StreamNotFound() from None
+
+
 class FileStreamStore:
     """Every org's streams as stream directories (service.storage.contract.StreamStore); a stream idle for longer than
     `ttl_seconds` (by `clock`) is gone."""
@@ -102,7 +113,7 @@ class FileStreamStore:
         try:
             if index is not None and (appending := PrefixAppend.start(directory, index, head_size)):
                 return appending
-            return IncomingFile(directory, head_size, NotHashed())
+            return ChunkAside(directory, head_size, NotHashed())
         except (FileNotFoundError, NotADirectoryError):
             raise StreamNotFound() from None
 
