@@ -7,21 +7,16 @@ The thread runs only while there is something to checkpoint: it ends when a roun
 failing disk) notes nothing: the records stay, and a replay covers them. Nothing is lost when a process ends before its
 checkpoint: the records stay until a later one, and the first look at the log after a reboot replays them.
 """
-import os
 import threading
 import time
-import weakref
 
 from service.storage.common.disk import sync_filesystem
+from service.storage.common.forks import reset_in_forked_child
 
 # How long after a commit its changes are synced in place: a checkpoint covers every batch of that time. None: no
 # checkpoint (the records stay, and a replay after a reboot covers them): the test suite's in-process default, where
 # another test's background sync would be counted among the syncs a test counts.
 CHECKPOINT_SECONDS = 1.0
-
-_every_checkpoints = weakref.WeakSet()
-os.register_at_fork(after_in_child=lambda: [checkpoints.forget() for checkpoints in list(_every_checkpoints)])
-
 
 class Checkpoints:
     """The checkpoints of one event log (service.storage.files.events.FileEventLog) by this process."""
@@ -29,7 +24,7 @@ class Checkpoints:
     def __init__(self, log):
         self._log = log
         self.forget()
-        _every_checkpoints.add(self)
+        reset_in_forked_child(self, "forget")
 
     def forget(self):
         """Nothing due (test mode's reset, and a forked child, which has none of its parent's threads)."""

@@ -20,11 +20,11 @@ as long as the disk does not answer, as the waiting writers' own syncs would wai
 import contextlib
 import os
 import threading
-import weakref
 
 import orjson
 
 from service.errors import disk_errors
+from service.storage.common.forks import reset_in_forked_child
 
 # A writer's outcome not known yet.
 NOT_TOLD = object()
@@ -50,17 +50,13 @@ class _Writer:
         self.change, self.leads, self.outcome, self.woken = change, False, NOT_TOLD, threading.Event()
 
 
-_every_group_commit = weakref.WeakSet()
-os.register_at_fork(after_in_child=lambda: [group._forget_threads() for group in list(_every_group_commit)])
-
-
 class GroupCommit:
     """The group commit of one event log (service.storage.files.events.FileEventLog) in this process."""
 
     def __init__(self, log):
         self._log = log
         self._forget_threads()
-        _every_group_commit.add(self)
+        reset_in_forked_child(self, "_forget_threads")
 
     def _forget_threads(self):
         """(Also in a forked child, which has none of its parent's threads, and perhaps a lock one of them held.)"""
