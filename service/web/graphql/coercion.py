@@ -42,14 +42,11 @@ import orjson
 from service.domain.validation import CheckedInput, text_limit
 from service.interface import MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, is_unicode
 from service.web.graphql.budget import BudgetedExecutor
+from service.web.graphql.object_coercer import ObjectField, Refused, object_coercer
 
 # The built-in scalars whose coerced values break no value rule of the domain: graphql-core refuses a non-finite Float
 # and an Int beyond 32 bits. A custom scalar (JSON) may hold anything, so a variable holding one is not marked.
 CHECKED_LEAVES = (GraphQLInt, GraphQLFloat, GraphQLBoolean)
-
-
-class Refused(Exception):
-    """The value is not one this path coerces; run the request the ordinary way."""
 
 
 class Unsupported(Exception):
@@ -146,13 +143,14 @@ class VariableCoercer:
                 if value is None or value is Undefined:
                     return None
                 # A single value where a list is expected is a list of one.
-                coerced = [item(entry) for entry in value] if is_iterable(value) else [item(value)]
+                coerced = ([item(entry) for entry in value] if value.__class__ is list or is_iterable(value)
+                           else [item(value)])
                 if non_null_items and None in coerced:  # an item's coercion answers None for a null (or Undefined)
                     raise Refused
                 return coerced
             return coerce_list, height + 1, checks
         if type_ is GraphQLString and field is not None:
-            return _text_coercer(text_limit(field)), 0, True
+            return _text_coercer(_most_characters(field)), 0, True
         compiled = self._named.get(type_.name)
         if compiled is None:
             # Compiled with `visiting`, but the outcome does not depend on it: a type reaching one being compiled
@@ -172,38 +170,14 @@ class VariableCoercer:
             non_null = is_non_null_type(field.type)
             coerce_field, field_height, field_checks = self._compile(
                 field.type.of_type if non_null else field.type, visiting, name)
-            fields.append((name, field.out_name or name, coerce_field, non_null, is_required_input_field(field),
-                           coerce_default_value(field)))
+            named_type = field.type.of_type if non_null else field.type
+            most = _most_characters(name) if named_type is GraphQLString else None
+            fields.append(ObjectField(name, field.out_name or name, coerce_field, non_null,
+                                      is_required_input_field(field), coerce_default_value(field), most))
             height, checks = max(height, field_height + 1), checks and field_checks
             if height >= MAX_NESTING_DEPTH:
                 raise Unsupported(type_)
-        fields = tuple(fields)
-        out_type = type_.out_type
-
-        def coerce_object(value):
-            if value is None or value is Undefined:
-                return None
-            if not isinstance(value, dict):
-                raise Refused
-            coerced, found = {}, 0
-            for name, out_name, coerce_field, non_null, required, default in fields:
-                if name in value:
-                    found += 1
-                    member = value[name]
-                    if member is None or member is Undefined:
-                        if non_null:
-                            raise Refused
-                        continue  # an explicit null is left out, as if the field were omitted
-                    member = coerce_field(member)
-                    if member is not None:
-                        coerced[out_name] = member
-                elif required:
-                    raise Refused
-                elif default is not Undefined:
-                    coerced[out_name] = default
-            if found != len(value):
-                raise Refused  # a field the type does not have
-            return out_type(coerced)
+        coerce_object = object_coercer(type_.name, fields, type_.out_type)
         return coerce_object, height, checks and type_.out_type is GraphQLInputObjectType.out_type
 
 
@@ -232,11 +206,16 @@ def _non_null(inner):
     return coerce_non_null
 
 
-def _text_coercer(rule):
-    """The coercion of a String input field's value, refusing what check_values would: a string longer than its
-    field's limit (`rule`, text_limit's: None for an id field, whose length only the input's size bounds), or holding
-    a lone surrogate."""
-    most = MAX_INPUT_SIZE if rule is None else rule[0]
+def _most_characters(field):
+    """The most characters a string of the input field may hold: text_limit's, or for an id field (whose length only the
+    input's size bounds) MAX_INPUT_SIZE."""
+    rule = text_limit(field)
+    return MAX_INPUT_SIZE if rule is None else rule[0]
+
+
+def _text_coercer(most):
+    """The coercion of a String input field's value, refusing what check_values would: a string longer than `most`
+    characters (its field's limit: _most_characters), or holding a lone surrogate (as object_coercer inlines it)."""
 
     def coerce_text(value):
         if value.__class__ is str and len(value) <= most and (value.isascii() or is_unicode(value)):
