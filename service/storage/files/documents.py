@@ -242,16 +242,22 @@ class FileDocumentStore:
             path.write_bytes(encoded)
 
     def _prune(self, history, newest):
-        """Remove the entries older than those kept, once `newest` is committed (with every revision kept, there is
-        nothing to list: a long history costs a write nothing)."""
+        """Remove the entries older than those kept, once `newest` is committed. Each commit removes the one entry that
+        leaves the kept revisions then, so the folder is listed only when the entry before that one is still there too
+        (the setting was lowered, or a process ended between a commit and its prune), and a write's cost does not grow
+        with the revisions kept. With every revision kept, there is nothing to remove."""
         if not self.history_revisions:
             return
         oldest = oldest_kept(newest, self.history_revisions)
+        if oldest <= 1:
+            return
+        _remove_entry(history, oldest - 1)
+        if oldest == 2 or not _remove_entry(history, oldest - 2):
+            return
         for number in _entry_numbers(history):
             if number >= oldest:
                 break
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(history / f"{number}{SUFFIX}")
+            _remove_entry(history, number)
 
     def history(self, org, kind, identifier, first, after=None):
         """Up to `first` revisions, newest first, older than `after` when given."""
@@ -371,6 +377,15 @@ def _read_held(path, held):
     except FileNotFoundError:
         return None
     return StoredDocument(handle.readall())
+
+
+def _remove_entry(history, number):
+    """Remove a history entry; whether it was there."""
+    try:
+        os.unlink(history / f"{number}{SUFFIX}")
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _entry_numbers(history):
