@@ -8,14 +8,12 @@ document's unlink the same way. A writer killed at any instant leaves at most on
 readers ignore and the next write overwrites: an entry newer than the current document's revision or, when there is no
 current document, newer than the last DELETED entry. So each acknowledged change adds exactly 1 to `revision`.
 
-Documents are compact UTF-8 JSON with the metadata written last; a history entry is `{"change":..,"savedAt":..,
-"author":..,"comment":..,"document":..}` (author and comment only when known: CONTRACT 16), what a listing shows
-first, so a listing reads the first HEAD_SIZE bytes of each entry only.
+Documents are compact UTF-8 JSON with the metadata written last; the history entries' format and folder are
+service.storage.files.history_entries'.
 """
 import bisect
 import contextlib
 import os
-import re
 
 import orjson
 
@@ -25,22 +23,16 @@ from service.storage.contract import (
     check_revision, oldest_kept, utc_timestamp, without_meta)
 from service.storage.contract.events import NewEvent
 from service.storage.common.disk import (
-    PendingReplace, lock, numbered_files, remove_stale_temporaries, write_unsynced)
+    PendingReplace, lock, remove_stale_temporaries, write_unsynced)
 from service.storage.common.encoding import NAME_HEAD_SIZE, encode, name_in_head
 from service.storage.files.stored_bytes import META_TAIL, StoredDocument, revision_at_end, with_meta
+from service.storage.files.history_entries import (
+    ENTRY_HEAD, SUFFIX, entry_head, entry_numbers, history_entry, last_committed, prune)
 from service.storage.files.names import SAFE_NAME, id_to_name, name_to_id
 
-SUFFIX = ".json"
 HISTORY = ".history"
 # Taken by a guarded write (service.storage.contract.Guard), one per org, before the document's own lock.
 REFERENCES_LOCK = ".references"
-# A JSON string as orjson writes it: no raw quote, backslash or line break inside.
-JSON_STRING = rb'"(?:[^"\\]|\\.)*"'
-ENTRY_HEAD = re.compile(rb'\{"change":"([A-Z]+)","savedAt":"([0-9T:.Z-]+)"(?:,"author":(%s))?(?:,"comment":(%s))?,'
-                        rb'"document":' % (JSON_STRING, JSON_STRING))
-# The longest head: a change and a time, an author (a token's name: 64 characters) and a comment of 500 characters
-# of at most 6 bytes each as orjson writes them (a control character is `\u001f`).
-HEAD_SIZE = 4096
 
 # Folders of an org that the other stores own.
 NOT_DOCUMENTS = {"media", "streams", "events", "wal"}
@@ -116,7 +108,7 @@ class FileDocumentStore:
             encoded_body = encode(body)
             if stored is not None and stored.same_body(encoded_body, body):
                 return Saved({**body, **stored.meta()}, False, False)
-            newest = stored.revision if stored else _last_committed(history)
+            newest = stored.revision if stored else last_committed(history)
             now = utc_timestamp()
             created_at = stored.created_at if stored else now
             document = {**body, "createdAt": created_at, "updatedAt": now, "revision": newest + 1}  # as with_meta
@@ -124,7 +116,7 @@ class FileDocumentStore:
                 encoded = with_meta(encoded_body, created_at, now, newest + 1)
                 change = RESTORED if restored else UPDATED if stored else CREATED
                 self._keep_earlier_version(history, stored)
-                entry = _entry(change, now, encoded, by)
+                entry = history_entry(change, now, encoded, by)
                 written = PendingReplace(history / f"{newest + 1}{SUFFIX}", entry)
                 replacement = PendingReplace(path, encoded)
                 try:
@@ -153,7 +145,7 @@ class FileDocumentStore:
             if not dry_run:
                 now = utc_timestamp()
                 self._keep_earlier_version(history, stored)
-                entry = _entry(DELETED, now, b"null", by)
+                entry = history_entry(DELETED, now, b"null", by)
                 PendingReplace(history / f"{deleted}{SUFFIX}", entry).put_in_place()  # (not synced, as in save)
                 self._commit(org, NewEvent(now, kind, identifier, deleted, DELETED, None, *by), entry, path)
                 self._prune(history, deleted)
@@ -212,7 +204,7 @@ class FileDocumentStore:
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
-            return _last_committed(self._history(org, kind, identifier))
+            return last_committed(self._history(org, kind, identifier))
         try:  # (os calls: a batch's leader asks this of each change another process's batch may have committed)
             revision = revision_at_end(os.pread(fd, META_TAIL, max(0, os.fstat(fd).st_size - META_TAIL)))
         finally:
@@ -228,7 +220,7 @@ class FileDocumentStore:
     @staticmethod
     def _write_entry(history, revision, change, saved_at, encoded_document):
         """A history entry made durable in place (the entry of a document stored before history was kept)."""
-        PendingReplace(history / f"{revision}{SUFFIX}", _entry(change, saved_at, encoded_document)).commit()
+        PendingReplace(history / f"{revision}{SUFFIX}", history_entry(change, saved_at, encoded_document)).commit()
 
     def load(self, org, kind, identifier, body, saved_at):
         """Write `body` as revision 1 of a new object, CREATED at `saved_at`, into a tree that no request reads yet
@@ -238,34 +230,21 @@ class FileDocumentStore:
         encoded = encode({**without_meta(body), "createdAt": saved_at, "updatedAt": saved_at, "revision": 1})
         with disk_errors():
             history.mkdir(parents=True, exist_ok=True)
-            (history / f"1{SUFFIX}").write_bytes(_entry(CREATED, saved_at, encoded))
+            (history / f"1{SUFFIX}").write_bytes(history_entry(CREATED, saved_at, encoded))
             path.write_bytes(encoded)
 
     def _prune(self, history, newest):
-        """Remove the entries older than those kept, once `newest` is committed. Each commit removes the one entry that
-        leaves the kept revisions then, so the folder is listed only when the entry before that one is still there too
-        (the setting was lowered, or a process ended between a commit and its prune), and a write's cost does not grow
-        with the revisions kept. With every revision kept, there is nothing to remove."""
-        if not self.history_revisions:
-            return
-        oldest = oldest_kept(newest, self.history_revisions)
-        if oldest <= 1:
-            return
-        _remove_entry(history, oldest - 1)
-        if oldest == 2 or not _remove_entry(history, oldest - 2):
-            return
-        for number in _entry_numbers(history):
-            if number >= oldest:
-                break
-            _remove_entry(history, number)
+        """Remove the entries older than those kept, once `newest` is committed."""
+        if self.history_revisions:
+            prune(history, oldest_kept(newest, self.history_revisions))
 
     def history(self, org, kind, identifier, first, after=None):
         """Up to `first` revisions, newest first, older than `after` when given."""
         self._ready(org)
         history = self._history(org, kind, identifier)
         current = _read_json(self._path(org, kind, identifier))
-        newest = current["revision"] if current else _last_committed(history)
-        numbers = [number for number in _entry_numbers(history) if number <= newest]
+        newest = current["revision"] if current else last_committed(history)
+        numbers = [number for number in entry_numbers(history) if number <= newest]
         if current is not None and newest not in numbers:
             numbers.append(newest)  # a document stored before history was kept: its own revision
         found = []
@@ -274,7 +253,7 @@ class FileDocumentStore:
                 break
             if after is not None and number >= after:
                 continue
-            head = _entry_head(history / f"{number}{SUFFIX}")
+            head = entry_head(history / f"{number}{SUFFIX}")
             if head is None and current is not None and number == newest:
                 head = Revision(newest, current["updatedAt"], CREATED if newest == 1 else UPDATED)
             if head is not None:  # None: pruned since the listing
@@ -288,7 +267,7 @@ class FileDocumentStore:
         if current is not None and revision == current["revision"]:
             return current
         history = self._history(org, kind, identifier)
-        if revision > (current["revision"] if current else _last_committed(history)):
+        if revision > (current["revision"] if current else last_committed(history)):
             return None  # a leftover of a killed writer, or never written
         entry = _read_json(history / f"{revision}{SUFFIX}")
         return None if entry is None else entry["document"]
@@ -350,15 +329,6 @@ class FileDocumentStore:
         return sum(remove_stale_temporaries(directory, cutoff) for directory in directories if directory.is_dir())
 
 
-def _entry(change, saved_at, encoded_document, by=NOBODY):
-    """A history entry, its change, time, author and comment first (ENTRY_HEAD)."""
-    head = b'{"change":"%s","savedAt":"%s"' % (change.encode(), saved_at.encode())
-    for field, value in zip((b"author", b"comment"), by):
-        if value is not None:
-            head += b',"%s":%s' % (field, orjson.dumps(value))
-    return head + b',"document":%s}' % encoded_document
-
-
 def _read_json(path):
     try:
         with open(path, "rb") as handle:
@@ -377,39 +347,3 @@ def _read_held(path, held):
     except FileNotFoundError:
         return None
     return StoredDocument(handle.readall())
-
-
-def _remove_entry(history, number):
-    """Remove a history entry; whether it was there."""
-    try:
-        os.unlink(history / f"{number}{SUFFIX}")
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def _entry_numbers(history):
-    """The revision numbers of the entries in a history folder, ascending."""
-    return numbered_files(history, SUFFIX)
-
-
-def _entry_head(path):
-    """The Revision a history entry records (its number 0: the caller knows it), from its first bytes; None when it is
-    gone."""
-    try:
-        with open(path, "rb") as handle:
-            match = ENTRY_HEAD.match(handle.read(HEAD_SIZE))
-    except FileNotFoundError:
-        return None
-    author, comment = (None if text is None else orjson.loads(text) for text in match.group(3, 4))
-    return Revision(0, match[2].decode(), match[1].decode(), author, comment)
-
-
-def _last_committed(history):
-    """The newest committed revision of an object without a current document: its last DELETED entry (entries after
-    it are leftovers of a killed writer), 0 when none."""
-    for number in reversed(_entry_numbers(history)):
-        head = _entry_head(history / f"{number}{SUFFIX}")
-        if head is not None and head.change == DELETED:
-            return number
-    return 0

@@ -1,5 +1,5 @@
-"""The file backend's history keeps the newest HISTORY_REVISIONS entries of each object: each write removes the entry that
-leaves them, and the entries an earlier setting or an interrupted write left behind go with the next write."""
+"""The file backend's history keeps the newest HISTORY_REVISIONS entries of each object: each write removes the entry
+that leaves them, and the entries an earlier setting or an interrupted write left behind go with the next write."""
 from service.domain.stations import upsert_station
 from service.interface.kinds import STATIONS
 from service.storage.files import FileRepository
