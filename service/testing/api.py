@@ -45,10 +45,15 @@ def _inject_fault():
     if "delay" in fault:
         time.sleep(fault["delay"])
     elif "reset" in fault:
-        _cut_connection(reset=True)
         g.connection_reset = True
-        # Nothing of the request is done; this answer goes nowhere (the server's write fails quietly).
-        return current_app.response_class(status=204)
+        # Nothing of the request is done; this answer goes nowhere (the server's write fails quietly). Its journal
+        # entry is written before the cut, as a dropped request's is before its drop: a client that sees the cut and
+        # asks for the journal at once finds it there.
+        response = current_app.response_class(status=204)
+        recorder.record(response)
+        g.journal_recorded = True
+        _cut_connection(reset=True)
+        return response
     else:
         g.drop_response = True
     return None

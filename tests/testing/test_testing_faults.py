@@ -1,6 +1,7 @@
 """Fault injection (POST/DELETE /_test/faults): status, delay, dropped responses, reset connections and faults that fire
 by probability (seeded or not), on werkzeug and gunicorn."""
 import contextlib
+import time
 
 import pytest
 import requests
@@ -9,7 +10,7 @@ from service.storage.testmode import fault_paths
 from service.storage.testmode import faults as faults_module
 from service.storage.testmode.faults import FaultStore
 
-from service.testing import ServiceSession, ThreadedServer
+from service.testing import ServiceSession, ThreadedServer, recorder
 from support.media import SMALL_PNG
 from support.over_http import upload_png
 from support.tokens import TOKEN
@@ -237,6 +238,17 @@ def test_a_reset_fault_cuts_the_connection_before_any_work(session):
     [entry] = session.get("/_test/requests").json()["requests"]
     assert (entry["path"], entry["status"], entry["fault"]) == ("/uploads", None, fault["id"])
     upload_png(session)  # the fault is used up
+
+
+def test_a_reset_request_is_in_the_journal_before_its_client_sees_the_cut(session, monkeypatch):
+    # The journal's entry written slowly: a client asking for the journal as soon as it sees the cut still finds it.
+    entries = recorder._entries
+    monkeypatch.setattr(recorder, "_entries", lambda response: time.sleep(0.5) or entries(response))
+    fault = add_fault(session, method="POST", path="^/uploads$", reset=True)
+    with pytest.raises(requests.ConnectionError):
+        session.post("/uploads", files={"file": ("a.png", SMALL_PNG)}, data={"destinationId": "stepImage"}, timeout=10)
+    [entry] = session.get("/_test/requests").json()["requests"]
+    assert (entry["path"], entry["status"], entry["fault"]) == ("/uploads", None, fault["id"])
 
 
 def test_a_reset_fault_cuts_an_upload_whose_body_is_still_coming(session):
