@@ -45,24 +45,21 @@ def _inject_fault():
     if "delay" in fault:
         time.sleep(fault["delay"])
     elif "reset" in fault:
+        # Nothing of the request is done; this answer goes nowhere: the connection is cut once the journal has the
+        # request (_cut_if_marked), and the server's write fails quietly.
         g.connection_reset = True
-        # Nothing of the request is done; this answer goes nowhere (the server's write fails quietly). Its journal
-        # entry is written before the cut, as a dropped request's is before its drop: a client that sees the cut and
-        # asks for the journal at once finds it there.
-        response = current_app.response_class(status=204)
-        recorder.record(response)
-        g.journal_recorded = True
-        _cut_connection(reset=True)
-        return response
+        return current_app.response_class(status=204)
     else:
         g.drop_response = True
     return None
 
 
-def _drop_if_marked(response):
-    """after_request: the work is done; close the connection so the client never hears the answer."""
-    if g.get("drop_response"):
-        _cut_connection(reset=False)
+def _cut_if_marked(response):
+    """after_request, after the journal's (so a client that sees the cut and asks for the journal finds the request):
+    close the connection of a dropped request, whose work is done, so the client never hears the answer; reset that of
+    a request a reset fault stopped before any work."""
+    if g.get("drop_response") or g.get("connection_reset"):
+        _cut_connection(reset=g.get("connection_reset", False))
     return response
 
 
@@ -186,5 +183,5 @@ def init_app(app):
         import service.testing.schemas  # noqa: F401 (marshmallow now, so that no request waits for it)
     app.register_blueprint(bp)
     app.before_request(_inject_fault)
-    app.after_request(_drop_if_marked)
-    app.after_request(recorder.record)
+    app.after_request(_cut_if_marked)
+    app.after_request(recorder.record)  # (after_request hooks run in the reverse order: this one first)
