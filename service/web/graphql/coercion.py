@@ -40,9 +40,9 @@ from graphql.utilities.coerce_input_value import coerce_default_value
 import orjson
 
 from service.domain.validation import CheckedInput, text_limit
-from service.interface import MAX_INPUT_OBJECTS, MAX_INPUT_SIZE, is_unicode
+from service.interface import MAX_INPUT_OBJECTS, MAX_INPUT_SIZE
 from service.web.graphql.budget import BudgetedExecutor
-from service.web.graphql.object_coercer import ObjectField, Refused, object_coercer
+from service.web.graphql.object_coercer import ObjectField, Refused, object_coercer, text_coercer
 
 # The built-in scalars whose coerced values break no value rule of the domain: graphql-core refuses a non-finite Float
 # and an Int beyond 32 bits. A custom scalar (JSON) may hold anything, so a variable holding one is not marked.
@@ -150,7 +150,7 @@ class VariableCoercer:
                 return coerced
             return coerce_list, height + 1, checks
         if type_ is GraphQLString and field is not None:
-            return _text_coercer(_most_characters(field)), 0, True
+            return text_coercer(_most_characters(field)), 0, True
         compiled = self._named.get(type_.name)
         if compiled is None:
             # Compiled with `visiting`, but the outcome does not depend on it: a type reaching one being compiled
@@ -168,10 +168,9 @@ class VariableCoercer:
         for name, field in type_.fields.items():
             # A non-null field's null is refused here, in the loop, rather than by a function call per value.
             non_null = is_non_null_type(field.type)
-            coerce_field, field_height, field_checks = self._compile(
-                field.type.of_type if non_null else field.type, visiting, name)
-            named_type = field.type.of_type if non_null else field.type
-            most = _most_characters(name) if named_type is GraphQLString else None
+            field_type = field.type.of_type if non_null else field.type
+            coerce_field, field_height, field_checks = self._compile(field_type, visiting, name)
+            most = _most_characters(name) if field_type is GraphQLString else None  # (its test inlined)
             fields.append(ObjectField(name, field.out_name or name, coerce_field, non_null,
                                       is_required_input_field(field), coerce_default_value(field), most))
             height, checks = max(height, field_height + 1), checks and field_checks
@@ -211,17 +210,6 @@ def _most_characters(field):
     input's size bounds) MAX_INPUT_SIZE."""
     rule = text_limit(field)
     return MAX_INPUT_SIZE if rule is None else rule[0]
-
-
-def _text_coercer(most):
-    """The coercion of a String input field's value, refusing what check_values would: a string longer than `most`
-    characters (its field's limit: _most_characters), or holding a lone surrogate (as object_coercer inlines it)."""
-
-    def coerce_text(value):
-        if value.__class__ is str and len(value) <= most and (value.isascii() or is_unicode(value)):
-            return value
-        raise Refused
-    return coerce_text
 
 
 def _compile_leaf(type_):

@@ -15,6 +15,11 @@ from graphql.pyutils import Undefined
 from service.interface import is_unicode
 
 
+# The test of a String value (`member`): a str of at most `most` characters (its field's limit), holding characters
+# only (no lone surrogate), as check_values requires. Inlined in an object's coercion; the body of text_coercer.
+TEXT_TEST = "member.__class__ is str and len(member) <= {most:d} and (member.isascii() or is_unicode(member))"
+
+
 class Refused(Exception):
     """The value is not one this path coerces; run the request the ordinary way."""
 
@@ -48,6 +53,15 @@ def object_coercer(type_name, fields, out_type):
     return namespace[f"coerce_{type_name}"]
 
 
+def text_coercer(most):
+    """The coercion of a String value that is not an input object's field (a list's item): the value when it passes
+    TEXT_TEST, else Refused."""
+    namespace = {"Refused": Refused, "is_unicode": is_unicode}
+    exec(f"def coerce_text(member):\n    if {TEXT_TEST.format(most=most)}:\n        return member\n    raise Refused",
+         namespace)  # noqa: S102 (an integer is all that varies)
+    return namespace["coerce_text"]
+
+
 def _field_lines(index, field, namespace):
     key, out = repr(field.name), repr(field.out_name)
     lines = [f"    if {key} in value:",
@@ -57,8 +71,7 @@ def _field_lines(index, field, namespace):
              # An explicit null is refused for a non-null field, else left out as if the field were omitted.
              "            raise Refused" if field.non_null else "            pass"]
     if field.most is not None:
-        lines += [f"        elif member.__class__ is str and len(member) <= {field.most:d} and "
-                  "(member.isascii() or is_unicode(member)):",
+        lines += [f"        elif {TEXT_TEST.format(most=field.most)}:",
                   f"            coerced[{out}] = member",
                   "        else:",
                   "            raise Refused"]
