@@ -27,6 +27,7 @@ from payload import request_body  # noqa: E402 (bench/ is not a package)
 
 from service import create_app  # noqa: E402
 from service.server import cycle_collector  # noqa: E402
+from service.storage import get_repository  # noqa: E402
 
 TOKEN = "bench-token-0001"
 IDS = 20
@@ -43,7 +44,8 @@ def main():
                         help="cycle collector as a gunicorn worker sets it, or Python's defaults")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="wis-profile-") as temp:
-        client = create_app({"DATA_DIR": temp, "API_TOKENS": f"default:{TOKEN}"}).test_client()
+        app = create_app({"DATA_DIR": temp, "API_TOKENS": f"default:{TOKEN}"})
+        client = app.test_client()
         body = request_body("profiled_00", args.steps)
 
         def send(number):
@@ -84,6 +86,7 @@ def main():
         for number in range(args.requests, 2 * args.requests):
             send(number)
         profile.disable()
+        get_repository(app).close()  # (its last checkpoint made now, not while the directory is removed)
     pstats.Stats(profile).sort_stats(args.sort).print_stats(args.lines)
 
 

@@ -144,8 +144,12 @@ def post_worker_init(worker):
 
 
 def worker_exit(server, worker):
-    # The graceful shutdown is over: the webhook attempts in flight finish (their timeout at most), then the worker ends.
-    webhooks.stop(worker.app.wsgi())
+    # The graceful shutdown is over: the webhook attempts in flight finish (their timeout at most), then the storage is
+    # closed (the file backend's checkpoint of what this worker committed is made now, not left to a replay), then the
+    # worker ends.
+    app = worker.app.wsgi()
+    webhooks.stop(app)
+    storage.close_repository(app)
 
 
 def child_exit(server, worker):

@@ -57,3 +57,12 @@ def _sweep(repository, expired_counter):
 
 def get_repository(app):
     return app.extensions["repository"]
+
+
+def close_repository(app):
+    """Close the repository of an app made by service.create_app; nothing for another WSGI app served with the shipped
+    gunicorn config (ours wrapped in a middleware, or an app of its own)."""
+    extensions = getattr(app, "extensions", None)
+    repository = extensions.get("repository") if isinstance(extensions, dict) else None
+    if repository is not None:
+        repository.close()

@@ -28,6 +28,7 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 
 from service import create_app
 from service.interface import MEDIA_PATH_ROOT, TOKEN_HEADER
+from service.storage import get_repository
 from service.testing.change_log import ChangeLog  # noqa: F401 (the test double's reader of change events)
 from service.web import webhooks
 
@@ -144,13 +145,15 @@ class ThreadedServer:
                 time.sleep(0.05)
 
     def stop(self):
-        """Stop serving, close the socket, and remove the data directory if this object made it."""
+        """Stop serving, close the socket and the storage, and remove the data directory if this object made it."""
         if self._thread is not None:
             self._server.shutdown()
             self._thread.join()
             self._thread = None
             webhooks.stop(self.app)
         self._server.server_close()
+        # (the file backend's last checkpoint written now, not into the directory being removed)
+        get_repository(self.app).close()
         if self._own_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 

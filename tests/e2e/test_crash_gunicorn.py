@@ -234,3 +234,15 @@ def test_a_power_cut_after_kill_9_loses_nothing_acknowledged(tmp_path, start_gun
         check_after_restart(load, restarted.url, restarted.data_dir)
     finally:
         restarted.stop()
+
+
+def test_a_clean_stop_checkpoints_every_change_it_acknowledged(tmp_path, start_gunicorn):
+    """A checkpoint comes about a second after a commit; SIGTERM makes each worker's at once before it exits, so that a
+    power cut after a clean stop has nothing to take and the next start nothing to put back."""
+    server = shipped_server(start_gunicorn, tmp_path, tmp_path / "data")
+    for number in range(6):
+        assert upsert_over_http(server.url, f"proc_{number % 3}", f"Proc {number}") in {"CREATED", "UPDATED"}
+    server.stop()
+    left = FileRepository(tmp_path / "data")
+    assert left.events.bounds("default").latest == 6
+    assert left.events.wal.checkpoint("default") == 6

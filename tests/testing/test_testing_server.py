@@ -12,12 +12,14 @@ import pytest
 import requests
 
 from service import create_app
+from service.storage.files import checkpoints
 from service.testing import ServiceSession, ThreadedServer
 from service.interface import TOKEN_HEADER
 from support.media import SMALL_PNG
 from support.over_http import upload_png
 from support.tokens import TOKENS
 
+STATION_CREATE = "mutation($input: StationCreateInput!) { stationCreate(input: $input) }"
 TEST_ENDPOINTS = [("POST", "/_test/reset"), ("GET", "/_test/objects"), ("POST", "/_test/faults"),
                   ("DELETE", "/_test/faults"), ("GET", "/_test/requests")]
 
@@ -40,6 +42,24 @@ def test_threaded_server_runs_without_pytest_fixtures():
         server.stop()
     with pytest.raises(requests.ConnectionError):
         requests.get(server.url + "/healthz", timeout=5)
+    assert not os.path.exists(server.data_dir)
+
+
+def test_a_stopped_server_leaves_no_checkpoint_to_write_into_its_removed_data_dir(monkeypatch):
+    """A change's checkpoint is due a while after it (service.storage.files.checkpoints): stop() makes it at once and
+    waits for it, so nothing writes in the data directory while it is removed, nor after."""
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_SECONDS", 60)
+    server = ThreadedServer()
+    server.start()
+    try:
+        with server.session() as session:
+            response = session.post("/graph/v2", json={"query": STATION_CREATE, "variables": {
+                "input": {"station": {"id": "station_1", "name": "Press"}}}}, timeout=10)
+            assert response.status_code == 200 and "errors" not in response.json(), response.text
+        assert "wis-checkpoints" in [thread.name for thread in threading.enumerate()]
+    finally:
+        server.stop()
+    assert "wis-checkpoints" not in [thread.name for thread in threading.enumerate()]
     assert not os.path.exists(server.data_dir)
 
 

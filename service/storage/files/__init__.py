@@ -98,7 +98,9 @@ class FileRepository(NodeLocal):
         return ensure_secret_key(self.data_dir)
 
     def close(self):
-        """Nothing held open between requests."""
+        """Nothing is held open between requests: the checkpoint due is made now, and none after
+        (service.storage.files.checkpoints)."""
+        self.events.checkpoints.close()
 
     def reset(self):
         """Remove every org's documents, media, streams and webhooks, every pending fault and the request journal, and

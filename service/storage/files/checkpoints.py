@@ -5,10 +5,11 @@ seq that sync covers, so that a replay after a power cut starts there and the se
 
 The thread runs only while there is something to checkpoint: it ends when a round finds nothing new. A failed sync (a
 failing disk) notes nothing: the records stay, and a replay covers them. Nothing is lost when a process ends before its
-checkpoint: the records stay until a later one, and the first look at the log after a reboot replays them.
+checkpoint: the records stay until a later one, and the first look at the log after a reboot replays them. Closing the
+repository makes the checkpoint due at once and waits for the thread: nothing of it writes in the data directory after
+(an embedded server's stop removes that directory next: service.testing.ThreadedServer).
 """
 import threading
-import time
 
 from service.storage.common.disk import sync_filesystem
 from service.storage.common.forks import reset_in_forked_child
@@ -30,6 +31,7 @@ class Checkpoints:
         """Nothing due (test mode's reset, and a forked child, which has none of its parent's threads)."""
         self._guard = threading.Lock()
         self._due, self._running = {}, False  # org -> the last seq committed by this process, not checkpointed yet
+        self._thread, self._closing = None, threading.Event()  # (set: the next round now, and the last)
 
     def committed(self, org, seq):
         """Note that a batch of this process committed the org's changes through `seq`."""
@@ -37,26 +39,36 @@ class Checkpoints:
             return
         with self._guard:
             self._due[org] = max(seq, self._due.get(org, 0))
-            if self._running:
+            if self._running or self._closing.is_set():
                 return
             self._running = True
-        try:
-            threading.Thread(target=self._run, name="wis-checkpoints", daemon=True).start()
-        except RuntimeError:  # no thread to be had now: the next commit tries again (the records wait meanwhile)
-            with self._guard:
-                self._running = False
+            self._thread = threading.Thread(target=self._run, name="wis-checkpoints", daemon=True)
+            try:
+                self._thread.start()
+            except RuntimeError:  # no thread to be had now: the next commit tries again (the records wait meanwhile)
+                self._running, self._thread = False, None
+
+    def close(self):
+        """Checkpoint what is due now and wait for it; no checkpoint after (what commits later waits for a replay)."""
+        self._closing.set()
+        with self._guard:
+            thread = self._thread
+        if thread is not None:
+            thread.join()
 
     def _run(self):
         while True:
-            time.sleep(CHECKPOINT_SECONDS or 0)
+            self._closing.wait(CHECKPOINT_SECONDS or 0)
             with self._guard:
                 due, self._due = self._due, {}
-                if not due:
-                    self._running = False
-                    return
-            try:
-                sync_filesystem(self._log.orgs_root)
-                for org, seq in due.items():
-                    self._log.checkpointed(org, seq)
-            except Exception:  # noqa: BLE001 (a failing disk: the records stay for a later checkpoint or a replay)
-                continue
+                last = not due or self._closing.is_set()
+                self._running = not last
+            if due:
+                try:
+                    sync_filesystem(self._log.orgs_root)
+                    for org, seq in due.items():
+                        self._log.checkpointed(org, seq)
+                except Exception:  # noqa: BLE001 (a failing disk: the records stay for a later checkpoint or a replay)
+                    pass
+            if last:
+                return

@@ -4,6 +4,7 @@ power cut may take is everything else written since the last checkpoint; the fir
 puts it all back, and a kill leaves no record of a change that did not commit."""
 import errno
 import os
+import threading
 import time
 
 import orjson
@@ -114,6 +115,19 @@ def test_a_checkpoint_notes_what_it_made_durable_and_a_replay_starts_there(tmp_p
                                        (3, "st_3", 1, "CREATED")]
     assert after.documents.get(ORG, "stations", "st_3")["name"] == "Drill"
     assert after.documents.get(ORG, "stations", "st_1")["name"] == "Press 2"
+
+
+def test_closing_the_repository_makes_the_checkpoint_due_at_once_and_no_later_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoints_module, "CHECKPOINT_SECONDS", 60)
+    repo = FileRepository(tmp_path / "data")
+    upsert_station(repo, ORG, station("st_1", "Press"))
+    upsert_station(repo, ORG, station("st_1", "Press 2"))
+    repo.close()
+    assert repo.events.wal.checkpoint(ORG) == 2
+    assert "wis-checkpoints" not in [thread.name for thread in threading.enumerate()]
+    upsert_station(repo, ORG, station("st_2", "Saw"))  # (its record waits for a replay: no thread after close)
+    assert "wis-checkpoints" not in [thread.name for thread in threading.enumerate()]
+    assert [record.seq for record in repo.events.wal.records_after(ORG, 2)] == [3]
 
 
 def failing_sync(path):
