@@ -45,9 +45,11 @@ def test_threaded_server_runs_without_pytest_fixtures():
     assert not os.path.exists(server.data_dir)
 
 
-def test_a_stopped_server_leaves_no_checkpoint_to_write_into_its_removed_data_dir(monkeypatch):
+@pytest.mark.parametrize("reset", [False, True], ids=["stopped", "reset, then stopped"])
+def test_a_stopped_server_leaves_no_checkpoint_to_write_into_its_removed_data_dir(monkeypatch, reset):
     """A change's checkpoint is due a while after it (service.storage.files.checkpoints): stop() makes it at once and
-    waits for it, so nothing writes in the data directory while it is removed, nor after."""
+    waits for it, so nothing writes in the data directory while it is removed, nor after; a reset between (a test
+    suite's clean state) leaves no checkpoint thread behind either."""
     monkeypatch.setattr(checkpoints, "CHECKPOINT_SECONDS", 60)
     server = ThreadedServer()
     server.start()
@@ -57,6 +59,8 @@ def test_a_stopped_server_leaves_no_checkpoint_to_write_into_its_removed_data_di
                 "input": {"station": {"id": "station_1", "name": "Press"}}}}, timeout=10)
             assert response.status_code == 200 and "errors" not in response.json(), response.text
         assert "wis-checkpoints" in [thread.name for thread in threading.enumerate()]
+        if reset:
+            server.reset()
     finally:
         server.stop()
     assert "wis-checkpoints" not in [thread.name for thread in threading.enumerate()]

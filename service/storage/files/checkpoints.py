@@ -24,14 +24,19 @@ class Checkpoints:
 
     def __init__(self, log):
         self._log = log
-        self.forget()
-        reset_in_forked_child(self, "forget")
+        self._start_fresh()
+        reset_in_forked_child(self, "_start_fresh")
 
-    def forget(self):
-        """Nothing due (test mode's reset, and a forked child, which has none of its parent's threads)."""
+    def _start_fresh(self):
+        """(Also in a forked child, which has none of its parent's threads, and perhaps a lock one of them held.)"""
         self._guard = threading.Lock()
         self._due, self._running = {}, False  # org -> the last seq committed by this process, not checkpointed yet
         self._thread, self._closing = None, threading.Event()  # (set: the next round now, and the last)
+
+    def forget(self):
+        """Nothing due (test mode's reset): a round under way finds nothing and ends."""
+        with self._guard:
+            self._due.clear()
 
     def committed(self, org, seq):
         """Note that a batch of this process committed the org's changes through `seq`."""
