@@ -133,11 +133,17 @@ def store_legacy_process(app, identifier, description):
         "endBehavior": "SUMMARY", "steps": None, "billOfMaterials": []})
 
 
-def test_aliases_stop_reading_once_the_budget_is_spent_and_memory_stays_near_it(app, client, reads, monkeypatch):
+# A text, and the stored input that holds it (a JSON value, spent as long as it is written).
+LARGE_FIELDS = ["description", "input"]
+
+
+@pytest.mark.parametrize("field", LARGE_FIELDS)
+def test_aliases_stop_reading_once_the_budget_is_spent_and_memory_stays_near_it(app, client, reads, monkeypatch,
+                                                                                 field):
     budget = 4_000_000
     monkeypatch.setattr(BudgetedExecutor, "budget", budget)
     store_legacy_process(app, "proc_legacy", "d" * 400_000)
-    query = aliased(100, "proc_legacy", "description")
+    query = aliased(100, "proc_legacy", field)
     graphql(client, "{ stations { id } }")  # the app's first request builds what every request shares
     tracemalloc.start()
     try:
@@ -152,15 +158,16 @@ def test_aliases_stop_reading_once_the_budget_is_spent_and_memory_stays_near_it(
     assert peak < 4 * budget
 
 
-def test_a_page_over_the_budget_is_refused_naming_first(app, client, reads, monkeypatch):
+@pytest.mark.parametrize("field", LARGE_FIELDS)
+def test_a_page_over_the_budget_is_refused_naming_first(app, client, reads, monkeypatch, field):
     monkeypatch.setattr(BudgetedExecutor, "budget", 1_000_000)
     for number in range(30):
         store_legacy_process(app, f"proc_{number:02d}", "d" * 50_000)
-    body = graphql(client, "{ processes(first: 30) { id description } }").get_json()
+    body = graphql(client, f"{{ processes(first: 30) {{ id {field} }} }}").get_json()
     assert body["data"] is None and "`first`" in body["errors"][0]["message"]
-    assert body["errors"][0]["path"] == ["processes", 19, "description"]  # 19 fit, the 20th goes over
+    assert body["errors"][0]["path"] == ["processes", 19, field]  # 19 fit, the 20th goes over
     assert reads["page"] == 20  # and no document after it is read
-    answered = graphql(client, "{ processes(first: 19) { id description } }").get_json()
+    answered = graphql(client, f"{{ processes(first: 19) {{ id {field} }} }}").get_json()
     assert "errors" not in answered and len(answered["data"]["processes"]) == 19
 
 
