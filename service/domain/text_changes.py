@@ -5,8 +5,8 @@ words around it, so that appending a sentence to a long instruction shows that s
 
 Texts are split into words and the runs of space between them. The common beginning and end are skipped in linear
 time; the rest is matched word by word (difflib), which finds several separate changes in one text, only while the
-comparison of two revisions has spent less than MATCH_BUDGET word comparisons on it (`matching_budget`), else shown as
-one changed run: a text holds up to 20,000 characters and an input thousands of texts, and difflib's matching is
+comparison of two revisions (or the request that asks for several) has spent less than MATCH_BUDGET word comparisons on
+it (`matching_budget`), else shown as one changed run: a text holds up to 20,000 characters and an input thousands of texts, and difflib's matching is
 quadratic in the worst case.
 """
 import contextlib
@@ -33,7 +33,12 @@ _budget = contextvars.ContextVar("word_matching_budget", default=None)
 
 @contextlib.contextmanager
 def matching_budget(work=MATCH_BUDGET):
-    """Within this block, the text changes share `work` word comparisons (outside one, a text has it to itself)."""
+    """Within this block, the text changes share `work` word comparisons (outside one, a text has it to itself). A
+    block within another shares the outer one's: every comparison of one request (a GraphQL operation may ask for
+    hundreds under aliases) shares one budget."""
+    if _budget.get() is not None:
+        yield
+        return
     token = _budget.set([work])
     try:
         yield

@@ -93,6 +93,22 @@ def test_one_comparison_spends_a_bounded_number_of_word_comparisons(monkeypatch)
     assert all(len(line) < 500 for line in found)
 
 
+def test_the_comparisons_of_one_request_share_its_budget(monkeypatch):
+    """A GraphQL operation may compare the same revisions under hundreds of aliases: the request's budget (opened
+    around the operation, service.web.graphql.endpoint) is shared by each comparison's own, so difflib is asked for
+    at most one budget's word comparisons in all."""
+    spent = _matches(monkeypatch)
+    rng = random.Random(3)
+    text = lambda: " ".join(rng.choice("ab") for _ in range(300))
+    old, new = ({"id": "p", "name": "P", "steps": [{"id": "s_1", "instructionText": {"text": text()}}]}
+                for _ in range(2))
+    with matching_budget():
+        found = [changes("processes", old, new) for _ in range(100)]
+    assert all(len(lines) == 1 for lines in found)
+    assert 0 < sum(spent) <= text_changes.MATCH_BUDGET
+    assert len(spent) < 10  # each needs about 360,000: a handful fit, the rest are shown as one changed run
+
+
 def test_outside_a_comparison_a_text_has_the_budget_to_itself(monkeypatch):
     spent = _matches(monkeypatch)
     text_change(" a" * 100, " b" * 100)

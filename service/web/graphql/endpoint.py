@@ -28,6 +28,7 @@ from graphql import (
     validate,
 )
 
+from service.domain.text_changes import matching_budget
 from service.web.graphql.budget import BudgetedExecutor
 from service.web.graphql.calls import root_calls
 from service.web.graphql.coercion import PrecoercedExecutor, VariableCoercer, without_variable_definitions
@@ -147,13 +148,15 @@ class GraphQLEndpoint:
                 f"a {operation.operation.value} cannot be sent with GET (GraphQL over HTTP): POST it", "METHOD_NOT_ALLOWED")]}
         plan = prepared.plans[operation.name.value if operation.name else None]
         coerced = None if plan is None else self.coercer.coerce(plan, variables)
-        if coerced is None:
-            result = execute_sync(self.schema, document, variable_values=variables, operation_name=operation_name,
-                                  context_value=context, executor_class=BudgetedExecutor)
-        else:
-            result = execute_sync(self.schema, prepared.without_variables, variable_values=coerced,
-                                  operation_name=operation_name, context_value=context,
-                                  executor_class=PrecoercedExecutor)
+        # The revisions compared under every alias of the operation share one budget of word matching.
+        with matching_budget():
+            if coerced is None:
+                result = execute_sync(self.schema, document, variable_values=variables, operation_name=operation_name,
+                                      context_value=context, executor_class=BudgetedExecutor)
+            else:
+                result = execute_sync(self.schema, prepared.without_variables, variable_values=coerced,
+                                      operation_name=operation_name, context_value=context,
+                                      executor_class=PrecoercedExecutor)
         if result.data is None and result.errors and all(error.path is None for error in result.errors):
             # Variable values refused by graphql-core before any resolver ran: bad user input, named by path.
             return 200, {"errors": self.refused_variables(operation, variables, result.errors),

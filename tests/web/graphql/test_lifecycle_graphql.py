@@ -1,11 +1,13 @@
 """CONTRACT 10 through GraphQL on both backends: unchanged pushes, the stored input read back, history and past
 revisions, retention, delete, restore, ifRevision and dryRun."""
 import json
+import random
 import re
 from pathlib import Path
 
 import pytest
 
+from service.domain import text_changes
 from service.domain.derivations import derive
 from service.domain.processes import with_defaults
 from service.interface.kinds import PROCESSES
@@ -269,3 +271,24 @@ def test_a_document_of_an_earlier_version_starts_its_history_at_its_revision(app
     station = "mutation($s: StationInput!) { stationCreate(input: {station: $s}) }"
     assert gql(client, auth, station, s={"id": "st_1", "name": "B"})["data"] == {"stationCreate": "UPDATED"}
     assert history(client, auth, "st_1", kind="station") == [(4, "UPDATED"), (3, "UPDATED")]
+
+
+def test_the_comparisons_of_one_operation_share_one_budget_of_word_matching(client, auth, monkeypatch):
+    """`processChanges` under 100 aliases of two revisions whose texts are difflib's worst case: the operation asks
+    difflib for at most one budget's word comparisons in all (service.domain.text_changes), not one per alias."""
+    spent = []
+    real = text_changes.difflib.SequenceMatcher
+
+    def counting(junk, a, b, autojunk):
+        spent.append(len(a) * len(b))
+        return real(junk, a, b, autojunk=autojunk)
+
+    monkeypatch.setattr(text_changes.difflib, "SequenceMatcher", counting)
+    rng = random.Random(5)
+    for _ in range(2):
+        text = " ".join(rng.choice("ab") for _ in range(300))
+        create(client, auth, {"id": "diff_1", "name": "D", "steps": [{"id": "st_1", "instructionText": {"text": text}}]})
+    query = "{ " + " ".join(f'a{i}: processChanges(id: "diff_1", from: 1, to: 2)' for i in range(100)) + " }"
+    answer = gql(client, auth, query)
+    assert "errors" not in answer and all(len(lines) == 1 for lines in answer["data"].values())
+    assert 0 < sum(spent) <= text_changes.MATCH_BUDGET and len(spent) < 10
