@@ -28,7 +28,7 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 
 from service import create_app
 from service.interface import MEDIA_PATH_ROOT, TOKEN_HEADER
-from service.storage import get_repository
+from service.storage import close_repository
 from service.testing.change_log import ChangeLog  # noqa: F401 (the test double's reader of change events)
 from service.web import webhooks
 
@@ -153,7 +153,7 @@ class ThreadedServer:
             webhooks.stop(self.app)
         self._server.server_close()
         # (the file backend's last checkpoint written now, not into the directory being removed)
-        get_repository(self.app).close()
+        close_repository(self.app)
         if self._own_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
