@@ -95,9 +95,18 @@ def _is_secret(secret):
     return base64.b64encode(key).decode() == text and SECRET_BYTES[0] <= len(key) <= SECRET_BYTES[1]
 
 
+def _named(subscription_id):
+    """The id, when a subscription could have it; else SubscriptionNotFound. An id outside the rule of subscribe names
+    none, and the stores are never asked about it: the file backend could make no file name of `../x`, and PostgreSQL
+    refuses a NUL in a text."""
+    if not isinstance(subscription_id, str) or not SUBSCRIPTION_ID.fullmatch(subscription_id):
+        raise SubscriptionNotFound(subscription_id)
+    return subscription_id
+
+
 def unsubscribe(repo, org, subscription_id):
     """Remove the subscription, its retries and its log; SubscriptionNotFound when there is none."""
-    if not repo.webhooks.unsubscribe(org, subscription_id):
+    if not repo.webhooks.unsubscribe(org, _named(subscription_id)):
         raise SubscriptionNotFound(subscription_id)
     return "UNSUBSCRIBED"
 
@@ -114,7 +123,7 @@ def deliveries(repo, org, subscription_id, first=100, before=None):
     if before is not None and (isinstance(before, bool) or not isinstance(before, int) or before < 1):
         problems.add("before", f"must be a seq, 1 or more; got {before!r}")
     problems.raise_if_any()
-    found = repo.webhooks.deliveries(org, subscription_id, first, before)
+    found = repo.webhooks.deliveries(org, _named(subscription_id), first, before)
     if found is None:
         raise SubscriptionNotFound(subscription_id)
     return found
@@ -123,6 +132,7 @@ def deliveries(repo, org, subscription_id, first=100, before=None):
 def redeliver(repo, org, subscription_id, seq):
     """Send a logged delivery again now (its attempts count on); DeliveryNotFound when the log has none for `seq`,
     SubscriptionDisabled when the subscription is disabled (subscribe again first)."""
+    _named(subscription_id)
     found = {subscription.id: subscription for subscription in repo.webhooks.subscriptions(org)}
     subscription = found.get(subscription_id)
     if subscription is None:

@@ -343,7 +343,10 @@ class SubscriptionNotFound(ServiceError):
     code = "subscription_not_found"
 
     def __init__(self, subscription_id):
-        super().__init__(f"subscriptionID: your org has no webhook subscription {subscription_id!r} "
+        shown = repr(subscription_id)
+        if len(shown) > 80:  # any string may be asked for: say which, not the whole of a huge one
+            shown = f"{shown[:70]}... ({len(shown) - 70:,} more characters)"
+        super().__init__(f"subscriptionID: your org has no webhook subscription {shown} "
                          "(webhookSubscriptions lists them)")
 
 

@@ -94,6 +94,22 @@ def test_unknown_ids_are_not_found(client, auth):
     assert error["extensions"]["field"] == "first"
 
 
+@pytest.mark.parametrize("identifier", ["", "no such", "x/y", "../x", "\u00e9", "a" * 65, "a" * 201, "a\x00b",
+                                        "\ud800"])
+def test_an_id_no_subscription_can_have_is_not_found_by_every_field_that_takes_one(client, auth, identifier):
+    """An id outside subscriptionID's rule names no subscription: NOT_FOUND like any unknown id, never a server error
+    (they were 500s: the file backend makes no file name of `x/y`, PostgreSQL takes no NUL in a text)."""
+    subscribe(client, auth)
+    for query in ("mutation($id: String!) { webhookUnsubscribe(subscriptionID: $id) }",
+                  "mutation($id: String!) { webhookRedeliver(subscriptionID: $id, seq: 1) { seq } }",
+                  "query($id: String!) { webhookDeliveries(subscriptionID: $id) { seq } }"):
+        [error] = run(client, auth, query, {"id": identifier})["errors"]
+        assert error["extensions"]["code"] == "NOT_FOUND" and error["message"].startswith("subscriptionID: "), query
+        assert len(error["message"]) < 200, query  # a long id is quoted in part
+    listed = run(client, auth, LIST)["data"]["webhookSubscriptions"]
+    assert [subscription["subscriptionID"] for subscription in listed] == ["mes"]
+
+
 def test_every_webhook_root_field_needs_an_admin_token(client, auth):
     """A write token may change every document but sees no secret and sets no webhook: FORBIDDEN, nothing stored."""
     for name, (query, variables) in WEBHOOK_FIELDS.items():
