@@ -20,6 +20,10 @@ LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.IGNORECASE)
 # A last label that is a number (decimal, octal or hex): resolvers read the host as an IPv4 address.
 NUMERIC_LABEL = re.compile(r"(0x[0-9a-f]*|[0-9]+)", re.IGNORECASE)
 DOTTED_QUAD = re.compile(r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}")
+# What a host with brackets must be: one bracketed address (checked as IPv6 afterwards), then at most a :port.
+BRACKETED = re.compile(r"\[[^\[\]]*\](:[0-9]*)?")
+BRACKETS_RULE = ("must write an IPv6 host as one address in brackets, followed by nothing but a :port "
+                 "(https://[2001:db8::7]:8443/hook)")
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 ALLOW_NETS = "WIS_WEBHOOK_ALLOW_NETS"
 
@@ -56,7 +60,10 @@ def parse_url(url, policy):
     if any(ord(character) <= 0x20 or ord(character) >= 0x7f for character in url):
         raise AddressRefused("must be a URL without spaces, control or non-ASCII characters (write a host in its "
                              "ASCII form, and percent-encode the rest)")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # urlsplit checks brackets itself: unmatched ones, or no IP address inside them
+        raise AddressRefused(BRACKETS_RULE) from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         raise AddressRefused(f"must be an https URL (http with WIS_WEBHOOK_ALLOW_HTTP=1); got scheme {parts.scheme!r}")
@@ -81,7 +88,11 @@ def _host(parts):
     host = parts.hostname
     if not host:
         raise AddressRefused("must name a host")
-    if parts.netloc.split("@")[-1].startswith("["):
+    host_and_port = parts.netloc.split("@")[-1]
+    if ("[" in host_and_port or "]" in host_and_port) and not BRACKETED.fullmatch(host_and_port):
+        # urlsplit reads `[::1]x` and `a[::1]` as the host ::1: what the URL says would not be what is checked.
+        raise AddressRefused(BRACKETS_RULE)
+    if host_and_port.startswith("["):
         try:
             return str(ipaddress.IPv6Address(host.split("%")[0]))
         except ValueError:

@@ -7,6 +7,7 @@ import pytest
 
 from service.domain.webhook_addresses import AddressPolicy, AddressRefused, check_target
 
+BRACKETS = "must write an IPv6 host as one address in brackets, followed by nothing but a :port"
 STRICT = AddressPolicy(allow_http=True)
 LOOPBACK_ALLOWED = AddressPolicy(allow_http=True, allow_nets=(ipaddress.ip_network("127.0.0.1/32"),))
 
@@ -51,6 +52,15 @@ def resolving(*addresses):
     ("https://hooks.exa mple.com/", "without spaces"),
     ("https://hööks.example.com/", "non-ASCII"),
     ("https:///nohost", "must name a host"),
+    # Malformed brackets: urlsplit itself raised ValueError for the first five, a 500 for the subscribe.
+    ("https://[::1/", BRACKETS),
+    ("http://[]/", BRACKETS),
+    ("http://]/", BRACKETS),
+    ("http://a]b/", BRACKETS),
+    ("https://[::1/hook]", BRACKETS),
+    ("https://[2606:4700::1]x/", BRACKETS),  # was sent to 2606:4700::1
+    ("https://[2606:4700::1]]/", BRACKETS),
+    ("https://a[2606:4700::1]/", BRACKETS),
 ])
 def test_refused(url, words):
     with pytest.raises(AddressRefused) as refused:

@@ -43,6 +43,14 @@ def test_a_subscribe_reports_every_problem_by_its_field_and_stores_nothing(clien
     assert run(client, auth, LIST)["data"] == {"webhookSubscriptions": []}
 
 
+@pytest.mark.parametrize("url", ["https://[::1/", "http://[]/"])
+def test_a_malformed_bracketed_host_is_one_problem_among_the_others(client, auth, url):
+    answer = subscribe(client, auth, webhookUrl=url, types=["process.moved"])
+    assert [(error["extensions"]["code"], error["extensions"]["field"]) for error in answer["errors"]] == [
+        ("BAD_USER_INPUT", "webhookUrl"), ("BAD_USER_INPUT", "types[0]")]
+    assert run(client, auth, LIST)["data"] == {"webhookSubscriptions": []}
+
+
 @pytest.mark.parametrize("fields, field", [
     ({"webhookHeaders": ["a"]}, "webhookHeaders"),
     ({"webhookHeaders": {"Host": "evil.example"}}, "webhookHeaders"),
