@@ -74,9 +74,12 @@ def parse_url(url, policy):
     if parts.fragment or url.endswith("#"):
         raise AddressRefused("must not have a #fragment (it is never sent)")
     try:
-        port = parts.port or SCHEMES[scheme]
-    except ValueError:
-        raise AddressRefused("has a port that is not a number from 1 to 65535") from None
+        given = parts.port  # None when the URL names none (`host` or `host:`)
+    except ValueError:  # not a number, or over 65535
+        given = 0
+    if given == 0:  # urlsplit takes :0, and `given or default` would send it to the scheme's port
+        raise AddressRefused("has a port that is not a number from 1 to 65535")
+    port = given or SCHEMES[scheme]
     host = _host(parts)
     netloc_host = f"[{host}]" if ":" in host else host
     host_header = netloc_host if parts.port is None else f"{netloc_host}:{port}"

@@ -48,7 +48,9 @@ def resolving(*addresses):
     ("javascript:alert(1)", "must be an https URL"),
     ("https://user:pass@hooks.example.com/", "must not carry a user or password"),
     ("https://hooks.example.com/#x", "must not have a #fragment"),
-    ("https://hooks.example.com:99999/", "port"),
+    ("https://hooks.example.com:99999/", "has a port that is not a number from 1 to 65535"),
+    ("https://hooks.example.com:0/", "has a port that is not a number from 1 to 65535"),  # was sent to 443
+    ("http://hooks.example.com:00/", "has a port that is not a number from 1 to 65535"),  # was sent to 80
     ("https://hooks.exa mple.com/", "without spaces"),
     ("https://hööks.example.com/", "non-ASCII"),
     ("https:///nohost", "must name a host"),
