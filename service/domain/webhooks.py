@@ -5,9 +5,9 @@ import binascii
 import re
 import secrets
 
-from service.domain.events import wanted_of
+from service.domain.events import CHANGES, PLURAL, wanted_of
 from service.domain.reads import MAX_PAGE_SIZE
-from service.domain.validation import Problems, quoted
+from service.domain.validation import InvalidInput, Problems, quoted
 from service.domain.webhook_addresses import AddressRefused, check_target
 from service.errors import DeliveryNotFound, SubscriptionDisabled, SubscriptionNotFound
 from service.interface.webhooks import SECRET_PREFIX
@@ -24,6 +24,14 @@ HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")
 MAX_HEADERS, MAX_HEADER_VALUE = 50, 4096
 # Visible ASCII, spaces and tabs: a value sent as is on every attempt (HTTP gives other characters no encoding).
 HEADER_VALUE = re.compile(r"[\t\x20-\x7e]{0,%d}" % MAX_HEADER_VALUE)
+# The entries of `types` a subscribe takes. Only 15 distinct entries mean anything (process, product or station, then
+# one of the 4 changes or *), so 100 leaves room for repeats and for kinds to come, while what is checked, reported and
+# stored stays small: the dispatcher reads a subscription's types every time it looks at it. They are stored once each.
+MAX_TYPES = 100
+# Subscriptions an org may have. The dispatchers look at every subscription each second (300 cost ~3.5 % of a core
+# at idle, the more the more), so one org cannot make the node's idle work grow without end; 100 is far more receivers
+# than a site has, and one subscription serves any number of types.
+MAX_SUBSCRIPTIONS = 100
 SUBSCRIBED, UPDATED = "SUBSCRIBED", "UPDATED"
 
 
@@ -45,8 +53,7 @@ def subscribe(repo, org, data, policy, check_fragment, resolver=None):
     except AddressRefused as refused:
         problems.add("webhookUrl", str(refused))
     headers = _checked_headers(data.get("webhookHeaders"), problems)
-    types = data.get("types")
-    wanted_of(types, problems)
+    types = _checked_types(data.get("types"), problems)
     fragment = data.get("responseFragment")
     if fragment is not None and (problem := check_fragment(fragment)) is not None:
         problems.add("responseFragment", problem)
@@ -56,10 +63,28 @@ def subscribe(repo, org, data, policy, check_fragment, resolver=None):
                                f"{SECRET_BYTES[1]} random bytes; leave it out to keep the current one (a new "
                                "subscription gets one made)")
     problems.raise_if_any()
-    settings = SubscriptionSettings(identifier, url, headers, list(types) if types is not None else None, fragment,
-                                    secret)
-    created = repo.webhooks.subscribe(org, settings, made_secret(), SECRET_GRACE_SECONDS)
+    settings = SubscriptionSettings(identifier, url, headers, types, fragment, secret)
+    created = repo.webhooks.subscribe(org, settings, made_secret(), SECRET_GRACE_SECONDS, MAX_SUBSCRIPTIONS)
+    if created is None:  # a new id, and the org has as many subscriptions as it may: nothing was stored
+        raise InvalidInput([("subscriptionID", f"is a new subscription, and your org has {MAX_SUBSCRIPTIONS}, the most "
+                                               "it may have: remove one it no longer needs with webhookUnsubscribe "
+                                               "(webhookSubscriptions lists them), or give the id of one to change it "
+                                               "(one subscription may name any number of types)")])
     return SUBSCRIBED if created else UPDATED
+
+
+def _checked_types(types, problems):
+    """The entries of `types` once each, in their order (None: every type); a list longer than MAX_TYPES is one
+    problem, its entries unchecked (a problem each would be an answer as long as the list)."""
+    if isinstance(types, (list, tuple)) and len(types) > MAX_TYPES:
+        distinct = len(PLURAL) * (len(CHANGES) + 1)  # each kind with each change, or *
+        problems.add("types", f"names {len(types):,} types; at most {MAX_TYPES} are allowed, and only {distinct} "
+                              "differ (process, product or station, then created, updated, deleted, restored or *): "
+                              "name each once")
+        return None
+    if wanted_of(types, problems) is None:
+        return None  # every type, or refused
+    return list(dict.fromkeys(entry for entry in types if isinstance(entry, str)))  # the others are refused
 
 
 def _checked_headers(headers, problems):

@@ -145,7 +145,7 @@ def test_pruning_keeps_what_a_webhook_subscription_may_still_send_and_its_log_go
     repo = make_repo(events_retention_seconds=3600)
     upsert_station(repo, ORG, station("st_1", "Press 0"))
     repo.webhooks.subscribe(ORG, SubscriptionSettings("mes", "https://93.184.216.34/", {}, None, None, None),
-                            "whsec_" + "A" * 43 + "=", 86400)
+                            "whsec_" + "A" * 43 + "=", 86400, 100)
     for number in range(1, 6):
         upsert_station(repo, ORG, station("st_1", f"Press {number}"))
     backdate(repo, range(1, 7))

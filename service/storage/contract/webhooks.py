@@ -110,10 +110,13 @@ class WebhookStore(Protocol):
     """Every org's webhook subscriptions and delivery logs (service.storage.files.webhooks,
     service.storage.shared.webhooks)."""
 
-    def subscribe(self, org: str, settings: SubscriptionSettings, new_secret: str, grace_seconds: float) -> bool:
-        """Store the subscription (`new_secret` when it is new and names none), enabled; True when it was created. A
-        changed secret keeps the old one signing for `grace_seconds`. Enabling it (new, or disabled) sets its cursor
-        to the org's latest seq: the events committed after this answer are due."""
+    def subscribe(self, org: str, settings: SubscriptionSettings, new_secret: str, grace_seconds: float,
+                  max_subscriptions: int) -> bool | None:
+        """Store the subscription (`new_secret` when it is new and names none), enabled; True when it was created,
+        False when it replaced one; None, storing nothing, when it is new and the org has `max_subscriptions` already
+        (counted and created under one lock of the org, on every worker and node). A changed secret keeps the old one
+        signing for `grace_seconds`. Enabling it (new, or disabled) sets its cursor to the org's latest seq: the events
+        committed after this answer are due."""
 
     def unsubscribe(self, org: str, subscription_id: str) -> bool:
         """Remove the subscription and its log (an attempt in flight is not recorded); False when there is none."""

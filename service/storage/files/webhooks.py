@@ -9,6 +9,8 @@
     <subscription>.attempt.lock          held by the claim, for as long as the attempt lasts: one attempt at a time
                                          per subscription across the worker processes; the kernel releases it when
                                          its process dies, so another worker claims the subscription at once
+    subscribe.lock                       held by a subscribe while it counts the org's subscriptions and makes one, so
+                                         that two workers cannot both make the last one the org may have
 
 What a subscribe answers is fsynced. The dispatcher's own bookkeeping (the cursor, the log, the markers) is written
 whole but not synced: a power cut may take back what it logged or recorded since, and the deliveries concerned are
@@ -46,10 +48,12 @@ class FileWebhookStore:
 
     # -- subscriptions -------------------------------------------------------------------------------------------------
 
-    def subscribe(self, org, settings, new_secret, grace_seconds):
+    def subscribe(self, org, settings, new_secret, grace_seconds, max_subscriptions):
         directory = self._directory(org, settings.id)
-        with self._state_lock(org, settings.id):
+        with lock(directory.parent / "subscribe"), self._state_lock(org, settings.id):
             stored = _read(directory / SUBSCRIPTION)
+            if stored is None and self._count(org) >= max_subscriptions:
+                return None
             record = dict(stored or {"createdAt": iso_of(self.clock()), "token": secrets.token_hex(8)})
             record.update(url=settings.url, headers=settings.headers, types=settings.types, fragment=settings.fragment)
             secret = settings.secret or (stored or {}).get("secret") or new_secret
@@ -74,6 +78,11 @@ class FileWebhookStore:
                 os.unlink(directory / SUBSCRIPTION)  # the commit: what is left is no subscription's
             shutil.rmtree(directory, ignore_errors=True)
         return True
+
+    def _count(self, org):
+        # A folder without its subscription.json is what a crashed unsubscribe left, or a subscribe that never was.
+        folder = self.root / _name(org)
+        return sum((folder / name / SUBSCRIPTION).exists() for name in self._names(folder))
 
     def subscriptions(self, org):
         found = []

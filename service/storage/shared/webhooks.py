@@ -20,6 +20,9 @@ from service.storage.shared.database import utc_text
 from service.storage.shared.events import CHANNEL, COLUMNS as EVENT_COLUMNS, event_of_row
 
 NOW = "extract(epoch from clock_timestamp())"
+# The first key of the advisory lock that serializes the subscribes of an org (the second: the org's hash), so that two
+# nodes cannot both make the last subscription the org may have.
+SUBSCRIBE_LOCK = 0x5749_5304
 # Events logged for one subscription in one claim at most; the next claim logs the rest.
 LOG_PAGE = 1000
 SUBSCRIPTION_COLUMNS = ("org, id, url, headers, types, fragment, secret, old_secret, old_secret_until, created_at, "
@@ -97,11 +100,17 @@ class SharedWebhookStore:
 
     # -- subscriptions -------------------------------------------------------------------------------------------------
 
-    def subscribe(self, org, settings, new_secret, grace_seconds):
+    def subscribe(self, org, settings, new_secret, grace_seconds, max_subscriptions):
         values = {"org": org, "id": settings.id, "url": settings.url, "headers": _json(settings.headers),
                   "types": _json(settings.types), "fragment": _json(settings.fragment),
                   "secret": settings.secret or new_secret, "keep": settings.secret is None, "grace": grace_seconds}
         with self.database.transaction() as connection:
+            connection.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SUBSCRIBE_LOCK, org))
+            count, exists = connection.execute(
+                "SELECT count(*), coalesce(bool_or(id = %s), false) FROM webhook_subscriptions WHERE org = %s",
+                (settings.id, org)).fetchone()
+            if not exists and count >= max_subscriptions:
+                return None
             return connection.execute(SUBSCRIBE, values).fetchone()[0]
 
     def unsubscribe(self, org, subscription_id):

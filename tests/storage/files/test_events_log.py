@@ -103,7 +103,7 @@ def test_pruning_keeps_the_segments_a_webhook_subscription_may_still_send(tmp_pa
     repo = FileRepository(tmp_path / "data", clock=lambda: now[0], events_retention_seconds=3600)
     upsert_station(repo, ORG, station("st_1", "Press 0"))
     repo.webhooks.subscribe(ORG, SubscriptionSettings("mes", "https://93.184.216.34/", {}, None, None, None),
-                            "whsec_" + "A" * 43 + "=", 86400)
+                            "whsec_" + "A" * 43 + "=", 86400, 100)
     for number in range(1, 25):
         upsert_station(repo, ORG, station("st_1", f"Press {number}"))
     now[0] += 7200

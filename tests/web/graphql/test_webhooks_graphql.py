@@ -3,9 +3,12 @@ sent): what a subscribe refuses, each problem naming its input field, all at onc
 and answers; NOT_FOUND for unknown ids; every root field refused to a write token, with nothing stored (CONTRACT 16's admin
 scope)."""
 import base64
+import threading
 
 import pytest
 
+from service.domain import webhooks as webhooks_domain
+from service.storage.contract import SubscriptionSettings
 from support.tokens import SCOPED_HEADERS
 
 SUBSCRIBE = "mutation($input: SubscribeRequest_Input!) { webhookSubscribe(input: $input) }"
@@ -116,6 +119,60 @@ def test_an_id_no_subscription_can_have_is_not_found_by_every_field_that_takes_o
         assert len(error["message"]) < 200, query  # a long id is quoted in part
     listed = run(client, auth, LIST)["data"]["webhookSubscriptions"]
     assert [subscription["subscriptionID"] for subscription in listed] == ["mes"]
+
+
+def test_types_are_at_most_100_and_stored_once_each(client, auth):
+    """800,000 entries (9.6 MB) were stored whole and read again by the dispatcher every second; as many bad entries
+    would be as many errors."""
+    for types in (["process.*"] * 101, ["process.moved"] * 5000):
+        [error] = subscribe(client, auth, types=types)["errors"]
+        assert (error["extensions"]["code"], error["extensions"]["field"]) == ("BAD_USER_INPUT", "types")
+        assert f"names {len(types):,} types; at most 100 are allowed, and only 15 differ" in error["message"]
+    assert run(client, auth, LIST)["data"] == {"webhookSubscriptions": []}
+    types = ["process.*", "station.created", "process.*"] + ["station.created"] * 97
+    assert subscribe(client, auth, types=types)["data"] == {"webhookSubscribe": "SUBSCRIBED"}
+    [stored] = run(client, auth, LIST)["data"]["webhookSubscriptions"]
+    assert stored["types"] == ["process.*", "station.created"]
+
+
+def test_an_org_has_at_most_max_subscriptions(client, auth, other_auth, monkeypatch):
+    monkeypatch.setattr(webhooks_domain, "MAX_SUBSCRIPTIONS", 3)
+    for number in range(3):
+        assert subscribe(client, auth, subscriptionID=f"s{number}")["data"] == {"webhookSubscribe": "SUBSCRIBED"}
+    [error] = subscribe(client, auth, subscriptionID="s3")["errors"]
+    assert (error["extensions"]["code"], error["extensions"]["field"]) == ("BAD_USER_INPUT", "subscriptionID")
+    assert "your org has 3, the most it may have: remove one it no longer needs with webhookUnsubscribe" in \
+        error["message"]
+    assert subscribe(client, auth, subscriptionID="s1")["data"] == {"webhookSubscribe": "UPDATED"}  # a change
+    assert subscribe(client, other_auth, subscriptionID="s3")["data"] == {"webhookSubscribe": "SUBSCRIBED"}
+    run(client, auth, 'mutation { webhookUnsubscribe(subscriptionID: "s0") }')
+    assert subscribe(client, auth, subscriptionID="s3")["data"] == {"webhookSubscribe": "SUBSCRIBED"}
+    listed = run(client, auth, LIST)["data"]["webhookSubscriptions"]
+    assert [subscription["subscriptionID"] for subscription in listed] == ["s1", "s2", "s3"]
+
+
+def test_two_workers_cannot_both_make_the_last_subscription(repo, other_repo):
+    """The count and the creation are one step for every worker (file backend) and node (shared backend)."""
+    def settings(identifier):
+        return SubscriptionSettings(identifier, RECEIVER, {}, None, None, None)
+    for identifier in ("a", "b"):
+        assert repo.webhooks.subscribe("acme", settings(identifier), SECRET, 86400, 3) is True
+    for attempt in range(5):
+        start, answers = threading.Barrier(2), []
+
+        def make(store, identifier):
+            start.wait()
+            answers.append(store.subscribe("acme", settings(identifier), SECRET, 86400, 3))
+        threads = [threading.Thread(target=make, args=(store, f"last{attempt}{index}"))
+                   for index, store in enumerate((repo.webhooks, other_repo.webhooks))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert sorted(answers, key=repr) == [None, True], attempt
+        assert len(repo.webhooks.subscriptions("acme")) == 3
+        made = [subscription.id for subscription in repo.webhooks.subscriptions("acme") if subscription.id > "b"]
+        assert repo.webhooks.unsubscribe("acme", made[0])
 
 
 def test_every_webhook_root_field_needs_an_admin_token(client, auth):
