@@ -60,8 +60,7 @@ def read_url_parameters(args):
             variables = orjson.loads(variables)
         except orjson.JSONDecodeError as error:
             raise BadGraphQLRequest([request_error(f"the `variables` parameter must be a JSON object: {error}")]) from None
-    # An empty operationName is the same as none (GraphQL over HTTP, GET).
-    return _checked(args.get("query"), variables, args.get("operationName") or None)
+    return _checked(args.get("query"), variables, args.get("operationName"))
 
 
 def _checked(query, variables, operation_name):
@@ -76,4 +75,5 @@ def _checked(query, variables, operation_name):
         raise BadGraphQLRequest([request_error("`variables` must be a JSON object (or null)")])
     if operation_name is not None and not isinstance(operation_name, str):
         raise BadGraphQLRequest([request_error("`operationName` must be a string (or null)")])
-    return query, variables or {}, operation_name
+    # An empty operationName is the same as none, POSTed or in a GET's URL (GraphQL over HTTP).
+    return query, variables or {}, operation_name or None

@@ -441,6 +441,15 @@ def test_unknown_operation_name_is_400(client, auth):
     assert status == 400 and "'B'" in body["errors"][0]["message"]
 
 
+def test_an_empty_operation_name_is_none_as_over_get(client, auth):
+    """POSTed as GraphQL over HTTP's GET takes it: the document's one operation runs."""
+    response = client.post("/graph/v2", headers=auth, json={"query": "query A { stations { id } }", "operationName": ""})
+    assert (response.status_code, response.get_json()) == (200, {"data": {"stations": []}})
+    status, body = post_raw(client, auth, json.dumps({"query": "query A { stations { id } } query B { products { id } }",
+                                                      "operationName": ""}))
+    assert status == 400 and "say which one to run in `operationName`" in body["errors"][0]["message"]
+
+
 def test_introspection_works_for_the_explorer(client, auth):
     from graphql import get_introspection_query
     status, body = gql(client, auth, get_introspection_query(descriptions=True, input_value_deprecation=True))
