@@ -125,11 +125,12 @@ def _value_problems(value, type_, path):
 
 
 def _field_path(prefix, path):
-    """Join an argument prefix (argument name first) and a value path into `process.steps[0].id`."""
+    """Join an argument prefix (argument name first) and a value path into `process.steps[0].id` (the argument's name
+    left out before a field of it, as the domain names them), or `types[1]` (kept before an index)."""
     parts = prefix[1:] + path
     if not parts:
         return prefix[0]
-    text = ""
+    text = prefix[0] if isinstance(parts[0], int) else ""
     for part in parts:
         text += f"[{part}]" if isinstance(part, int) else ("." if text else "") + part
     return text

@@ -126,6 +126,17 @@ def test_a_realistic_process_is_stored_as_graphql_core_would_store_it(app, clien
     assert stored_after_create() == fast
 
 
+@pytest.mark.parametrize("operation", ["query($t: [String!]) { events(types: $t) { seq } }",
+                                       "query($t: [String!]) { events(first: 5, types: $t) { seq } }"])
+def test_a_refused_member_of_a_list_argument_is_named_by_the_argument(client, auth, operation):
+    """`types[1]`, not `[1]`: a list argument's name is kept before the index (an input object's is left out before
+    its fields, as the domain names them: `process.steps[0]`, above)."""
+    response = client.post("/graph/v2", headers=auth, json={"query": operation, "variables": {"t": ["station.*", 7]}})
+    body = response.get_json()
+    assert [error["extensions"]["field"] for error in body["errors"]] == ["types[1]"]
+    assert body["errors"][0]["message"].startswith("types[1]: ")
+
+
 def test_refused_values_get_graphql_core_errors(client, auth):
     response = client.post("/graph/v2", headers=auth, json={"query": BENCH_MUTATION, "variables": {"input": {
         "process": {"id": "p_1", "name": "P", "steps": [{"id": "s_1", "actions": [{"id": "a_1", "bogus": 1}]}]}}}})
