@@ -105,6 +105,23 @@ def test_malformed_faults_are_400_naming_the_field_and_store_nothing(session, fa
 
 
 @pytest.mark.parametrize("pattern, why", [
+    ("a{4294967295}", "the repetition number is too large"), ("a{1,4294967296}", "the repetition number is too large"),
+    ("(?a)(?u)x", "ASCII and UNICODE flags are incompatible"),
+    ("(" * 500 + ")" * 500, "its groups nest too deeply for Python's re to parse"),
+    # A FutureWarning of re, which this suite's warnings filter (as many an integrator's) makes an error.
+    ("[[a]", "Possible nested set at position 1"),
+])
+def test_a_path_re_refuses_with_another_exception_than_re_error_is_400_naming_path(session, pattern, why):
+    """re raises OverflowError, ValueError or RecursionError for these, not re.error: each was a 500."""
+    response = session.post("/_test/faults", json={"path": pattern, "status": 500})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"].startswith(f"path: not a regular expression: {why}")
+    assert session.get("/_test/faults").json() == {"faults": []}
+    add_fault(session, path="^/healthz$", status=503)  # the server is fine
+    assert session.get("/healthz").status_code == 503
+
+
+@pytest.mark.parametrize("pattern, why", [
     ("(a+)+$", "a group repeated a variable number of times ((a+)+, (ab)*, (x|y){1,5}) may backtrack without bound"),
     ("(x|y)*", "a group repeated a variable number of times"),
     (".*a.*a.*b", "its alternatives and quantifiers give more than 10,000,000 ways to match at one position"),

@@ -18,6 +18,7 @@ from re import _constants as sre, _parser
 MATCHED_PATH = 1000
 MAX_PATTERN = 1000
 MAX_STEPS = 10_000_000
+NESTED_TOO_DEEP = "its groups nest too deeply for Python's re to parse"
 _ONE_CHARACTER = {sre.LITERAL, sre.NOT_LITERAL, sre.ANY, sre.IN}
 _REPEATS = {sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT}
 
@@ -31,15 +32,33 @@ def check_pattern(pattern):
     MATCHED_PATH characters takes at most MAX_STEPS steps."""
     if len(pattern) > MAX_PATTERN:
         raise CostlyPattern(f"{len(pattern)} characters long; at most {MAX_PATTERN} are accepted")
-    re.compile(pattern)
-    # re's own parser (private, but the tree it gives is the one the matcher runs): what is counted is what runs.
-    parsed = _parser.parse(pattern)
-    ways, nodes = _cost(parsed.data)
+    parsed = _parsed(pattern)
+    try:
+        ways, nodes = _cost(parsed.data)
+    except RecursionError:  # _cost recurses once per nested group, as re's parser does
+        raise re.error(NESTED_TOO_DEEP) from None
     steps = (1 if _anchored(parsed) else MATCHED_PATH + 1) * ways * nodes
     if steps > MAX_STEPS:
         raise CostlyPattern(f"its search may backtrack through about {steps:,} steps on a path of {MATCHED_PATH} "
                             f"characters, more than the {MAX_STEPS:,} accepted; anchor it with ^ and use fewer "
                             f"quantifiers (*, +, ?, {{m,n}}) and alternatives (|)")
+
+
+def _parsed(pattern):
+    """re's parse tree of `pattern`, or re.error for whatever re refuses it with. Not only re.error: OverflowError for
+    a repeat count past its limit (`a{4294967295}`), ValueError for flags that exclude each other (`(?a)(?u)`),
+    RecursionError for groups nested some 300 deep; and where warnings are errors (an integrator's pytest run, which
+    hosts the test double) the FutureWarning of a set that will change meaning (`[[a]`). Each was a 500."""
+    try:
+        re.compile(pattern)
+        # re's own parser (private, but the tree it gives is the one the matcher runs): what is counted is what runs.
+        return _parser.parse(pattern)
+    except (OverflowError, ValueError) as error:
+        raise re.error(str(error)) from None
+    except RecursionError:
+        raise re.error(NESTED_TOO_DEEP) from None
+    except Warning as warning:
+        raise re.error(f"{warning} ({type(warning).__name__} of Python's re, an error in this process)") from None
 
 
 def matches(pattern, path):
