@@ -42,7 +42,8 @@ from service.interface import (
     MAX_SNAPSHOT_DOCUMENTS, MAX_ARCHIVE_ENTRIES, MAX_SNAPSHOT_UNPACKED, MEDIA_PATH_ROOT, ORG_PATTERN)
 from service.storage.contract import StagedDocument, StagedMedia
 
-from service.interface.tar_reading import BLOCK, BoundedTarInfo, RefusedHeader, bounded_json, size_and_sha256
+from service.interface.tar_reading import (
+    BoundedTarInfo, RefusedHeader, TarSource, TrailingData, bounded_json, size_and_sha256)
 
 FORMAT = archive.FORMAT
 # The top-level manifest names the orgs and their counts only: small.
@@ -100,14 +101,13 @@ def read_snapshot(stream, staging):
     reading = _Reading(Path(staging))
     try:
         with gzip.GzipFile(fileobj=stream, mode="rb") as unzipped, \
-                tarfile.open(fileobj=unzipped, mode="r|", bufsize=tarfile.RECORDSIZE,
+                tarfile.open(fileobj=(source := TarSource(unzipped)), mode="r|", bufsize=tarfile.RECORDSIZE,
                              tarinfo=BoundedTarInfo) as entries:
             for entry in entries:
                 reading.take(entry, lambda entry=entry: entries.extractfile(entry))
-            # gzip checks its trailer (CRC, length) only when read to the end: a body cut in its last bytes is refused.
-            while unzipped.read(BLOCK):
-                pass
-    except RefusedHeader as error:
+            # Zeros only, at most MAX_END_PADDING (a gzip bomb's place), counted as unpacked bytes like the entries'.
+            reading.take_end(source.check_end(entries))
+    except (RefusedHeader, TrailingData) as error:
         raise InvalidSnapshot(str(error)) from None
     except (tarfile.TarError, EOFError, zlib.error) as error:
         raise InvalidSnapshot(f"not a whole .tar.gz snapshot (truncated or corrupt: {error})") from None
@@ -219,6 +219,13 @@ class _Reading:
             self._stage_media(org, within, read)
         else:
             self._stage_document(org, within, entry, read)
+
+    def take_end(self, count):
+        """Count the `count` bytes (zeros) after the last entry toward MAX_SNAPSHOT_UNPACKED."""
+        self.unpacked += count
+        if self.unpacked > MAX_SNAPSHOT_UNPACKED:
+            raise BodyTooLarge(f"the {count} bytes of zeros after the last entry: the snapshot holds more than "
+                               f"{MAX_SNAPSHOT_UNPACKED} bytes unpacked, the limit of a snapshot")
 
     def _top_manifest(self, entry, read):
         value, problem = bounded_json(read, entry, MAX_TOP_MANIFEST)

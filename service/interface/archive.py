@@ -13,8 +13,8 @@ size is bounded, and one block of media). `ArchiveReader.check` reads the whole 
 - the archive as a whole is refused (ArchiveError, naming the entry) when it is not a whole gzip'd tar (truncated,
   corrupt), has no manifest or one of another format, or holds an entry an honest writer never makes: an absolute
   name, `..`, a link, a device or any entry not a regular file, a name outside the four folders, the same name twice,
-  counts that differ from what it holds, more than MAX_ARCHIVE_ENTRIES entries, or tar headers service.interface.tar_reading
-  does not read;
+  counts that differ from what it holds, more than MAX_ARCHIVE_ENTRIES entries, tar headers
+  service.interface.tar_reading does not read, or anything after the last entry but zeros (at most MAX_END_PADDING);
 - a single entry is refused (an EntryProblem, and the reader's passes skip it) when its content is wrong: media named
   as the service never names media, or whose size or SHA-256 differ from the manifest's record (or that it has no
   record of), an object file that is not a JSON object, is larger than MAX_JSON_ENTRY or nested too deep, has an `id`
@@ -39,7 +39,8 @@ from service.interface.kinds import KINDS
 from service.interface import (
     KIND_BY_SEGMENT, MAX_ARCHIVE_ENTRIES, MAX_REQUEST_BODY, MEDIA_NAME, MEDIA_PATH_ROOT, made_media_name_problem,
     parse_media_path)
-from service.interface.tar_reading import BLOCK, BoundedTarInfo, EntryFile, RefusedHeader, bounded_json, size_and_sha256
+from service.interface.tar_reading import (
+    BoundedTarInfo, EntryFile, RefusedHeader, TarSource, TrailingData, bounded_json, size_and_sha256)
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -286,18 +287,17 @@ class ArchiveReader:
         """(TarInfo, a function returning its file object) of each entry, in order, after checking its name and type.
         Streaming: an entry can be read only before the next is asked for. The archive's errors, here and in the file
         objects, are ArchiveErrors (`_reading`)."""
-        # gzip's own reader checks the trailer's CRC and length, which tarfile's stream mode leaves unread: an archive
-        # cut inside its last bytes is refused too.
         with self._reading(), gzip.open(self.path, "rb") as unzipped, \
-                tarfile.open(fileobj=unzipped, mode="r|", tarinfo=BoundedTarInfo) as archive:
+                tarfile.open(fileobj=(source := TarSource(unzipped)), mode="r|", tarinfo=BoundedTarInfo) as archive:
             for number, entry in enumerate(archive, 1):
                 if number > MAX_ARCHIVE_ENTRIES:
                     raise ArchiveError(f"{entry.name}: more than {MAX_ARCHIVE_ENTRIES} entries; an archive has at most "
                                        "that many")
                 check_entry(entry)
                 yield entry, lambda entry=entry: EntryFile(archive.extractfile(entry), self._reading)
-            while unzipped.read(BLOCK):
-                pass
+            # Read to its end, gzip checks its trailer (an archive cut in its last bytes is refused); what follows the
+            # last entry is read bounded (zeros, at most MAX_END_PADDING: a gzip bomb's place), on each of the passes.
+            source.check_end(archive)
 
     @contextlib.contextmanager
     def _reading(self):
@@ -307,7 +307,7 @@ class ArchiveReader:
             yield
         except FileNotFoundError:
             raise ArchiveError(f"{os.fspath(self.path)}: no such file") from None
-        except RefusedHeader as error:
+        except (RefusedHeader, TrailingData) as error:
             raise ArchiveError(f"{os.fspath(self.path)}: {error}") from None
         except (tarfile.TarError, EOFError, OSError, zlib.error) as error:
             # gzip.BadGzipFile is an OSError; a tar or gzip cut short is a ReadError or EOFError.

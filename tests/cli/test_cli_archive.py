@@ -13,6 +13,7 @@ from service.client import Client
 from support.client import downloaded_sha
 from support.datadir import media_names_of
 from support.media import GIF, MP4, png, random_blob, sha256
+from support.tar_blocks import MB, with_tail
 from support.tokens import TOKEN
 
 IMAGE = "/api/v1/images/00000000000000aa-frame.png"
@@ -128,6 +129,9 @@ def test_media_under_a_name_the_service_never_gives_is_refused_naming_it_not_as_
 @pytest.mark.parametrize("damage, message", [
     (lambda data: data[: len(data) // 2], "not a whole .tar.gz archive"),
     (lambda data: b"not an archive", "not a whole .tar.gz archive"),
+    # 64 MB of zeros after the tar's end (a gzip bomb: 4 GiB took 8.7 s of each of the three passes), or data there.
+    (lambda data: with_tail(data, zeros=64 * MB), "more than 1,048,576 bytes after the archive's last entry"),
+    (lambda data: with_tail(data, lambda raw: raw + b"x"), "data after the archive's last entry"),
 ])
 def test_a_damaged_archive_sends_nothing(server, capsys, tmp_path, damage, message):
     archive = write_archive(tmp_path / "a.tar.gz")

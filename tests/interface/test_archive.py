@@ -5,6 +5,7 @@ import hashlib
 import io
 import json
 import re
+import subprocess
 import tarfile
 import tracemalloc
 
@@ -15,7 +16,7 @@ from service.interface.archive import ArchiveError, ArchiveReader, ArchiveWriter
 from service.client import transfer
 from service.domain import snapshots
 from support.media import MP4, png, random_blob
-from support.tar_blocks import header, long_name, pax_chain, tar_end
+from support.tar_blocks import MB, end_of_tar, header, long_name, pax_chain, tar_end, with_tail
 
 ORG = "acme"
 IMAGE = "/api/v1/images/00000000000000aa-photo.png"
@@ -314,6 +315,46 @@ def test_extended_headers_in_a_row_are_refused(tmp_path, blocks, message):
     (tmp_path / "a.tar.gz").write_bytes(gzip.compress(blocks + long_name(10) + tar_end()))  # the 10-byte name 3rd
     with pytest.raises(ArchiveError, match=re.escape(message)):
         ArchiveReader(tmp_path / "a.tar.gz").check()
+
+
+@pytest.mark.parametrize("where", ["a gzip bomb", "its end block", "the padding of its last record",
+                                   "after that padding"])
+def test_anything_after_the_last_entry_but_its_zero_padding_is_refused_whole(tmp_path, where):
+    """Each of the reader's three passes unpacked what follows the tar's end to the end, uncounted: 4 GiB of zeros
+    in a 4 MB archive were 8.7 s a pass. 64 MB of zeros (a 65 KB file) stand for them: refused after the first MB."""
+    write_archive(tmp_path / "a.tar.gz")
+    raw = gzip.decompress((tmp_path / "a.tar.gz").read_bytes())
+    end = end_of_tar(raw)
+    if where == "a gzip bomb":
+        changed = with_tail((tmp_path / "a.tar.gz").read_bytes(), zeros=64 * MB)
+        message = (f"more than 1,048,576 bytes after the archive's last entry (from byte {end:,} of the unpacked "
+                   "tar): an archive ends with zero blocks, at most that many, and nothing follows them")
+    else:
+        at = {"its end block": end + 100, "the padding of its last record": len(raw) - 1,
+              "after that padding": len(raw)}[where]
+        changed = with_tail((tmp_path / "a.tar.gz").read_bytes(), lambda raw: raw[:at] + b"x" + raw[at + 1:])
+        message = (f"data after the archive's last entry (byte {at:,} of the unpacked tar is not zero): an archive "
+                   "ends with zero blocks, and nothing follows them")
+    (tmp_path / "b.tar.gz").write_bytes(changed)
+    with pytest.raises(ArchiveError) as refused:
+        ArchiveReader(tmp_path / "b.tar.gz").check()
+    assert str(refused.value) == f"{tmp_path / 'b.tar.gz'}: {message}"
+
+
+@pytest.mark.parametrize("blocking", [1, 20, 2048])
+def test_an_archive_gnu_tar_packed_again_reads_whatever_its_record_size(tmp_path, blocking):
+    """GNU tar pads its last record with zeros (20 blocks: 10 KB, as tarfile; -b 2048: records of 1 MB, as large as the
+    padding may be)."""
+    write_archive(tmp_path / "a.tar.gz")
+    with tarfile.open(tmp_path / "a.tar.gz") as tar:
+        names = tar.getnames()
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    subprocess.run(["tar", "czf", str(tmp_path / "b.tar.gz"), "-b", str(blocking), "-C", str(tmp_path / "unpacked"),
+                    "--no-recursion", *names], check=True)
+    assert len(gzip.decompress((tmp_path / "b.tar.gz").read_bytes())) % (blocking * 512) == 0
+    reader = ArchiveReader(tmp_path / "b.tar.gz")
+    assert reader.check().problems == []
+    assert [identifier for identifier, _ in reader.objects("processes")] == ["p_1"]
 
 
 def test_an_object_nested_deeper_than_100_levels_is_refused_alone(tmp_path):

@@ -1,5 +1,10 @@
-"""Raw tar blocks of hostile headers, which tarfile's writer would not make, for the archive readers' tests."""
+"""Raw tar blocks of hostile headers, and tar streams with something after their end, which tarfile's writer would not
+make, for the archive readers' tests."""
+import gzip
+import io
 import tarfile
+
+MB = 1024 * 1024
 
 
 def pax_chain(count):
@@ -27,3 +32,21 @@ def header(name, kind):
     info = tarfile.TarInfo(name)
     info.type = kind
     return info.tobuf(tarfile.GNU_FORMAT)
+
+
+def end_of_tar(raw):
+    """The offset of the block that ends the tar `raw` (tarfile's archive: after its last entry's data)."""
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+        last = tar.getmembers()[-1]
+    return last.offset_data + -(-last.size // 512) * 512
+
+
+def with_tail(archive, change=lambda raw: raw, zeros=0):
+    """The .tar.gz `archive` gzipped again (level 9) as change(its tar) makes it, followed by `zeros` zero bytes: a gzip
+    bomb when they are many (written a MB at a time, so that a test holds none of it; 64 MB of zeros are 65 KB)."""
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=9) as zipped:
+        zipped.write(change(gzip.decompress(archive)))
+        for start in range(0, zeros, MB):
+            zipped.write(bytes(min(MB, zeros - start)))
+    return buffer.getvalue()

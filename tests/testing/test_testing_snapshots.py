@@ -18,7 +18,7 @@ from service.interface import MAX_SNAPSHOT_BYTES, MEDIA_PATH_ROOT
 from service.testing import SnapshotRefused, ThreadedServer
 from support.media import MP4, png, sha256
 from support.servers import SHIPPED_WORKER_CLASS
-from support.tar_blocks import long_name, pax_chain, tar_end
+from support.tar_blocks import MB, end_of_tar, long_name, pax_chain, tar_end, with_tail
 from support.tokens import HEADERS, OTHER_HEADERS
 from support.uploads import uploaded_path
 
@@ -327,6 +327,56 @@ def test_a_snapshot_that_unpacks_past_the_limit_is_refused_when_it_gets_there(cl
     assert answer.status_code == 413
     assert "more than 1048576 bytes unpacked" in answer.get_json()["error"]
     assert objects(client) == before
+
+
+def assert_refused_and_nothing_changed(client, archive, status, message):
+    """The state fill() made is there after the refusal."""
+    before = objects(client)
+    answer = restore(client, archive)
+    assert answer.status_code == status, answer.get_data(as_text=True)
+    assert answer.get_json()["error"] == message
+    assert objects(client) == before
+    assert read(client, "processes", "weld_1")[0]["revision"] == 3
+
+
+def test_a_gzip_bomb_after_the_end_of_a_snapshot_is_refused_once_past_the_zero_padding(client):
+    """4 GiB of zeros after a real snapshot's tar (a 4 MB body) were unpacked uncounted, 8.7 s of a worker, and the
+    snapshot restored. 64 MB of zeros (a 65 KB body) stand for them: refused after the first MB."""
+    fill(client)
+    archive = take_snapshot(client)
+    bomb = with_tail(archive, zeros=64 * MB)
+    assert len(bomb) < len(archive) + 100_000
+    end = end_of_tar(gzip.decompress(archive))
+    assert_refused_and_nothing_changed(client, bomb, 400, (
+        f"more than 1,048,576 bytes after the archive's last entry (from byte {end:,} of the unpacked tar): an archive "
+        "ends with zero blocks, at most that many, and nothing follows them"))
+
+
+@pytest.mark.parametrize("where", ["its end block", "the padding of its last record", "after that padding"])
+def test_data_after_the_last_entry_of_a_snapshot_is_refused_naming_where(client, where):
+    """tarfile stops at the first block that is not a header and reads a record ahead of it: what follows was never
+    looked at, in that record or past it."""
+    raw = gzip.decompress(forge(good_snapshot()))
+    assert len(raw) % 10240 == 0 and len(raw) - end_of_tar(raw) > 1024  # the end blocks, then the record's padding
+    at = {"its end block": end_of_tar(raw) + 100, "the padding of its last record": len(raw) - 1,
+          "after that padding": len(raw)}[where]
+    archive = with_tail(forge(good_snapshot()), lambda raw: raw[:at] + b"x" + raw[at + 1:])
+    fill(client)
+    assert_refused_and_nothing_changed(client, archive, 400, (
+        f"data after the archive's last entry (byte {at:,} of the unpacked tar is not zero): an archive ends with "
+        "zero blocks, and nothing follows them"))
+
+
+def test_the_zeros_after_the_last_entry_count_toward_the_unpacked_limit(client, monkeypatch):
+    good = good_snapshot()
+    monkeypatch.setattr(snapshots, "MAX_SNAPSHOT_UNPACKED", sum(len(data) for _, data in good))  # the entries fit
+    raw = gzip.decompress(forge(good))
+    fill(client)
+    assert_refused_and_nothing_changed(client, forge(good), 413, (
+        f"the {len(raw) - end_of_tar(raw)} bytes of zeros after the last entry: the snapshot holds more than "
+        f"{snapshots.MAX_SNAPSHOT_UNPACKED} bytes unpacked, the limit of a snapshot"))
+    monkeypatch.setattr(snapshots, "MAX_SNAPSHOT_UNPACKED", len(raw))
+    assert restore(client, forge(good)).status_code == 200
 
 
 def test_a_snapshot_of_too_many_entries_or_too_much_json_is_refused_there(client, monkeypatch):
