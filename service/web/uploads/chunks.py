@@ -45,8 +45,8 @@ def _refuse_oversized_file(destination_limits):
     except (MalformedBody, BodyTooLarge):
         # Not a readable form: the body's own size is all there is to say.
         raise RequestEntityTooLarge() from None
-    if "file" in files:
-        uploads.check_size(files["file"][1].size, REQUEST_FILE_LIMIT, *destination_limits(fields))
+    if multipart.FILE_PART in files:
+        uploads.check_size(files[multipart.FILE_PART][1].size, REQUEST_FILE_LIMIT, *destination_limits(fields))
     # The file itself is within its limits; the form fields around it made the body too large.
     raise BodyTooLarge(body_too_large_message(
         request.content_length, MAX_REQUEST_BODY,
@@ -55,9 +55,9 @@ def _refuse_oversized_file(destination_limits):
 
 @contextlib.contextmanager
 def _multipart(new_file):
-    """Parse the multipart body; yield (form fields, (file name, received file)). File parts go straight to disk
-    through `new_file(fields sent before the file)` and are removed afterwards unless a domain function moved them
-    into place."""
+    """Parse the multipart body; yield (form fields, (file name, received file)). The file part goes straight to disk
+    through `new_file(fields sent before the file)` and is removed afterwards unless a domain function moved it into
+    place; any other part sent as a file is refused before anything of it is written (multipart.parse)."""
     if request.mimetype != "multipart/form-data":
         raise InvalidRequest("send the file as multipart/form-data")
     created = []
@@ -68,9 +68,9 @@ def _multipart(new_file):
 
     try:
         form, files = multipart.parse(_body(), request.content_type, open_file)
-        if "file" not in files:
-            raise InvalidRequest("file: is required, as a multipart file part with a filename")
-        yield form, files["file"]
+        if multipart.FILE_PART not in files:
+            raise InvalidRequest(f"{multipart.FILE_PART}: is required, as a multipart file part with a filename")
+        yield form, files[multipart.FILE_PART]
     finally:
         for incoming in created:
             incoming.discard()

@@ -19,10 +19,12 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.http import parse_options_header
 from werkzeug.sansio.multipart import LINE_BREAK_RE, Data, Epilogue, Field, File, MultipartDecoder, NeedData, State
 
-from service.errors import BodyTooLarge, MalformedBody
+from service.errors import BodyTooLarge, InvalidRequest, MalformedBody
 from service.interface import FORM_FIELD_LIMIT
 
 MAX_PARTS = 100
+# The one part of an upload form that is a file; every other part is a form field.
+FILE_PART = "file"
 
 
 class _Decoder(MultipartDecoder):
@@ -109,7 +111,8 @@ def parse(blocks, content_type, open_file):
 
     `fields` maps each field name to its first value (as werkzeug's `MultiDict.to_dict()` would); `files` maps each
     file part's name to (filename, what `open_file(fields so far)` returned, with the part's bytes written to it).
-    `open_file` keeps track of what it opens: after an error the caller tidies those up.
+    `open_file` keeps track of what it opens: after an error the caller tidies those up. Only the part named
+    FILE_PART may be a file (have a filename): any other file part is a 400 naming it, raised as its head arrives.
     """
     boundary = parse_options_header(content_type)[1].get("boundary")
     if not boundary:
@@ -123,6 +126,11 @@ def parse(blocks, content_type, open_file):
                 if isinstance(event, Field):
                     part, sink = event, bytearray()
                 elif isinstance(event, File):
+                    if event.name != FILE_PART:
+                        # Refused before anything is opened for it: on the chunk path a stray file part took the
+                        # chunk's place on the stream, and a `sha` sent as a file was never checked.
+                        raise InvalidRequest(f"{event.name}: must be a form field, not a file (only `{FILE_PART}` is "
+                                             "sent with a filename)")
                     part, sink = event, open_file(dict(fields))
                     files.setdefault(part.name, (part.filename, sink))
                 elif isinstance(event, Data):

@@ -17,7 +17,7 @@ from service.interface import MB, TOKEN_HEADER
 from support.datadir import stored_names
 from support.media import GIF, JPEG, MP4, PNG, blob, sha256
 from support.tokens import TOKENS
-from support.uploads import create_stream, expire_every_stream, send_chunk, upload
+from support.uploads import create_stream, expire_every_stream, send_chunk, stream_status, upload
 
 def split(data, size):
     return [data[i:i + size] for i in range(0, len(data), size)]
@@ -563,6 +563,47 @@ def test_a_form_of_more_than_100_parts_is_400(client, auth):
                            content_type="multipart/form-data; boundary=b")
     assert response.status_code == 400
     assert response.get_json() == {"error": "the multipart/form-data body has more than 100 parts"}
+
+
+STRAY_FILE_PARTS = ["sha", "bogus"]
+
+
+def stray_file_error(name):
+    return {"error": f"{name}: must be a form field, not a file (only `file` is sent with a filename)"}
+
+
+@pytest.mark.parametrize("name", STRAY_FILE_PARTS)
+def test_a_single_upload_with_a_file_part_not_named_file_is_400_naming_it(app, client, auth, name):
+    """A `sha` sent as a file part was never checked, and any other file part was accepted silently."""
+    body = multipart_body("b", ('name="destinationId"', b"stepImage"), (f'name="{name}"; filename="s.txt"', b"0" * 64),
+                          ('name="file"; filename="a.png"', blob(PNG, 1000)))
+    response = client.post("/uploads", headers=auth, data=body, content_type="multipart/form-data; boundary=b")
+    assert response.status_code == 400
+    assert response.get_json() == stray_file_error(name)
+    assert stored_names(app, "default", "media") == []
+
+
+@pytest.mark.parametrize("stray_first", [True, False], ids=["stray-before-file", "stray-after-file"])
+@pytest.mark.parametrize("name", STRAY_FILE_PARTS)
+def test_a_chunk_with_a_file_part_not_named_file_is_400_and_stores_nothing(app, client, auth, backend, name,
+                                                                            stray_first):
+    """The stray part took the in-order append slot (the real chunk went aside), and the chunk was acknowledged."""
+    data = blob(MP4, 2000)
+    stream_id = create_stream(client, auth, data)
+    parts = [('name="chunkIndex"', b"0"), ('name="totalChunks"', b"2"), ('name="file"; filename="c"', data[:1000])]
+    parts.insert(2 if stray_first else 3, (f'name="{name}"; filename="s.txt"', b"0" * 64))
+    response = client.patch(f"/uploads/{stream_id}", headers=auth, data=multipart_body("b", *parts),
+                            content_type="multipart/form-data; boundary=b")
+    assert response.status_code == 400
+    assert response.get_json() == stray_file_error(name)
+    status = stream_status(client, auth, stream_id)
+    assert (status["receivedChunks"], status["receivedBytes"]) == ([], 0)
+    assert stored_names(app, "default", "streams", stream_id) == (
+        ["ledger", "meta.json", "prefix"] if backend.name == "file" else [stream_id])
+    assert send_chunk(client, auth, stream_id, 0, 2, data[:1000]).status_code == 200
+    response = send_chunk(client, auth, stream_id, 1, 2, data[1000:])
+    assert response.status_code == 201
+    assert client.get(response.get_json()["path"], headers=auth).data == data
 
 
 @pytest.mark.parametrize("content_type, named", [
