@@ -6,8 +6,8 @@ import re
 
 from service.domain.uploads import check_format, check_size, destination_for, new_media_prefix, stream_media_path
 from service.errors import (
-    BeyondUploadLength, BodyChecksumMismatch, ChecksumMismatch, InvalidRequest, OffsetMismatch, StreamNotFound,
-    WrongProtocol,
+    BeyondUploadLength, BodyChecksumMismatch, BodyCutOff, ChecksumMismatch, InvalidRequest, OffsetMismatch,
+    StreamNotFound, WrongProtocol,
 )
 from service.interface import SNIFF_BYTES, TUS_COMMIT_PART_BYTES, TUS_PROTOCOL
 from service.storage.contract import Outcome, StreamRecord, StreamWrite
@@ -97,8 +97,8 @@ def append_tus(repo, org, stream_id, offset, body, body_length=None, checksum=No
 
     written = repo.streams.append_tus(org, stream_id, receive, TUS_RULES, APPEND_LOCK_TIMEOUT)
     if body.cut_off:
-        raise InvalidRequest(f"the body ended before its Content-Length; the {written.offset - offset} bytes "
-                             f"that arrived are kept (Upload-Offset {written.offset})")
+        raise BodyCutOff(f"the body ended before its Content-Length; the {written.offset - offset} bytes that arrived "
+                         f"are kept (Upload-Offset {written.offset})", written.offset)
     return written
 
 

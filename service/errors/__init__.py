@@ -227,6 +227,14 @@ class BeyondUploadLength(ServiceError):
     message = "the body goes past the upload's Upload-Length"
 
 
+class BodyCutOff(InvalidRequest):
+    """A tus body that ended before its Content-Length: what arrived is committed, the upload is at `offset`."""
+
+    def __init__(self, message, offset):
+        super().__init__(message)
+        self.offset = offset
+
+
 class UploadLocked(ServiceError):
     """Another PATCH on the same tus upload is still being received."""
     code = "upload_locked"

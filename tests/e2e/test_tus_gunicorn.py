@@ -2,6 +2,8 @@
 import base64
 import email.utils
 import hashlib
+import http.client
+import json
 import os
 import socket
 import time
@@ -310,6 +312,48 @@ def test_creation_with_an_unfit_body_stores_nothing(url, server):
                 "Content-Type": OCTETS}))
     assert_json_error(response, 400, "MP4")
     assert "Location" not in response.headers
+    assert stream_ids(server) <= before
+
+
+def _cut_off_creation(url, body, declared, padding=0):
+    """Send a creation-with-upload that declares `declared` bytes of body, send only `body`, half-close the connection
+    (the client still listens) and read the answer: (status, headers, JSON body). `padding` headers of 8000 bytes make
+    the head long enough for the server to hand the request on before any of its body (after 64 KB)."""
+    pad = "".join(f"X-Padding-{number}: {'p' * 8000}\r\n" for number in range(padding))
+    request = (f"POST /uploads HTTP/1.1\r\nHost: 127.0.0.1\r\n{TOKEN_HEADER}: {TOKEN}\r\nTus-Resumable: 1.0.0\r\n"
+               f"Upload-Length: {declared}\r\nUpload-Metadata: {metadata(destinationId='stepImage')}\r\n{pad}"
+               f"Content-Type: {OCTETS}\r\nContent-Length: {declared}\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=30) as sock:
+        sock.sendall(request + body)
+        sock.shutdown(socket.SHUT_WR)
+        answer = http.client.HTTPResponse(sock)
+        answer.begin()
+        return answer.status, answer.headers, json.loads(answer.read())
+
+
+def test_a_creation_with_upload_cut_off_keeps_what_arrived_and_says_where_to_resume(url):
+    """The upload was deleted while the answer said its bytes were kept, and it had no Location to resume from."""
+    data = png(200_000, seed=11)
+    status, headers, answer = _cut_off_creation(url, data[:100_000], len(data))
+    assert status == 400
+    assert answer == {"error": "the body ended before its Content-Length; the 100000 bytes that arrived are kept "
+                               "(Upload-Offset 100000)"}
+    assert headers["Tus-Resumable"] == "1.0.0" and headers["Upload-Offset"] == "100000"
+    assert "Upload-Expires" in headers
+    location = url + headers["Location"]
+    assert offset_of(location) == 100_000
+    response = patch(location, 100_000, data[100_000:])
+    assert response.status_code == 204
+    assert fetch(url, response.headers["Media-Path"]) == data
+
+
+def test_a_creation_with_upload_cut_off_before_its_first_byte_creates_nothing(url, server):
+    """Nothing to resume: the upload is removed, and the answer says so (it said the 0 bytes that arrived were kept)."""
+    before = stream_ids(server)
+    status, headers, answer = _cut_off_creation(url, b"", 200_000, padding=9)
+    assert status == 400 and "Location" not in headers
+    assert answer == {"error": "the body ended before its Content-Length and none of it arrived; the upload was not "
+                               "created"}
     assert stream_ids(server) <= before
 
 

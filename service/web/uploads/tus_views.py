@@ -7,8 +7,10 @@ from flask import current_app, jsonify, request
 
 from service.domain import tus_uploads
 from service.domain import uploads
+from service.errors import BodyCutOff, InvalidRequest
 from service.interface import TUS_VERSION
 from service.web.auth import PUBLIC, requires
+from service.web.error_handlers import service_error_response
 from service.web.observability import get_metrics
 from service.storage.contract import Outcome
 from service.web.uploads import tus_headers
@@ -47,18 +49,37 @@ def create(repo, org):
     stream_id = tus_uploads.create_tus_upload(repo, org, length, metadata, raw_metadata)
     offset, path = 0, None
     if with_body:
-        # creation-with-upload: a body that cannot be stored leaves nothing behind, the upload included.
         try:
             offset, path = _append(repo, org, stream_id, 0, checksum)
+        except BodyCutOff as cut_off:
+            if not cut_off.offset:
+                _forget(repo, org, stream_id)
+                raise InvalidRequest("the body ended before its Content-Length and none of it arrived; the upload "
+                                     "was not created") from None
+            # What arrived is committed (tus core keeps a cut-off body): the upload stays, and the error answer says
+            # where it is and its offset, so that the client resumes it instead of sending the file again.
+            response = service_error_response(cut_off)
+            response.headers.update(_creation_headers(repo, stream_id, cut_off.offset))
+            return response
         except Exception:
-            with contextlib.suppress(Exception):
-                uploads.delete_stream(repo, org, stream_id)
+            # creation-with-upload: a body that cannot be stored leaves nothing behind, the upload included.
+            _forget(repo, org, stream_id)
             raise
-    # The upload was active just now: it expires a whole TTL from now.
-    headers = tus_headers.upload_headers(offset if with_body else None, tus_uploads.upload_expires(repo), path)
-    headers["Location"] = f"/uploads/{stream_id}"
     # tus clients read Location; the body is the chunk API's creation answer, so that one description fits both.
-    return jsonify(streamId=stream_id), 201, headers
+    return jsonify(streamId=stream_id), 201, _creation_headers(repo, stream_id, offset if with_body else None, path)
+
+
+def _creation_headers(repo, stream_id, offset, path=None):
+    # The upload was active just now: it expires a whole TTL from now.
+    headers = tus_headers.upload_headers(offset, tus_uploads.upload_expires(repo), path)
+    headers["Location"] = f"/uploads/{stream_id}"
+    return headers
+
+
+def _forget(repo, org, stream_id):
+    """Remove an upload whose creation failed; best effort (the expiry sweep removes what this cannot)."""
+    with contextlib.suppress(Exception):
+        uploads.delete_stream(repo, org, stream_id)
 
 
 def patch(repo, org, stream_id):
