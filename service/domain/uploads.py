@@ -182,19 +182,28 @@ class ChunkApiRules:
         if record.total_chunks is None or chunk.index == 0:
             record = record.replace(total_chunks=chunk.total)
         if chunk.index == 0:
-            record = record.replace(format=check_format(record.destination_id, chunk.file.head))
+            # A chunk 0 shorter than a signature (totalChunks may be up to fileSize) cannot tell the format: the whole
+            # file does, on completion (verify). A format an earlier chunk 0 showed goes with it.
+            tells = chunk.file.size >= SNIFF_BYTES or chunk.file.size >= record.file_size
+            record = record.replace(format=check_format(record.destination_id, chunk.file.head) if tells else None)
         return record
 
     def verify(self, record, size, sha256, head):
-        """The media path of a joined file of the declared size and SHA-256 (400 otherwise: the store discards the
-        stream, which cannot be repaired)."""
+        """The media path of a joined file of the declared size, SHA-256 and (unless chunk 0 told it) format, from
+        its first bytes `head` (400 otherwise: the store discards the stream, which cannot be repaired)."""
         if size != record.file_size:
             raise SizeMismatch(f"fileSize: the chunks add up to {size} bytes, not {record.file_size}; "
                                "the stream is discarded")
         if sha256 != record.sha:
             raise ChecksumMismatch(f"sha: the SHA-256 of the file is {sha256}, not {record.sha}; "
                                    "the stream is discarded")
-        return stream_media_path(record, record.format)
+        fmt = record.format
+        if fmt is None:
+            try:
+                fmt = check_format(record.destination_id, head)
+            except WrongFormat as error:
+                raise WrongFormat(f"{error.message}; the stream is discarded") from None
+        return stream_media_path(record, fmt)
 
 
 CHUNK_RULES = ChunkApiRules()

@@ -310,6 +310,55 @@ def test_wrong_format_at_chunk_0_is_400_naming_the_accepted_formats(client, auth
     assert send_chunk(client, auth, stream_id, 0, 2, data[:1000]).status_code == 200
 
 
+TINY_PNG = blob(PNG, 28)
+# Chunks of a 28-byte file whose chunk 0 is shorter than any format signature (totalChunks may be up to fileSize).
+TINY_CUTS = [(0, 4), (4, 10), (10, 20), (20, 28)]
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2, 3), (3, 1, 0, 2), (2, 3, 1, 0)])
+def test_a_chunk_0_shorter_than_a_signature_is_accepted_and_the_format_decided_by_the_whole_file(app, client, auth,
+                                                                                                   order):
+    """Chunk 0 alone was sniffed: a 4-byte chunk 0 of a PNG was refused as not a recognised file, so the stream could
+    never complete."""
+    stream_id = create_stream(client, auth, TINY_PNG, destination="stepImage", name="tiny.png")
+    answers = [send_chunk(client, auth, stream_id, index, 4, TINY_PNG[slice(*TINY_CUTS[index])]) for index in order]
+    assert [answer.status_code for answer in answers] == [200, 200, 200, 201]
+    path = answers[-1].get_json()["path"]
+    assert path.endswith("-tiny.png")
+    assert client.get(path, headers=auth).data == TINY_PNG
+
+
+@pytest.mark.parametrize("data, what", [
+    (blob(MP4, 28), "an MP4 file"),
+    (b"plain text, not an image!!!!", "not a recognised image or video file"),
+])
+def test_a_file_whose_short_chunk_0_hid_a_wrong_format_is_refused_on_completion(app, client, auth, data, what):
+    stream_id = create_stream(client, auth, data, destination="stepImage", name="tiny.png")
+    for index in (0, 1, 2):
+        assert send_chunk(client, auth, stream_id, index, 4, data[slice(*TINY_CUTS[index])]).status_code == 200
+    response = send_chunk(client, auth, stream_id, 3, 4, data[slice(*TINY_CUTS[3])])
+    assert response.status_code == 400
+    assert response.get_json() == {"error": f"file: stepImage accepts JPEG or PNG only; this is {what}; "
+                                            "the stream is discarded"}
+    assert client.get(f"/uploads/{stream_id}", headers=auth).status_code == 404
+    assert stored_names(app, "default", "media") == []
+    assert stored_names(app, "default", "streams") == []
+
+
+def test_a_chunk_0_replaced_by_a_shorter_one_is_sniffed_again_on_completion(app, client, auth):
+    """The format a long chunk 0 showed does not outlive it: the file that completes is sniffed from its own bytes."""
+    final = b"XXXX" + TINY_PNG[4:]
+    stream_id = create_stream(client, auth, final, destination="stepImage", name="tiny.png")
+    assert send_chunk(client, auth, stream_id, 0, 4, TINY_PNG[:12]).status_code == 200
+    assert send_chunk(client, auth, stream_id, 0, 4, final[:4]).status_code == 200
+    for index in (1, 2):
+        assert send_chunk(client, auth, stream_id, index, 4, final[slice(*TINY_CUTS[index])]).status_code == 200
+    response = send_chunk(client, auth, stream_id, 3, 4, final[slice(*TINY_CUTS[3])])
+    assert response.status_code == 400
+    assert "this is not a recognised image or video file" in response.get_json()["error"]
+    assert stored_names(app, "default", "media") == []
+
+
 @pytest.mark.parametrize("index, total, named", [
     ("x", "2", "chunkIndex"), ("1.5", "2", "chunkIndex"), ("", "2", "chunkIndex"), ("-1", "2", "chunkIndex"),
     ("2", "2", "chunkIndex"), ("0", "two", "totalChunks"), ("0", "0", "totalChunks"), ("0", "2001", "totalChunks"),

@@ -123,6 +123,9 @@ class SharedLockedStream:
             self._rows.set_chunk(chunk, length, key, None)
         self._row.merged = index
         self._row.length -= sum(length for _, length, _ in rewound)
+        # The head is the prefix's first bytes: those of the chunks rewound go with them (verify sniffs the head when
+        # chunk 0 was too short to tell the format).
+        self._row.head = self._row.head[:self._row.length]
         self._row.hash_state = before
         self._rows.delete_chunk(index)
         self._save_row()
