@@ -1,4 +1,5 @@
 """Upload endpoints through the Flask test client: single uploads, chunked streams, media serving."""
+import base64
 import errno
 import io
 import os
@@ -460,6 +461,29 @@ def test_delete_aborts_a_stream(app, client, auth):
     assert send_chunk(client, auth, stream_id, 1, 2, data[1000:]).status_code == 404
     assert client.delete(f"/uploads/{stream_id}", headers=auth).status_code == 404
     assert stored_names(app, "default", "streams") == []
+
+
+@pytest.mark.parametrize("protocol", ["chunks", "tus"])
+def test_delete_of_an_expired_stream_is_404_before_any_sweep(app, client, auth, protocol):
+    """The file backend's DELETE did not check the expiry: 204 for a stream that every other request answers 404 for."""
+    data = blob(MP4, 2000)
+    headers = dict(auth)
+    if protocol == "tus":
+        headers["Tus-Resumable"] = "1.0.0"
+        metadata = "destinationId " + base64.b64encode(b"stepVideo").decode()
+        response = client.post("/uploads", headers=dict(headers, **{"Upload-Length": str(len(data)),
+                                                                    "Upload-Metadata": metadata}))
+        assert response.status_code == 201
+        stream_id = response.headers["Location"].rsplit("/", 1)[1]
+    else:
+        stream_id = create_stream(client, auth, data)
+        assert send_chunk(client, auth, stream_id, 0, 2, data[:1000]).status_code == 200
+    expire_every_stream(get_repository(app))
+    # The first request after the expiry, so that no sweep (due after it, by the moved clock) has removed the stream.
+    response = client.delete(f"/uploads/{stream_id}", headers=headers)
+    assert (response.status_code, response.get_json()) == (404, {"error": "stream not found"})
+    assert client.get(f"/uploads/{stream_id}", headers=auth).status_code == 404
+    assert client.delete(f"/uploads/{stream_id}", headers=headers).status_code == 404
 
 
 def test_streams_of_another_org_are_not_found(client, auth, other_auth):

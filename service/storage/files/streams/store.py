@@ -222,12 +222,13 @@ class FileStreamStore:
         return found
 
     def delete(self, org, stream_id):
-        """Remove a stream and its parts; False when there is no such stream."""
+        """Remove a stream and its parts; False when there is no such stream. An expired one is not found either (as
+        by every other request, before any sweep), and is removed as the sweep would."""
         directory = self._directory(org, stream_id)
         if read_json(directory / META) is None:
             return False
         with lock(directory, timeout=LOCK_TIMEOUT):
-            found = (directory / META).exists()
+            found = (directory / META).exists() and not self._expired(directory)
             remove_stream(directory)
         return found
 
