@@ -27,13 +27,13 @@ def require_tus(record):
 
 
 def create_tus_upload(repo, org, length, metadata, raw_metadata):
-    """Open a tus upload of `length` bytes from its decoded Upload-Metadata; refuse at once a file over the
-    destination limit. Return the stream id."""
+    """Open a tus upload of `length` bytes (None: too many digits to read, over every limit) from its decoded
+    Upload-Metadata; refuse at once a file over the destination limit. Return the stream id."""
     if "destinationId" not in metadata:
         raise InvalidRequest("Upload-Metadata: destinationId is required (tus metadata: 'destinationId <base64>')")
     destination_id = metadata["destinationId"]
     destination = destination_for(destination_id)
-    if length < 1:
+    if length is not None and length < 1:
         raise InvalidRequest("Upload-Length: must be at least 1 byte")
     check_size(length, destination.limit)
     sha = metadata.get("sha256")

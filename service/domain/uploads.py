@@ -40,8 +40,9 @@ def too_large_message(size, limit):
 
 
 def check_size(size, *limits):
-    """Raise the 413 of CONTRACT 5 when `size` breaks any limit; it names the smallest limit broken."""
-    broken = [limit for limit in limits if size > limit]
+    """Raise the 413 of CONTRACT 5 when `size` breaks any limit; it names the smallest limit broken. `size` None is a
+    declared size of more digits than Python reads as a number: it breaks every limit, and is not named."""
+    broken = [limit for limit in limits if size is None or size > limit]
     if broken:
         raise FileTooLarge(too_large_message(size, min(broken)))
 
@@ -126,9 +127,10 @@ def upload_single(repo, org, destination_id, file_name, incoming, sha=None):
 # -- chunked streams ------------------------------------------------------------------------------
 
 def create_stream(repo, org, destination_id, file_name, file_size, sha):
-    """Open a chunked upload stream; refuse at once a file over the destination limit."""
+    """Open a chunked upload stream; refuse at once a file over the destination limit (`file_size` None: too many
+    digits to read, over every limit)."""
     destination = destination_for(destination_id)
-    if file_size < 1:
+    if file_size is not None and file_size < 1:
         raise InvalidRequest("fileSize: must be at least 1 byte")
     check_size(file_size, destination.limit)
     return repo.streams.create(org, StreamRecord(

@@ -140,10 +140,16 @@ def test_a_tus_request_without_token_is_401(url, method):
         assert_json_error(response, 401, TOKEN_HEADER)
 
 
-def test_creation_over_the_destination_limit_is_413(url):
+@pytest.mark.parametrize("length, message", [
+    (str(8 * 1024 * 1024 + 1), "file of size 8.1MB is larger than 8MB"),
+    # Past 19 digits (it was a 400 'must be a non-negative integer'), up to what Python reads as a number, and past it.
+    ("100000000000000000000", "file of size 95367431640625MB is larger than 8MB"),
+    ("9" * 5000, "file is larger than 8MB"),
+], ids=["8MB+1", "21-digits", "5000-digits"])
+def test_creation_over_the_destination_limit_is_413(url, length, message):
     response = requests.post(f"{url}/uploads", timeout=30, headers=dict(
-        TUS, **{"Upload-Length": str(8 * 1024 * 1024 + 1), "Upload-Metadata": metadata(destinationId="stepImage")}))
-    assert assert_json_error(response, 413) == "file of size 8.1MB is larger than 8MB"
+        TUS, **{"Upload-Length": length, "Upload-Metadata": metadata(destinationId="stepImage")}))
+    assert assert_json_error(response, 413) == message
     assert response.headers["Tus-Resumable"] == "1.0.0"
 
 

@@ -84,10 +84,10 @@ def create_upload():
     repo, org = _repo(), g.org
     if tus_views.speaks_tus():
         return tus_views.create(repo, org)
-    from service.web.uploads.schemas import SingleUploadSchema, StreamCreateSchema, load
+    from service.web.uploads.schemas import SingleUploadSchema, StreamCreateSchema, load, read_json
 
     if request.is_json:
-        data = load(StreamCreateSchema(), request.get_json(silent=True))
+        data = load(StreamCreateSchema(), read_json(request.get_data()))
         stream_id = uploads.create_stream(repo, org, data["destinationId"], data["fileName"], data["fileSize"],
                                           data["sha"])
         return jsonify(streamId=stream_id), 201

@@ -11,6 +11,8 @@ from service.interface import (
 )
 
 DIGITS = re.compile(r"[0-9]{1,19}")
+# An Upload-Length of more digits than DIGITS: a size past 2**63, so past every destination's limit.
+LONG_DIGITS = re.compile(r"[0-9]{20,}")
 METADATA_KEY = re.compile(r"[^\s,]+")
 # Headers whose presence makes a request a tus request (a chunk API request sends none of them).
 TUS_HEADERS = ("Tus-Resumable", "Upload-Length", "Upload-Offset", "Upload-Metadata", "Upload-Defer-Length",
@@ -49,13 +51,25 @@ def integer_header(headers, name):
 
 
 def creation_length(headers):
-    """Upload-Length of a creation request; deferred length and concatenation are refused."""
+    """Upload-Length of a creation request (None: too many digits to read); deferred length and concatenation are
+    refused. A length of any number of digits is a size, which the creation holds to its destination's limit (413)."""
     if "Upload-Defer-Length" in headers:
         raise InvalidRequest("Upload-Defer-Length: not supported; send Upload-Length (the creation-defer-length "
                              "extension is not offered)")
     if "Upload-Concat" in headers:
         raise InvalidRequest("Upload-Concat: not supported (the concatenation extension is not offered)")
+    if LONG_DIGITS.fullmatch(headers.get("Upload-Length", "").strip()):
+        return _read_integer(headers["Upload-Length"])
     return integer_header(headers, "Upload-Length")
+
+
+def _read_integer(digits):
+    """The number of a digit string, or None when it has more digits than Python reads as a number
+    (sys.get_int_max_str_digits(), 4300 by default): a size that breaks every limit (domain.uploads.check_size)."""
+    try:
+        return int(digits)
+    except ValueError:
+        return None
 
 
 def parse_metadata(raw):

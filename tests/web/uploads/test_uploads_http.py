@@ -412,6 +412,30 @@ def test_stream_over_the_destination_limit_is_413_at_creation(client, auth):
     assert response.get_json() == {"error": "file of size 150.1MB is larger than 150MB"}
 
 
+# A JSON integer of more digits than Python reads as a number (sys.get_int_max_str_digits(), 4300 by default).
+UNREADABLE = "9" * 5000
+
+
+@pytest.mark.parametrize("members, status, error", [
+    (f'"fileSize": {UNREADABLE}', 413, "file is larger than 500MB"),
+    (f'"fileSize": {2 ** 70}', 413, "file of size 1125899906842624MB is larger than 500MB"),
+    (f'"fileSize": -{UNREADABLE}', 400, "fileSize: must be at least 1 byte"),
+    (f'"fileSize": [{UNREADABLE}]', 400, "fileSize: must be an integer"),
+    (f'"fileSize": 10, "fileName": {UNREADABLE}', 400, "fileName: must be a string"),
+    (f'"fileSize": 10, "bogus": {UNREADABLE}', 400, "bogus: unknown field"),
+])
+def test_a_stream_creation_with_a_number_too_long_to_read_is_answered_about_its_field(client, auth, members, status,
+                                                                                      error):
+    """Python's limit on the digits of an int made the whole body unreadable: 400 'request body: must be a JSON
+    object', which the client cannot act on."""
+    fields = '"destinationId": "stepVideo", "sha": "' + "0" * 64 + '"'
+    if '"fileName"' not in members:
+        fields += ', "fileName": "a.mp4"'
+    response = client.post("/uploads", headers=auth, data="{" + fields + ", " + members + "}",
+                           content_type="application/json")
+    assert (response.status_code, response.get_json()) == (status, {"error": error})
+
+
 @pytest.mark.parametrize("body, named", [
     ({"fileName": "a", "fileSize": 1, "sha": "0" * 64}, "destinationId"),
     ({"destinationId": "nope", "fileName": "a", "fileSize": 1, "sha": "0" * 64}, "destinationId"),
