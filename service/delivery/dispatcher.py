@@ -39,6 +39,8 @@ LEASE_MARGIN_SECONDS = 5.0
 IDLE_CHECK_SECONDS = 0.5
 # How often the gauge of pending deliveries is counted again.
 PENDING_EVERY_SECONDS = 10.0
+# The lastError of an attempt that failed inside the service (its log has the traceback).
+INTERNAL_FAILURE = "the service failed while making the attempt (its log says why)"
 
 
 class DispatchSettings(NamedTuple):
@@ -164,7 +166,7 @@ class WebhookDispatcher:
                 claim = self.attempt(claim)
                 if claim is None and not self._stopping.is_set():
                     claim = next(iter(self.repo.webhooks.claim(1, self.rules)), None)
-        except Exception:  # noqa: BLE001 (the claim's lease passes, or its lock goes with the thread's release)
+        except Exception:  # noqa: BLE001 (a store failed: the lease passes, or the lock goes with the release)
             log.exception("webhooks: a sender failed")
             if claim is not None:
                 self._release(claim)
@@ -182,13 +184,11 @@ class WebhookDispatcher:
 
     def attempt(self, claim):
         """Send the claimed delivery, record what came of it; the next claim of the same subscription, or None."""
-        subscription, delivery, event = claim.subscription, claim.delivery, claim.event
+        delivery, event = claim.delivery, claim.event
         if event is None:
             outcome, kind = AttemptOutcome(DeliveryState.FAILED, None, "the event is no longer kept"), "expired"
         else:
-            outcome, kind = outcome_of(self._result(subscription, event), delivery.attempts,
-                                       Failing(subscription.failing_since, time.time(),
-                                               self.settings.failing_after_seconds), self.settings.schedule)
+            outcome, kind = self._outcome(claim)
         self._metrics.attempted(kind)
         if delivery.attempts == 0:
             self._metrics.emitted()
@@ -198,7 +198,42 @@ class WebhookDispatcher:
             self._log_failure(claim, outcome)
         if outcome.disable is not None:
             self._metrics.disabled(outcome.disable)
-        return self.repo.webhooks.finish(claim, outcome, self.rules, claim_next=not self._stopping.is_set())
+        return self._finish(claim, outcome)
+
+    # A failure of the service's own while it makes or records an attempt is a failed attempt too: recorded, the
+    # delivery waits for its retry like any other; released unrecorded, it would be due again at once, sent again
+    # every second for ever, and the subscription's later events never.
+
+    def _outcome(self, claim):
+        """(the AttemptOutcome, the metric's word) of an attempt at the claimed delivery."""
+        try:
+            return outcome_of(self._result(claim.subscription, claim.event), claim.delivery.attempts,
+                              self._failing(claim), self.settings.schedule)
+        except Exception:  # noqa: BLE001 (a defect of ours, or a library's on an answer nobody foresaw)
+            self._log_internal(claim, "failed inside the service")
+            return self._internal_failure(claim)
+
+    def _finish(self, claim, outcome):
+        """Record the outcome; the next claim of the same subscription, or None."""
+        claim_next = not self._stopping.is_set()
+        try:
+            return self.repo.webhooks.finish(claim, outcome, self.rules, claim_next=claim_next)
+        except Exception:  # noqa: BLE001 (a value the store cannot hold; an outage fails the second try too)
+            self._log_internal(claim, "could not be recorded")
+            return self.repo.webhooks.finish(claim, self._internal_failure(claim)[0], self.rules, claim_next=claim_next)
+
+    def _internal_failure(self, claim):
+        result = AttemptResult(failure=INTERNAL_FAILURE, failure_kind="internal")
+        return outcome_of(result, claim.delivery.attempts, self._failing(claim), self.settings.schedule)
+
+    def _failing(self, claim):
+        return Failing(claim.subscription.failing_since, time.time(), self.settings.failing_after_seconds)
+
+    @staticmethod
+    def _log_internal(claim, what):
+        subscription, delivery = claim.subscription, claim.delivery
+        log.exception("webhook %r of org %r: attempt %d of event %d %s; recording a failed attempt instead",
+                      subscription.id, subscription.org, delivery.attempts + 1, delivery.seq, what)
 
     def _result(self, subscription, event):
         try:

@@ -7,6 +7,7 @@ Connections are urllib3's (HTTPConnection, HTTPSConnection with server_hostname 
 destination and reused by the next attempt, as a receiver taking 100 deliveries a second expects.
 """
 import heapq
+import http.client
 import itertools
 import socket
 import threading
@@ -105,11 +106,16 @@ class Sender:
             keep = _drained(response) and not response.headers.get("Connection", "").lower() == "close"
             return AttemptResult(response.status, response.headers.get("Retry-After"),
                                  response.headers.get("Location"), start, in_allowed_net=target.in_allowed_net)
-        except (OSError, urllib3.exceptions.HTTPError) as error:
+        except (OSError, urllib3.exceptions.HTTPError, http.client.HTTPException) as error:
+            # http.client says an answer is not HTTP (a bad status line, more than 100 headers, a line over 64 KiB)
+            # with an HTTPException that is no OSError; RemoteDisconnected is both, and is a connection's failure.
             timed_out = time.monotonic() >= deadline or isinstance(error, (TimeoutError, socket.timeout))
             if timed_out:
                 return AttemptResult(failure=f"no answer within {self.timeout:g} s (WIS_WEBHOOK_TIMEOUT_SECONDS)",
                                      failure_kind="timeout", in_allowed_net=target.in_allowed_net)
+            if isinstance(error, http.client.HTTPException) and not isinstance(error, OSError):
+                return AttemptResult(failure=_not_http(error), failure_kind="malformed",
+                                     in_allowed_net=target.in_allowed_net)
             return AttemptResult(failure=_words(error, target), failure_kind="connection",
                                  in_allowed_net=target.in_allowed_net)
         finally:
@@ -159,3 +165,14 @@ def _words(error, target):
     text = text.split("] ", 1)[-1] if text.startswith("[") else text
     where = "the address" if target.in_allowed_net else f"{target.address} port {target.port}"
     return f"could not send to {where}: {text[:300] or type(error).__name__}"
+
+
+def _not_http(error):
+    """Why an answer is not HTTP, in words: http.client's own, the received line quoted (at most 100 characters)."""
+    if isinstance(error, http.client.BadStatusLine):
+        why = f"its first line is {error.line.strip()[:100]!r}"
+    elif isinstance(error, http.client.UnknownProtocol):
+        why = f"its first line names the protocol {error.version[:100]!r}"
+    else:
+        why = str(error)[:300] or type(error).__name__
+    return f"the receiver's answer is not HTTP: {why}"

@@ -24,7 +24,7 @@ FAILING_AFTER_SECONDS = 5 * 86400
 
 class AttemptResult(NamedTuple):
     """What the receiver answered (status, Retry-After, Location, the start of its body), or why there was no answer:
-    `failure` says it in words and `failure_kind` in one (timeout, connection, refused_address)."""
+    `failure` says it in words and `failure_kind` in one (timeout, connection, malformed, refused_address, internal)."""
     status: int | None = None
     retry_after: str | None = None
     location: str | None = None
@@ -75,7 +75,13 @@ def outcome_of(result, attempts_before, failing, schedule=DEFAULT_RETRY_SECONDS,
 
 
 def _error_of(result):
-    """(lastError, the metric's word) of a failed attempt."""
+    """(lastError, the metric's word) of a failed attempt; lastError holds no NUL, which a receiver's body or Location
+    may (PostgreSQL's text cannot hold it: the shared backend could not record the attempt)."""
+    error, kind = _said(result)
+    return (None if error is None else error.replace("\x00", "\ufffd")), kind
+
+
+def _said(result):
     if result.status is None:
         return result.failure, result.failure_kind or "connection"
     if 300 <= result.status < 400:
@@ -93,7 +99,7 @@ def retry_after_seconds(value, now=None):
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # HTTP's DIGIT: str.isdigit() alone also takes '²', which float() refuses
         return min(float(value), MAX_RETRY_AFTER)
     try:
         when = email.utils.parsedate_to_datetime(value).timestamp()

@@ -142,8 +142,8 @@ class WebhookMetrics:
         self._emitted = Counter("wis_webhook_events_emitted", "Events sent to a webhook subscription for the first time "
                                 "(one per subscription and event)", registry=registry)
         self._attempts = Counter("wis_webhook_attempts", "Webhook delivery attempts, by outcome (succeeded, http_error, "
-                                 "rate_limited, gone, redirect, timeout, connection, refused_address, expired)",
-                                 ["outcome"], registry=registry)
+                                 "rate_limited, gone, redirect, timeout, connection, malformed, refused_address, "
+                                 "expired, internal)", ["outcome"], registry=registry)
         self._latency = Histogram("wis_webhook_delivery_seconds", "From an event's commit to its webhook's 2xx answer "
                                   "(retries included)", buckets=WEBHOOK_LATENCY_BUCKETS, registry=registry)
         self._disabled = Counter("wis_webhook_subscriptions_disabled", "Webhook subscriptions disabled, by reason (GONE: "
