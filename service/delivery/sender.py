@@ -3,6 +3,10 @@ TLS checking the URL's host name, a Content-Length body, no proxy (environment v
 followed, and a hard deadline: whatever the receiver does (answers a byte at a time, never answers), the attempt ends
 after WIS_WEBHOOK_TIMEOUT_SECONDS, when the deadline watch shuts its connection.
 
+The answer's head decides: a whole head within the deadline is the answer (a 2xx succeeds), and its body is read only
+as long as the deadline allows (for the log's 1 KB, and to keep the connection); a head the deadline cut short is no
+answer, even though http.client reads the shut socket's end as the end of a head.
+
 Connections are urllib3's (HTTPConnection, HTTPSConnection with server_hostname and assert_hostname), kept alive per
 destination and reused by the next attempt, as a receiver taking 100 deliveries a second expects.
 """
@@ -35,7 +39,7 @@ class DeadlineWatch:
 
     def watch(self, connection, deadline):
         """Shut `connection` at `deadline` (monotonic) unless `unwatch` comes first; a handle for `unwatch`."""
-        entry = [deadline, next(self._numbers), connection]
+        entry = [deadline, next(self._numbers), connection, False]  # the last: shut by the watch
         with self._lock:
             heapq.heappush(self._heap, entry)
             if self._thread is None or not self._thread.is_alive():
@@ -47,6 +51,11 @@ class DeadlineWatch:
     def unwatch(self, entry):
         with self._lock:
             entry[2] = None  # left in the heap, skipped when its time comes
+
+    def shut(self, entry):
+        """True once the watch has shut the entry's connection: its deadline passed."""
+        with self._lock:
+            return entry[3]
 
     def _run(self):
         with self._lock:
@@ -63,7 +72,9 @@ class DeadlineWatch:
                 if left > 0:
                     self._lock.wait(left)
                     continue
-                _shut(heapq.heappop(self._heap)[2])
+                entry = heapq.heappop(self._heap)
+                entry[3] = True
+                _shut(entry[2])
 
 
 def _shut(connection):
@@ -102,14 +113,16 @@ class Sender:
                                headers={"Host": target.host_header, **headers, "Content-Length": str(len(body))},
                                preload_content=False)
             response = connection.getresponse()
-            start = response.read(LOGGED_BODY, decode_content=False)
-            keep = _drained(response) and not response.headers.get("Connection", "").lower() == "close"
+            if self._deadlines.shut(handle):
+                raise TimeoutError  # the head ended where the watch shut the socket, not with its blank line
+            start, keep = _body_start(response)
             return AttemptResult(response.status, response.headers.get("Retry-After"),
                                  response.headers.get("Location"), start, in_allowed_net=target.in_allowed_net)
         except (OSError, urllib3.exceptions.HTTPError, http.client.HTTPException) as error:
             # http.client says an answer is not HTTP (a bad status line, more than 100 headers, a line over 64 KiB)
             # with an HTTPException that is no OSError; RemoteDisconnected is both, and is a connection's failure.
-            timed_out = time.monotonic() >= deadline or isinstance(error, (TimeoutError, socket.timeout))
+            timed_out = self._deadlines.shut(handle) or time.monotonic() >= deadline or \
+                isinstance(error, (TimeoutError, socket.timeout))
             if timed_out:
                 return AttemptResult(failure=f"no answer within {self.timeout:g} s (WIS_WEBHOOK_TIMEOUT_SECONDS)",
                                      failure_kind="timeout", in_allowed_net=target.in_allowed_net)
@@ -151,6 +164,19 @@ class Sender:
                 idle.append((connection, time.monotonic()))
                 return
         connection.close()
+
+
+def _body_start(response):
+    """(the start of the answer's body for the log, whether its connection can carry the next attempt), read while the
+    attempt's deadline allows: the head has decided the outcome, so a body that stalls or breaks off loses only what
+    the log would have kept."""
+    start = b""
+    try:
+        while len(start) < LOGGED_BODY and (piece := response.read1(LOGGED_BODY - len(start), decode_content=False)):
+            start += piece  # (read1: what has come, so that a body cut short still shows its start)
+        return start, _drained(response) and not response.headers.get("Connection", "").lower() == "close"
+    except (OSError, urllib3.exceptions.HTTPError, http.client.HTTPException):
+        return start, False
 
 
 def _drained(response):

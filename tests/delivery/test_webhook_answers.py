@@ -11,7 +11,10 @@ import pytest
 
 from service.client import Client
 from service.delivery.dispatcher import INTERNAL_FAILURE
-from service.domain.webhook_outcomes import retry_after_seconds
+from service.delivery.sender import Sender
+from service.domain.webhook_addresses import Target
+from service.domain.webhook_outcomes import Failing, outcome_of, retry_after_seconds
+from service.storage.contract import DeliveryState
 from service.testing import ThreadedServer
 from support.tokens import TOKEN, TOKENS
 from support.waiting import wait_until
@@ -236,3 +239,32 @@ def test_an_outcome_the_store_refuses_is_recorded_as_a_failure_inside_the_servic
         station(client, "press_2")
         logged(client, 2, lambda delivery: delivery["state"] == "SUCCEEDED")
         assert [request.id for request in receiver.requests] == ["evt_default_1", "evt_default_2"]
+
+
+def target_of(receiver):
+    host = "127.0.0.1"
+    return Target("http", host, receiver.port, f"{host}:{receiver.port}", "/hooks", host, in_allowed_net=False)
+
+
+@pytest.mark.parametrize("answer, state, status, error", [
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab", DeliveryState.SUCCEEDED, 200, None),
+    (b"HTTP/1.1 500 Oops\r\nContent-Length: 10\r\n\r\nab", DeliveryState.PENDING, 500, "HTTP 500: ab"),
+], ids=["2xx", "500"])
+def test_a_whole_head_within_the_timeout_is_the_answer_whatever_its_body_does(answer, state, status, error):
+    with RawReceiver(lambda request: Answer(answer, stall=True)) as receiver:
+        result = Sender(timeout=1).send(target_of(receiver), {}, b"{}")
+    assert (result.status, result.body, result.failure) == (status, b"ab", None)  # the body's start, as it came
+    outcome, _ = outcome_of(result, 0, Failing(None, 0))
+    assert (outcome.state, outcome.status, outcome.error) == (state, status, error)
+
+
+@pytest.mark.parametrize("answer", [b"HTTP/1.1 200 OK\r\n", b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n"],
+                         ids=["status-line", "no-blank-line"])
+def test_a_head_the_timeout_cuts_short_is_no_answer(answer):
+    """When the deadline shuts the socket, http.client reads its end as the end of the head: not a 2xx."""
+    with RawReceiver(lambda request: Answer(answer, stall=True)) as receiver:
+        result = Sender(timeout=1).send(target_of(receiver), {}, b"{}")
+    assert (result.status, result.failure_kind, result.failure) == \
+        (None, "timeout", "no answer within 1 s (WIS_WEBHOOK_TIMEOUT_SECONDS)")
+    outcome, _ = outcome_of(result, 0, Failing(None, 0))
+    assert (outcome.state, outcome.error) == (DeliveryState.PENDING, result.failure)
