@@ -115,7 +115,7 @@ def answering(first, then=Answer(OK)):
 
 @pytest.fixture(scope="module")
 def server(backend, tmp_path_factory):
-    config = {**backend.settings(), "API_TOKENS": TOKENS, "WEBHOOK_TIMEOUT_SECONDS": 5.0,
+    config = {**backend.settings(), "API_TOKENS": TOKENS, "WEBHOOK_TIMEOUT_SECONDS": 10.0,
               "WEBHOOK_RETRY_SECONDS": "60,60"}
     with ThreadedServer(token=TOKEN, data_dir=tmp_path_factory.mktemp("data"), config=config) as server:
         yield server
@@ -239,6 +239,28 @@ def test_an_outcome_the_store_refuses_is_recorded_as_a_failure_inside_the_servic
         station(client, "press_2")
         logged(client, 2, lambda delivery: delivery["state"] == "SUCCEEDED")
         assert [request.id for request in receiver.requests] == ["evt_default_1", "evt_default_2"]
+
+
+
+def test_a_redelivery_asked_during_the_attempt_sends_the_delivery_again(client):
+    """webhookRedeliver sends a logged delivery again "whatever its state": the outcome of the attempt in flight
+    meanwhile is recorded, and does not undo it."""
+    answer_now, held = threading.Event(), []
+
+    def answer_of(request):
+        if not held:
+            held.append(request)
+            return Answer(OK, hold=answer_now)  # the first attempt is answered when the test says so
+        return Answer(OK)
+    with RawReceiver(answer_of) as receiver:
+        client.webhook_subscribe("mes", receiver.url)
+        station(client, "press_1")
+        wait_until(lambda: receiver.requests)
+        assert client.webhook_redeliver("mes", 1)["state"] == "PENDING"
+        answer_now.set()
+        wait_until(lambda: len(receiver.requests) == 2)
+        assert [request.id for request in receiver.requests] == ["evt_default_1", "evt_default_1"]
+        logged(client, 1, lambda delivery: (delivery["state"], delivery["attempts"]) == ("SUCCEEDED", 2))
 
 
 def target_of(receiver):

@@ -75,6 +75,9 @@ class Delivery:
     last_error: str | None = None
     last_attempt_at: str | None = None
     next_attempt_at: str | None = None  # while PENDING
+    # How many times a redelivery was asked for (not shown by the API): a `finish` that finds more than its claim read
+    # leaves the delivery PENDING and due, as the redelivery asked during the attempt, and records the attempt.
+    redeliveries: int = 0
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,8 @@ class WebhookStore(Protocol):
         such subscription."""
 
     def redeliver(self, org: str, subscription_id: str, seq: int) -> Delivery | None:
-        """Make a logged delivery PENDING and due now; None when the log has no such delivery."""
+        """Make a logged delivery PENDING and due now, counting the redelivery (an attempt of it in flight is then
+        recorded without changing that); None when the log has no such delivery."""
 
     def subscribed(self) -> bool:
         """True when any org has a subscription (enabled or not): without one, no commit makes anything due."""
@@ -139,8 +143,9 @@ class WebhookStore(Protocol):
 
     def finish(self, claim: Claim, outcome: AttemptOutcome, rules: DispatchRules, claim_next: bool = True) -> Claim | None:
         """Record the attempt's outcome (nothing when the subscription was removed or the claim lost meanwhile): a
-        failure starts the subscription's `failing_since` unless it has one, a success clears it. With `claim_next`, go
-        on holding the subscription with its next due delivery, if any (else it is released)."""
+        failure starts the subscription's `failing_since` unless it has one, a success clears it. A delivery redelivered
+        since the claim read it stays PENDING and due (its attempt is counted). With `claim_next`, go on holding the
+        subscription with its next due delivery, if any (else it is released)."""
 
     def release(self, claim: Claim) -> None:
         """Give the subscription back without an attempt (the dispatcher stops)."""

@@ -107,7 +107,8 @@ class FileWebhookStore:
             delivery = _read_delivery(directory, seq) if (directory / SUBSCRIPTION).exists() else None
             if delivery is None:
                 return None
-            delivery = self._write_delivery(directory, delivery, state=DeliveryState.PENDING, due=self.clock())
+            delivery = self._write_delivery(directory, delivery, state=DeliveryState.PENDING, due=self.clock(),
+                                            redeliveries=delivery.redeliveries + 1)
         self.events.ring()  # the dispatchers wake
         return delivery
 
@@ -146,9 +147,11 @@ class FileWebhookStore:
                 return None  # unsubscribed (and perhaps subscribed again) meanwhile
             delivery = _read_delivery(directory, claim.delivery.seq) or claim.delivery
             now = self.clock()
-            self._write_delivery(directory, delivery, outcome.state, outcome.retry_in and now + outcome.retry_in,
-                                 attempts=delivery.attempts + 1, last_status=outcome.status,
-                                 last_error=outcome.error, last_attempt_at=iso_of(now))
+            state, due = outcome.state, outcome.retry_in and now + outcome.retry_in
+            if delivery.redeliveries != claim.delivery.redeliveries:
+                state, due = DeliveryState.PENDING, now  # redelivered during the attempt: sent again, as asked
+            self._write_delivery(directory, delivery, state, due, attempts=delivery.attempts + 1,
+                                 last_status=outcome.status, last_error=outcome.error, last_attempt_at=iso_of(now))
             succeeded = outcome.state is DeliveryState.SUCCEEDED
             failing_since = None if succeeded else record.get("failingSince") or now
             disable = outcome.disable
@@ -323,7 +326,8 @@ def _read(path):
 def _delivery_json(delivery):
     return {"seq": delivery.seq, "type": delivery.type, "state": delivery.state.value, "attempts": delivery.attempts,
             "lastStatus": delivery.last_status, "lastError": delivery.last_error,
-            "lastAttemptAt": delivery.last_attempt_at, "nextAttemptAt": delivery.next_attempt_at}
+            "lastAttemptAt": delivery.last_attempt_at, "nextAttemptAt": delivery.next_attempt_at,
+            "redeliveries": delivery.redeliveries}
 
 
 def _read_delivery(directory, seq):
@@ -331,7 +335,8 @@ def _read_delivery(directory, seq):
     if value is None:
         return None
     return Delivery(value["seq"], value["type"], DeliveryState(value["state"]), value["attempts"], value["lastStatus"],
-                    value["lastError"], value["lastAttemptAt"], value["nextAttemptAt"])
+                    value["lastError"], value["lastAttemptAt"], value["nextAttemptAt"],
+                    value.get("redeliveries", 0))  # (none in a log written before it was counted)
 
 
 def _markers(directory):

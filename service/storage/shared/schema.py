@@ -221,6 +221,11 @@ MIGRATIONS = [
     CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (org, subscription_id, next_attempt_at)
         WHERE state = 'PENDING';
     """,
+    # How many times each delivery was redelivered (webhookRedeliver): an attempt in flight meanwhile is recorded
+    # without undoing the redelivery (its finish compares the count with the one its claim read).
+    """
+    ALTER TABLE webhook_deliveries ADD COLUMN redeliveries integer NOT NULL DEFAULT 0;
+    """,
 ]
 # Taken by `upgrade` for its transaction, so several nodes running it at once apply each migration once.
 UPGRADE_LOCK = 0x5749_5301

@@ -27,7 +27,7 @@ SUBSCRIBE_LOCK = 0x5749_5304
 LOG_PAGE = 1000
 SUBSCRIPTION_COLUMNS = ("org, id, url, headers, types, fragment, secret, old_secret, old_secret_until, created_at, "
                         "disabled_at, disabled_reason, failing_since")
-DELIVERY_COLUMNS = "seq, type, state, attempts, last_status, last_error, last_attempt_at, next_attempt_at"
+DELIVERY_COLUMNS = "seq, type, state, attempts, last_status, last_error, last_attempt_at, next_attempt_at, redeliveries"
 DUE = f"d.state = 'PENDING' AND d.next_attempt_at <= {NOW}"
 # Enabled subscriptions that no live lease holds and that have work: events after their cursor, or a due delivery.
 CLAIMABLE = f"""
@@ -73,7 +73,8 @@ DUE_DELIVERY = f"""
     WHERE d.org = %s AND d.subscription_id = %s AND {DUE} ORDER BY d.seq LIMIT 1
 """
 # An attempt's outcome, while the claim's token is still the subscription's: its failures, its lease (extended for
-# the next delivery, or released), the delivery's record; the subscription's settings as they are now.
+# the next delivery, or released), the delivery's record (left PENDING and due when it was redelivered since the claim
+# read it: sent again, as asked); the subscription's settings as they are now.
 FINISH = f"""
     WITH s AS (
         UPDATE webhook_subscriptions SET
@@ -83,9 +84,11 @@ FINISH = f"""
         WHERE org = %(org)s AND id = %(id)s AND lease_token = %(token)s
         RETURNING {SUBSCRIPTION_COLUMNS}, types AS wanted_types, logged_through, {NOW}
     ), recorded AS (
-        UPDATE webhook_deliveries SET state = %(state)s, attempts = attempts + 1, last_status = %(status)s,
-            last_error = %(error)s, last_attempt_at = {NOW},
-            next_attempt_at = CASE WHEN %(state)s = 'PENDING' THEN {NOW} + %(retry_in)s END
+        UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = %(status)s, last_error = %(error)s,
+            last_attempt_at = {NOW},
+            state = CASE WHEN redeliveries <> %(redeliveries)s THEN 'PENDING' ELSE %(state)s END,
+            next_attempt_at = CASE WHEN redeliveries <> %(redeliveries)s THEN next_attempt_at
+                                   WHEN %(state)s = 'PENDING' THEN {NOW} + %(retry_in)s END
         WHERE org = %(org)s AND subscription_id = %(id)s AND seq = %(seq)s AND EXISTS (SELECT 1 FROM s)
     )
     SELECT * FROM s
@@ -141,7 +144,8 @@ class SharedWebhookStore:
     def redeliver(self, org, subscription_id, seq):
         with self.database.transaction() as connection:
             row = connection.execute(
-                f"UPDATE webhook_deliveries SET state = 'PENDING', next_attempt_at = {NOW} "
+                f"UPDATE webhook_deliveries SET state = 'PENDING', next_attempt_at = {NOW}, "
+                "redeliveries = redeliveries + 1 "
                 f"WHERE org = %s AND subscription_id = %s AND seq = %s RETURNING {DELIVERY_COLUMNS}",
                 (org, subscription_id, seq)).fetchone()
             if row is not None:
@@ -176,7 +180,7 @@ class SharedWebhookStore:
                 "org": subscription.org, "id": subscription.id, "token": claim.hold, "seq": claim.delivery.seq,
                 "succeeded": outcome.state is DeliveryState.SUCCEEDED, "keep": keep, "lease": rules.lease_seconds,
                 "state": outcome.state.value, "status": outcome.status, "error": outcome.error,
-                "retry_in": outcome.retry_in or 0}).fetchone()
+                "retry_in": outcome.retry_in or 0, "redeliveries": claim.delivery.redeliveries}).fetchone()
             if row is None:
                 return None  # unsubscribed meanwhile, or the lease passed to another claim
             *columns, types, logged_through, now = row
@@ -280,6 +284,6 @@ def _subscription(row, now):
 
 
 def _delivery(row):
-    seq, kind, state, attempts, last_status, last_error, last_attempt_at, next_attempt_at = row
+    seq, kind, state, attempts, last_status, last_error, last_attempt_at, next_attempt_at, redeliveries = row
     return Delivery(seq, kind, DeliveryState(state), attempts, last_status, last_error, iso_of(last_attempt_at),
-                    iso_of(next_attempt_at))
+                    iso_of(next_attempt_at), redeliveries)
