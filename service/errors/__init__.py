@@ -288,6 +288,11 @@ class ResponseTooLarge(ServiceError):
     message = "the answer is larger than one answer may be"
 
 
+class ReadTooLarge(ResponseTooLarge):
+    """The request read more stored documents than one request may (service.storage.contract.read_budget): answered
+    as an answer over its budget is, the operation stopped."""
+
+
 def _one(kind):
     """How a message names one object of a stored kind: 'processes' -> 'process'."""
     return {"processes": "process", "products": "product", "stations": "station"}.get(kind, kind)

@@ -16,6 +16,7 @@ from service.web.graphql.budget import BudgetedExecutor
 from service.web.graphql.limits import FIELD_BUDGET, RESPONSE_BUDGET
 from service.interface import MAX_INPUT_OBJECTS, MAX_NAME_LENGTH, MAX_REQUEST_BODY, MAX_TEXT_LENGTH
 from service.storage import get_repository
+from service.storage.contract import read_budget as read_budget_module
 from support.tokens import HEADERS
 from support.paths import REPOSITORY
 
@@ -169,6 +170,31 @@ def test_a_page_over_the_budget_is_refused_naming_first(app, client, reads, monk
     assert reads["page"] == 20  # and no document after it is read
     answered = graphql(client, f"{{ processes(first: 19) {{ id {field} }} }}").get_json()
     assert "errors" not in answered and len(answered["data"]["processes"]) == 19
+
+
+# ---------------------------------------------------------------- the budget of what one request reads
+
+@pytest.mark.parametrize("query, path", [
+    (lambda count: "{ " + " ".join(f'a{i}: process(id: "proc_00") {{ id }}' for i in range(count)) + " }", ["a9"]),
+    (lambda count: f"{{ processes(first: {count}) {{ id }} }}", ["processes"]),
+    (lambda count: f"{{ events(first: {count}) {{ seq process {{ id }} }} }}", ["events", 9, "process"]),
+], ids=["aliases of one object", "a page", "the objects of events"])
+def test_an_operation_reading_more_than_its_budget_stops_at_the_document_that_goes_over(
+        app, client, reads, monkeypatch, query, path):
+    """`{ id }` of a large document is a small answer, so the answer's budget does not stop aliases or a page of them;
+    what the stores read does: the 10th document of a little over 100,000 bytes goes over a budget of 1,000,000, and
+    no document is read after it. The same operation with 9 objects is answered."""
+    monkeypatch.setattr(read_budget_module, "READ_BUDGET", 1_000_000)
+    for number in range(30):
+        store_legacy_process(app, f"proc_{number:02d}", "d" * 100_000)
+    before = dict(reads)
+    body = graphql(client, query(30)).get_json()
+    assert body["data"] is None
+    [error] = body["errors"]
+    assert error["extensions"]["code"] == "RESPONSE_TOO_LARGE" and error["path"] == path
+    assert "more than 1,000,000 bytes of stored documents" in error["message"] and "`first`" in error["message"]
+    assert all(reads[way] - before[way] <= 10 for way in reads)  # (a page of the file backend reads by `get`)
+    assert "errors" not in graphql(client, query(9)).get_json()
 
 
 def test_a_page_of_large_documents_is_read_one_batch_at_a_time(app, client):

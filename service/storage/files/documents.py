@@ -22,6 +22,7 @@ from service.storage.contract import (
     CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, NOBODY, RESTORED, UPDATED, Revision, Saved,
     check_revision, oldest_kept, utc_timestamp, without_meta)
 from service.storage.contract.events import NewEvent
+from service.storage.contract.read_budget import spend
 from service.storage.common.disk import (
     PendingReplace, lock, remove_stale_temporaries, write_unsynced)
 from service.storage.common.encoding import NAME_HEAD_SIZE, encode, name_in_head
@@ -330,11 +331,15 @@ class FileDocumentStore:
 
 
 def _read_json(path):
+    """The document (or history entry) stored at `path`, charged to the request's read budget; None when there is
+    none."""
     try:
         with open(path, "rb") as handle:
-            return orjson.loads(handle.read())
+            stored = handle.read()
     except FileNotFoundError:
         return None
+    spend(len(stored))
+    return orjson.loads(stored)
 
 
 def _read_held(path, held):

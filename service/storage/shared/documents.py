@@ -16,6 +16,7 @@ from service.storage.contract import (
     CREATED, DEFAULT_HISTORY_REVISIONS, DELETED, NOBODY, RESTORED, UPDATED, Revision, Saved,
     check_revision, oldest_kept, without_meta)
 from service.storage.contract.events import NewEvent
+from service.storage.contract.read_budget import spend
 from service.storage.common.encoding import NAME_HEAD_SIZE, SHORT_NAME_HEAD_SIZE, encode, name_in_head
 from service.storage.shared.database import utc_text
 from service.storage.shared.media import existing_media
@@ -116,7 +117,9 @@ def _batches(sized):
 
 
 def _document(body, created_at, updated_at, revision):
-    """The document as the file backend gives it: the body's fields, then createdAt, updatedAt, revision."""
+    """The document as the file backend gives it: the body's fields, then createdAt, updatedAt, revision (charged to
+    the request's read budget)."""
+    spend(len(body))
     document = orjson.loads(body)
     document["createdAt"] = created_at
     document["updatedAt"] = updated_at

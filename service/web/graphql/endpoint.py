@@ -29,6 +29,7 @@ from graphql import (
 )
 
 from service.domain.text_changes import matching_budget
+from service.storage.contract.read_budget import read_budget
 from service.web.graphql.budget import BudgetedExecutor
 from service.web.graphql.calls import root_calls
 from service.web.graphql.coercion import PrecoercedExecutor, VariableCoercer, without_variable_definitions
@@ -148,8 +149,9 @@ class GraphQLEndpoint:
                 f"a {operation.operation.value} cannot be sent with GET (GraphQL over HTTP): POST it", "METHOD_NOT_ALLOWED")]}
         plan = prepared.plans[operation.name.value if operation.name else None]
         coerced = None if plan is None else self.coercer.coerce(plan, variables)
-        # The revisions compared under every alias of the operation share one budget of word matching.
-        with matching_budget():
+        # What every alias, page and event of the operation reads shares one budget of stored bytes, and what its
+        # comparisons of revisions match one budget of word matching.
+        with read_budget(), matching_budget():
             if coerced is None:
                 result = execute_sync(self.schema, document, variable_values=variables, operation_name=operation_name,
                                       context_value=context, executor_class=BudgetedExecutor)
