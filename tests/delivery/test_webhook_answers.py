@@ -9,19 +9,18 @@ from typing import NamedTuple
 
 import pytest
 
-from service.client import Client
 from service.delivery.dispatcher import INTERNAL_FAILURE
 from service.delivery.sender import Sender
 from service.domain.webhook_addresses import Target
 from service.domain.webhook_outcomes import Failing, outcome_of, retry_after_seconds
 from service.storage.contract import DeliveryState
-from service.testing import ThreadedServer
-from support.tokens import TOKEN, TOKENS
 from support.waiting import wait_until
 
 OK = b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n"
 # How long a raw receiver keeps a connection open, at most, after an answer a test stalls on (the stop ends it).
 STALL_SECONDS = 30.0
+# The `server` and `client` fixtures: tests/delivery/conftest.py.
+WEBHOOK_TIMEOUT_SECONDS = 10.0
 HEADS_BEYOND_LIMIT = b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-Header-%d: a\r\n" % number for number in range(101))
 
 
@@ -113,21 +112,6 @@ def answering(first, then=Answer(OK)):
     return lambda request: first if request.id == "evt_default_1" else then
 
 
-@pytest.fixture(scope="module")
-def server(backend, tmp_path_factory):
-    config = {**backend.settings(), "API_TOKENS": TOKENS, "WEBHOOK_TIMEOUT_SECONDS": 10.0,
-              "WEBHOOK_RETRY_SECONDS": "60,60"}
-    with ThreadedServer(token=TOKEN, data_dir=tmp_path_factory.mktemp("data"), config=config) as server:
-        yield server
-
-
-@pytest.fixture
-def client(server):
-    server.reset()
-    with Client(server.url, TOKEN, backoff=0) as client:
-        yield client
-
-
 def station(client, identifier):
     client.create_station({"id": identifier, "name": "Press"})
 
@@ -138,6 +122,20 @@ def logged(client, seq, condition):
         deliveries = [delivery for delivery in client.webhook_deliveries("mes") if delivery["seq"] == seq]
         return deliveries[0] if deliveries and condition(deliveries[0]) else None
     return wait_until(found)
+
+
+def first_attempt(client, receiver):
+    """Subscribe the receiver and commit a change: its delivery once attempted."""
+    client.webhook_subscribe("mes", receiver.url)
+    station(client, "press_1")
+    return logged(client, 1, lambda delivery: delivery["attempts"] > 0)
+
+
+def the_next_goes_out(client, receiver, sent=("evt_default_1", "evt_default_2")):
+    """Commit a second change: it is delivered, whatever came of the first (a retrying event holds none back)."""
+    station(client, "press_2")
+    logged(client, 2, lambda delivery: delivery["state"] == "SUCCEEDED")
+    assert [request.id for request in receiver.requests] == list(sent)
 
 
 def _seconds(iso):
@@ -155,15 +153,11 @@ def _seconds(iso):
 ], ids=["not-http", "101-headers", "long-line", "http-2"])
 def test_an_answer_that_is_not_http_is_a_failed_attempt_and_the_next_event_goes_out(client, answer, error):
     with RawReceiver(answering(Answer(answer))) as receiver:
-        client.webhook_subscribe("mes", receiver.url)
-        station(client, "press_1")
-        failed = logged(client, 1, lambda delivery: delivery["attempts"] > 0)
+        failed = first_attempt(client, receiver)
         assert (failed["state"], failed["attempts"], failed["lastStatus"], failed["lastError"]) == \
             ("PENDING", 1, None, error)
         assert 55 < _seconds(failed["nextAttemptAt"]) - _seconds(failed["lastAttemptAt"]) < 75  # the schedule's 60 s
-        station(client, "press_2")
-        logged(client, 2, lambda delivery: delivery["state"] == "SUCCEEDED")
-        assert [request.id for request in receiver.requests] == ["evt_default_1", "evt_default_2"]
+        the_next_goes_out(client, receiver)
 
 
 def test_a_retry_after_that_is_no_ascii_number_is_the_schedule(client):
@@ -171,14 +165,10 @@ def test_a_retry_after_that_is_no_ascii_number_is_the_schedule(client):
         (None, None, 7.0)
     unavailable = "HTTP/1.1 503 X\r\nRetry-After: \u00b2\r\nConnection: close\r\n\r\n".encode("latin-1")
     with RawReceiver(answering(Answer(unavailable))) as receiver:
-        client.webhook_subscribe("mes", receiver.url)
-        station(client, "press_1")
-        failed = logged(client, 1, lambda delivery: delivery["attempts"] > 0)
+        failed = first_attempt(client, receiver)
         assert (failed["state"], failed["lastStatus"], failed["lastError"]) == ("PENDING", 503, "HTTP 503")
         assert 55 < _seconds(failed["nextAttemptAt"]) - _seconds(failed["lastAttemptAt"]) < 75
-        station(client, "press_2")
-        logged(client, 2, lambda delivery: delivery["state"] == "SUCCEEDED")
-        assert [request.id for request in receiver.requests] == ["evt_default_1", "evt_default_2"]
+        the_next_goes_out(client, receiver)
 
 
 def test_a_failure_inside_the_service_is_a_failed_attempt_retried_on_the_schedule(server, client, monkeypatch):
@@ -191,14 +181,10 @@ def test_a_failure_inside_the_service_is_a_failed_attempt_retried_on_the_schedul
         return real_send(target, headers, body)
     monkeypatch.setattr(sender, "send", send)
     with RawReceiver(answering(Answer(OK))) as receiver:
-        client.webhook_subscribe("mes", receiver.url)
-        station(client, "press_1")
-        failed = logged(client, 1, lambda delivery: delivery["attempts"] > 0)
+        failed = first_attempt(client, receiver)
         assert (failed["state"], failed["attempts"], failed["lastStatus"], failed["lastError"]) == \
             ("PENDING", 1, None, INTERNAL_FAILURE)
-        station(client, "press_2")
-        logged(client, 2, lambda delivery: delivery["state"] == "SUCCEEDED")
-        assert [request.id for request in receiver.requests] == ["evt_default_2"]
+        the_next_goes_out(client, receiver, ["evt_default_2"])
 
 
 
@@ -211,14 +197,10 @@ def test_a_body_the_store_cannot_hold_is_logged_readable(server, client, monkeyp
     monkeypatch.setattr(sender, "send", lambda *args: real_send(*args)._replace(in_allowed_net=False))
     answer = b"HTTP/1.1 500 X\r\nContent-Length: 5\r\nConnection: close\r\n\r\na\x00b\xffc"
     with RawReceiver(answering(Answer(answer))) as receiver:
-        client.webhook_subscribe("mes", receiver.url)
-        station(client, "press_1")
-        failed = logged(client, 1, lambda delivery: delivery["attempts"] > 0)
+        failed = first_attempt(client, receiver)
         assert (failed["state"], failed["lastStatus"], failed["lastError"]) == \
             ("PENDING", 500, "HTTP 500: a\ufffdb\ufffdc")
-        station(client, "press_2")
-        logged(client, 2, lambda delivery: delivery["state"] == "SUCCEEDED")
-        assert [request.id for request in receiver.requests] == ["evt_default_1", "evt_default_2"]
+        the_next_goes_out(client, receiver)
 
 
 def test_an_outcome_the_store_refuses_is_recorded_as_a_failure_inside_the_service(server, client, monkeypatch):
@@ -231,14 +213,10 @@ def test_an_outcome_the_store_refuses_is_recorded_as_a_failure_inside_the_servic
         return real_finish(claim, outcome, rules, claim_next=claim_next)
     monkeypatch.setattr(webhooks, "finish", finish)
     with RawReceiver(answering(Answer(OK))) as receiver:
-        client.webhook_subscribe("mes", receiver.url)
-        station(client, "press_1")
-        failed = logged(client, 1, lambda delivery: delivery["attempts"] > 0)
+        failed = first_attempt(client, receiver)
         assert (failed["state"], failed["attempts"], failed["lastStatus"], failed["lastError"]) == \
             ("PENDING", 1, None, INTERNAL_FAILURE)
-        station(client, "press_2")
-        logged(client, 2, lambda delivery: delivery["state"] == "SUCCEEDED")
-        assert [request.id for request in receiver.requests] == ["evt_default_1", "evt_default_2"]
+        the_next_goes_out(client, receiver)
 
 
 

@@ -19,19 +19,8 @@ from support.tokens import OTHER_TOKEN, TOKEN, TOKENS
 FRAGMENT = "fragment Change on Event { seq type id station { name revision } }"
 
 
-@pytest.fixture(scope="module")
-def server(backend, tmp_path_factory):
-    config = {**backend.settings(), "API_TOKENS": TOKENS, "WEBHOOK_TIMEOUT_SECONDS": 1.0,
-              "WEBHOOK_RETRY_SECONDS": "60,60"}
-    with ThreadedServer(token=TOKEN, data_dir=tmp_path_factory.mktemp("data"), config=config) as server:
-        yield server
-
-
-@pytest.fixture
-def client(server):
-    server.reset()
-    with Client(server.url, TOKEN, backoff=0) as client:
-        yield client
+# The `server` and `client` fixtures: tests/delivery/conftest.py.
+WEBHOOK_TIMEOUT_SECONDS = 1.0
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import pytest
 from service.domain import text_changes
 from service.domain.changes import changes
 from service.domain.text_changes import matching_budget, text_change
+from support.word_matching import counted_matching
 
 GUIDE = ("Place the actuator housing on the bench with the motor mount facing up, then insert the four M3 nuts into "
          "their slots.")
@@ -62,24 +63,13 @@ def test_the_history_words_use_it_for_every_text():
         "\u201c\u2026into their slots. Wear gloves.\u201d"]
 
 
-def _matches(monkeypatch):
-    """Count the word comparisons difflib is asked to make."""
-    spent = []
-    real = text_changes.difflib.SequenceMatcher
-
-    def counting(junk, a, b, autojunk):
-        spent.append(len(a) * len(b))
-        return real(junk, a, b, autojunk=autojunk)
-
-    monkeypatch.setattr(text_changes.difflib, "SequenceMatcher", counting)
-    return spent
 
 
 @pytest.mark.exhaustive  # the largest texts the limits allow
 def test_one_comparison_spends_a_bounded_number_of_word_comparisons(monkeypatch):
     """Thousands of changed texts, each fully different in a small alphabet of words (difflib's worst case): the
     matching of all of them together stays within the budget, and every text is still said to have changed."""
-    spent = _matches(monkeypatch)
+    spent = counted_matching(monkeypatch)
     rng = random.Random(7)
 
     def text():
@@ -97,7 +87,7 @@ def test_the_comparisons_of_one_request_share_its_budget(monkeypatch):
     """A GraphQL operation may compare the same revisions under hundreds of aliases: the request's budget (opened
     around the operation, service.web.graphql.endpoint) is shared by each comparison's own, so difflib is asked for
     at most one budget's word comparisons in all."""
-    spent = _matches(monkeypatch)
+    spent = counted_matching(monkeypatch)
     rng = random.Random(3)
     text = lambda: " ".join(rng.choice("ab") for _ in range(300))
     old, new = ({"id": "p", "name": "P", "steps": [{"id": "s_1", "instructionText": {"text": text()}}]}
@@ -110,7 +100,7 @@ def test_the_comparisons_of_one_request_share_its_budget(monkeypatch):
 
 
 def test_outside_a_comparison_a_text_has_the_budget_to_itself(monkeypatch):
-    spent = _matches(monkeypatch)
+    spent = counted_matching(monkeypatch)
     text_change(" a" * 100, " b" * 100)
     with matching_budget(10):
         text_change(" a" * 100, " b" * 100)

@@ -14,6 +14,7 @@ from service.interface.kinds import PROCESSES
 from service.storage import get_repository
 from support.datadir import store_media
 from support.paths import REPOSITORY
+from support.word_matching import counted_matching
 
 ORG = "default"
 API_DOCS = REPOSITORY / "docs" / "api.md"
@@ -276,14 +277,7 @@ def test_a_document_of_an_earlier_version_starts_its_history_at_its_revision(app
 def test_the_comparisons_of_one_operation_share_one_budget_of_word_matching(client, auth, monkeypatch):
     """`processChanges` under 100 aliases of two revisions whose texts are difflib's worst case: the operation asks
     difflib for at most one budget's word comparisons in all (service.domain.text_changes), not one per alias."""
-    spent = []
-    real = text_changes.difflib.SequenceMatcher
-
-    def counting(junk, a, b, autojunk):
-        spent.append(len(a) * len(b))
-        return real(junk, a, b, autojunk=autojunk)
-
-    monkeypatch.setattr(text_changes.difflib, "SequenceMatcher", counting)
+    spent = counted_matching(monkeypatch)
     rng = random.Random(5)
     for _ in range(2):
         text = " ".join(rng.choice("ab") for _ in range(300))
