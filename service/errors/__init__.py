@@ -9,6 +9,7 @@ from service.interface import TOKEN_HEADER, TOKEN_HEADER_ALIAS
 # code: (HTTP status, GraphQL extensions.code)
 RESPONSES = {
     "invalid_request": (400, "BAD_REQUEST"),
+    "body_cut_off": (400, "BAD_REQUEST"),
     "malformed_body": (400, "BAD_REQUEST"),
     "invalid_input": (400, "BAD_USER_INPUT"),
     "unknown_destination": (400, "BAD_REQUEST"),
@@ -49,6 +50,7 @@ RESPONSES = {
     "database_unavailable": (503, "SERVICE_UNAVAILABLE"),
     "object_store_unavailable": (503, "SERVICE_UNAVAILABLE"),
     "response_too_large": (400, "RESPONSE_TOO_LARGE"),
+    "read_too_large": (400, "RESPONSE_TOO_LARGE"),
     "unstorable_document": (500, "INTERNAL_SERVER_ERROR"),
     "internal_error": (500, "INTERNAL_SERVER_ERROR"),
 }
@@ -229,6 +231,7 @@ class BeyondUploadLength(ServiceError):
 
 class BodyCutOff(InvalidRequest):
     """A tus body that ended before its Content-Length: what arrived is committed, the upload is at `offset`."""
+    code = "body_cut_off"
 
     def __init__(self, message, offset):
         super().__init__(message)
@@ -291,6 +294,7 @@ class ResponseTooLarge(ServiceError):
 class ReadTooLarge(ResponseTooLarge):
     """The request read more stored documents than one request may (service.storage.contract.read_budget): answered
     as an answer over its budget is, the operation stopped."""
+    code = "read_too_large"
 
 
 def _one(kind):
