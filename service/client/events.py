@@ -2,8 +2,8 @@
 stream `GET /events` (Server-Sent Events) that resumes with `Last-Event-ID` whenever the connection drops, so that a
 follower gets every event once, in seq order, however often the network or a node fails."""
 import json
+import re
 import time
-
 
 from service.client.errors import ClientError
 from service.client.transport import BROKEN, error_message
@@ -16,6 +16,12 @@ READ_TIMEOUT = 45.0
 # Until the server's `retry:` says otherwise, and after a 503 without Retry-After.
 DEFAULT_RECONNECT_SECONDS = 3.0
 MAX_RECONNECT_SECONDS = 60.0
+# What is read from the connection at once: a chunked answer (the service's) yields each chunk as it comes, in pieces of
+# at most this size, so an event is not held back waiting for more.
+READ_SIZE = 512
+# The only line ends of Server-Sent Events (HTML's event-stream grammar): not U+2028, U+2029, U+0085 or the other
+# breaks str.splitlines() and requests' iter_lines(decode_unicode=True) split on, which a name may hold.
+LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 def events_page(client, after=None, first=100, types=None):
@@ -50,7 +56,7 @@ def follow(transport, after=None, types=None, read_timeout=READ_TIMEOUT, sleep=t
                 if response.status_code >= 400:
                     raise ClientError(response.status_code, error_message(response))
                 try:
-                    for message in messages(response.iter_lines(decode_unicode=True)):
+                    for message in messages(lines_of(response.iter_content(READ_SIZE))):
                         if message.get("retry") is not None:
                             delay = min(message["retry"] / 1000, MAX_RECONNECT_SECONDS)
                         if message.get("id") is not None:
@@ -64,6 +70,28 @@ def follow(transport, after=None, types=None, read_timeout=READ_TIMEOUT, sleep=t
             sleep(delay)
     finally:
         session.close()
+
+
+def lines_of(chunks):
+    """The lines of a Server-Sent Events stream from its bytes as they come (`chunks`), each decoded as UTF-8 (a bad
+    sequence becomes U+FFFD, as HTML says), the BOM a stream may start with dropped. A line ends only with CR LF, LF
+    or CR, also when a chunk ends between the CR and the LF; a last line without its end is not a line."""
+    pieces, after_cr, first = [], False, True
+    for chunk in chunks:
+        if after_cr and chunk.startswith(b"\n"):
+            chunk, after_cr = chunk[1:], False  # the LF of a CR LF the previous chunk ended in
+        if not chunk:
+            continue
+        after_cr = chunk.endswith(b"\r")
+        *ends, rest = LINE_END.split(chunk)
+        for end in ends:
+            line = (b"".join(pieces) + end if pieces else end).decode("utf-8", "replace")
+            pieces = []
+            if first:
+                line, first = line.removeprefix("\ufeff"), False
+            yield line
+        if rest:
+            pieces.append(rest)
 
 
 def messages(lines):

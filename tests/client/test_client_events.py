@@ -11,7 +11,7 @@ import pytest
 
 from service.cli import main
 from service.client import Client, ClientError
-from service.client.events import messages
+from service.client.events import lines_of, messages
 from support.servers import WIS
 from support.tokens import TOKEN
 
@@ -64,6 +64,50 @@ def test_bad_arguments_are_refused_naming_them(server, api, capsys):
 def test_the_stream_is_parsed_as_html_says(stream, expected):
     found = list(messages(stream.splitlines()))
     assert [{key: value for key, value in message.items()} for message in found] == expected
+
+
+# Line breaks of Unicode that are not line ends of Server-Sent Events: a name may hold them, and JSON leaves them raw.
+BREAKS = "\u2028\u2029\x85\x0b\x0c\x1c\x1d\x1e"
+STREAM = ("\ufeffretry: 3000\r\n\r\nid: 1\revent: station.created\rdata: {\"name\": \"P" + BREAKS + "\u00e9\"}\r\r"
+          ": keepalive\n\nid: 2\ndata: two\n\n").encode()
+
+
+@pytest.mark.parametrize("size", [len(STREAM), 1, 2, 3, 7])
+def test_lines_end_only_with_cr_lf_or_both_however_the_bytes_come(size):
+    chunks = [STREAM[start:start + size] for start in range(0, len(STREAM), size)]
+    assert list(lines_of(chunks)) == ["retry: 3000", "", "id: 1", "event: station.created",
+                                      'data: {"name": "P' + BREAKS + '\u00e9"}', "", ": keepalive", "", "id: 2",
+                                      "data: two", ""]
+    assert [message.get("data") for message in messages(lines_of(chunks))] == [
+        None, '{"name": "P' + BREAKS + '\u00e9"}', "two"]
+
+
+def test_a_line_is_decoded_as_utf_8_with_replacement_and_a_last_line_without_its_end_is_dropped():
+    # The CR and LF of separate chunks are one line end; the LF after them is another.
+    assert list(lines_of([b"data: \xff\xe2\x80", b"\xa8\n", b"", b"\r", b"\n", b"\n", b"id: 3"])) == [
+        "data: \ufffd\u2028", "", ""]
+
+
+def test_follow_and_wis_events_follow_read_names_holding_unicode_line_breaks(server, api):
+    """A name with U+2028 (or U+0085, ...) comes raw in the stream's JSON: it is not a line end of Server-Sent Events,
+    so neither follow() nor `wis events --follow` may split the event there."""
+    start = api.latest_event_seq()
+    names = ["Press\u2028one", "Press\x85two", "Press\u2029three"]
+    for name in names:
+        api.create_station(station("ev_breaks", name))
+    with Client(server.url, TOKEN, timeout=30) as client:
+        following = client.follow(after=start)
+        assert [next(following)["data"]["name"] for _ in names] == names
+        following.close()
+    printing = subprocess.Popen([str(WIS), "events", "--follow", "--json", "--after", str(start), "--url",
+                                 server.url, "--token", TOKEN], stdout=subprocess.PIPE, text=True)
+    try:
+        printed = [json.loads(printing.stdout.readline()) for _ in names]
+    finally:
+        printing.terminate()
+        printing.wait(10)
+        printing.stdout.close()
+    assert [envelope["data"]["name"] for envelope in printed] == names
 
 
 def test_follow_resumes_after_the_server_drops_its_streams_missing_nothing(server, api):

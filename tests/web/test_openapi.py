@@ -225,16 +225,15 @@ def test_the_events_of_a_stream_match_their_description(client, document, auth):
     """Each message of GET /events (a reset, then events) is the object the document describes; read as a client
     does, a few messages and then hang up."""
     from jsonschema import Draft202012Validator
-    from service.client.events import messages
+    from service.client.events import lines_of, messages
 
     for number in range(2):
         client.post("/graph/v2", headers=auth, json={"query": 'mutation { stationCreate(input: {station: {id: '
                                                               f'"st_oa", name: "Press {number}"}}}}) }}'})
     event_schema = document["paths"]["/events"]["get"]["responses"]["200"]["content"]["text/event-stream"]["schema"]
     response = client.get("/events", headers={**auth, "Last-Event-ID": "100"}, buffered=False)
-    lines = (line for chunk in response.response for line in chunk.decode().splitlines())
     found = []
-    for message in messages(lines):
+    for message in messages(lines_of(response.response)):
         found.append({key: value for key, value in message.items()})
         if len(found) == 3:
             break
