@@ -10,7 +10,9 @@ The hub also holds the cap: at most `limit` streams at once in this worker (WIS_
 half the worker's threads), each of which holds a thread while its client follows.
 
 A test-mode reset or restore numbers an org's events again from 1: the hub sees the latest seq go below the one it
-read, or the event at that seq become another, and ends the org's streams with Ending.RENUMBERED.
+read, or the event at that seq become another, and ends the org's streams with Ending.RENUMBERED. Only those open
+during the reset end: a stream that opens makes the same check first (the thread may not have read since the reset),
+a stream whose start was taken before the reset ends with them, and the hub forgets its cursors when its thread ends.
 
 The thread also ends the streams whose token is no longer accepted (Ending.REVOKED: CONTRACT 16 wants them ended within
 5 s): it looks at least every ACCESS_CHECK_SECONDS, and a revocation reaches this process's token directory within
@@ -104,9 +106,12 @@ class StreamHub:
         `credential` (ended when it is no longer accepted)."""
         stream = EventStream(org, wanted, position, connection, credential)
         with self._reading:
-            cursor = self._cursors.get(org)
-            if cursor is None:
-                cursor = self._cursors[org] = self._cursor_at(org, self._events.bounds(org).latest)
+            bounds = self._events.bounds(org)
+            cursor = self._cursor_of(org, bounds.latest)
+            if position > bounds.latest:
+                # Its start was taken in the numbering a test-mode reset has just replaced: it is told, as the streams
+                # open during the reset are, rather than passing over the new events up to its old seq.
+                stream.end(Ending.RENUMBERED, bounds.oldest)
             stream.read_from_store_to(cursor.seq)
             with self._lock:
                 self._streams.setdefault(org, set()).add(stream)
@@ -170,9 +175,12 @@ class StreamHub:
                     self._thread = None  # ended by an error: the next stream starts another
 
     def _still_needed(self):
-        with self._lock:
+        with self._reading, self._lock:
             if not self._streams:
                 self._thread = None
+                # Nothing follows the orgs' numbering now: a stream opened later starts from the store's, whatever a
+                # test-mode reset did meanwhile.
+                self._cursors.clear()
                 return False
             return True
 
@@ -259,6 +267,26 @@ class StreamHub:
         self._cursors[org] = self._cursor_at(org, bounds.latest)
         for stream in self._streams_of(org):
             stream.end(Ending.RENUMBERED, bounds.oldest)
+
+    def _cursor_of(self, org, latest):
+        """The org's cursor for a stream that opens, the org's latest seq being `latest`. A cursor that a test-mode
+        reset left behind before the thread saw it (the seqs went back, or the event at the cursor is another) ends
+        the org's streams now, those open during the reset, and the new stream starts in the new numbering."""
+        cursor = self._cursors.get(org)
+        if cursor is not None and self._renumbered_since(org, cursor, latest):
+            self._renumbered(org)
+            return self._cursors[org]
+        if cursor is None:
+            cursor = self._cursors[org] = self._cursor_at(org, latest)
+        return cursor
+
+    def _renumbered_since(self, org, cursor, latest):
+        if latest < cursor.seq:
+            return True
+        if cursor.event is None:
+            return False
+        found = self._events.read(org, cursor.seq - 1, 1)
+        return bool(found) and found[0].seq == cursor.seq and found[0] != cursor.event
 
     def _cursor_at(self, org, latest):
         """A cursor at the org's event `latest`, holding that event (another event there tells a renumbering)."""

@@ -1,6 +1,7 @@
 """The event streams' hub in one process (service.web.events.hub, stream, hangups), on both backends' event stores: each
 stream gets every event it wants once, in seq order, from where it starts; a slow stream holds a bounded number of
-events; the cap; a stop, a hang-up and a renumbering (test-mode reset) end streams."""
+events; the cap; a stop, a hang-up and a renumbering (test-mode reset) end streams (of a reset, only those open
+during it)."""
 import socket
 import time
 
@@ -116,6 +117,56 @@ def test_a_reset_followed_by_as_many_events_is_seen_by_the_event_at_the_cursor(h
         repo.reset()
         commit(repo, "x", "y", "z")
     assert collect(stream, repo, 1) == [] and stream.ending is Ending.RENUMBERED and stream.oldest == 1
+
+
+def test_a_stream_opened_after_a_reset_the_idle_hub_did_not_see_starts_in_the_new_numbering(hub, repo, monkeypatch):
+    """The hub's thread ends with its last stream; a reset, then a new stream: it follows the new seqs, and is not
+    taken for one open during the reset (it got `event: reset`, then ended, and never saw seq 3)."""
+    monkeypatch.setattr(hub_module, "ACCESS_CHECK_SECONDS", 0.05)
+    commit(repo, "a", "b", "c", "d")
+    earlier = opened(hub, stream_start(repo, ORG, None)[0])
+    commit(repo, "e")
+    assert collect(earlier, repo, 1) == [(5, "e")]  # the thread has read: it is not starting while the stream closes
+    hub.close(earlier)
+    wait_until(lambda: hub._thread is None)
+    repo.reset()
+    commit(repo, "x", "y")
+    stream = opened(hub, stream_start(repo, ORG, None)[0])
+    commit(repo, "z")
+    # Once the thread has read "z" (a stream behind reads the store itself, so its events alone do not tell).
+    wait_until(lambda: stream.ending is not None or hub._cursors[ORG].seq == 3)
+    assert stream.ending is None and collect(stream, repo, 1) == [(3, "z")]
+
+
+def test_a_stream_opened_after_a_reset_the_hub_has_not_read_yet_ends_only_those_open_during_it(hub, repo,
+                                                                                              monkeypatch):
+    commit(repo, "a", "b", "c")
+    during = opened(hub, 3)
+    monkeypatch.setattr(hub, "_read_all", lambda: None)  # the thread reads nothing until the new stream is open
+    repo.reset()
+    commit(repo, "x", "y")
+    after = opened(hub, stream_start(repo, ORG, None)[0])
+    monkeypatch.undo()
+    commit(repo, "z")
+    wait_until(lambda: after.ending is not None or hub._cursors[ORG].seq == 3)
+    assert collect(during, repo, 1) == [] and during.ending is Ending.RENUMBERED and during.oldest == 1
+    assert after.ending is None and collect(after, repo, 1) == [(3, "z")]
+
+
+def test_a_stream_whose_start_was_taken_before_a_reset_is_told_of_it_rather_than_missing_events(hub, repo):
+    commit(repo, "a", "b", "c")
+    position = stream_start(repo, ORG, None)[0]
+    repo.reset()  # between where the stream starts and its opening
+    commit(repo, "x")
+    stream = opened(hub, position)
+    assert collect(stream, repo, 1) == [] and stream.ending is Ending.RENUMBERED and stream.oldest == 1
+
+
+def wait_until(condition):
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
 
 
 def test_a_client_that_hangs_up_ends_its_stream_and_one_that_talks_does_not(hub, repo):
