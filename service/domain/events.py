@@ -14,6 +14,9 @@ TYPE_RULE = ("must be <kind>.<change>: process, product or station, then created
 PLURAL = {singular: plural for plural, singular in SINGULAR.items()}
 CHANGES = ("CREATED", "UPDATED", "DELETED", "RESTORED")
 DEFAULT_FIRST = 100
+# The most entries a reader's `types` may hold (the feed, GET /events, a subscription). There are 15 different ones, so
+# a longer list repeats some: 780,000 copies of one pattern were checked one by one, and a subscription held them all.
+MAX_TYPES = 100
 
 
 def event_type(event):
@@ -48,6 +51,17 @@ def wanted_of(types, problems, field="types"):
     return frozenset(wanted)
 
 
+def reader_wanted(types, problems, field="types"):
+    """`wanted_of` for a reader of the events: a `types` of more than MAX_TYPES entries is one problem naming it,
+    before any entry is looked at. (A webhook subscription's `types` has rules of its own: service.domain.webhooks.)"""
+    if isinstance(types, (list, tuple)) and len(types) > MAX_TYPES:
+        different = len(PLURAL) * (len(CHANGES) + 1)  # each kind's changes, and `<kind>.*`
+        problems.add(field, f"at most {MAX_TYPES} entries: name each type once (there are {different}, and `<kind>.*` "
+                            f"stands for the changes of a kind); got {len(types):,}")
+        return None
+    return wanted_of(types, problems, field)
+
+
 def check_after(after, problems, field="after"):
     if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < 0):
         problems.add(field, f"must be a seq, 0 or more (0: from the oldest kept); got {after!r}")
@@ -60,7 +74,7 @@ def list_events(repo, org, after=None, first=DEFAULT_FIRST, types=None):
     if isinstance(first, bool) or not isinstance(first, int) or not 1 <= first <= MAX_PAGE_SIZE:
         problems.add("first", f"must be an integer from 1 to {MAX_PAGE_SIZE}; got {first!r}")
     check_after(after, problems)
-    wanted = wanted_of(types, problems)
+    wanted = reader_wanted(types, problems)
     problems.raise_if_any()
     after = after or 0
     if after:
@@ -89,7 +103,7 @@ def subscription_start(repo, org, after=None, types=None):
     kept or `after` is past the latest seq (as `stream_start` decides)."""
     problems = Problems()
     check_after(after, problems)
-    wanted = wanted_of(types, problems)
+    wanted = reader_wanted(types, problems)
     problems.raise_if_any()
     position, oldest = stream_start(repo, org, after)
     if oldest is not None:

@@ -12,7 +12,7 @@ import re
 
 from flask import Blueprint, current_app, g, request
 
-from service.domain.events import envelope, event_type, stream_start, wanted_of
+from service.domain.events import envelope, event_type, reader_wanted, stream_start
 from service.domain.validation import Problems, quoted
 from service.errors import ServiceError
 from service.storage import get_repository
@@ -51,7 +51,7 @@ def _parameters():
     last_event_id = _seq(request.headers.get("Last-Event-ID"), "Last-Event-ID", problems)
     after = _seq(request.args.get("after"), "after", problems)
     types = request.args.getlist("types")
-    wanted = wanted_of(",".join(types).split(","), problems) if types else None
+    wanted = reader_wanted(",".join(types).split(","), problems) if types else None
     problems.raise_if_any()
     return (last_event_id if last_event_id is not None else after), wanted
 

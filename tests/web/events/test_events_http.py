@@ -2,10 +2,14 @@
 any stream starts (400 naming the argument, 401, the cap's 503 with Retry-After), the first lines of a stream, the
 session cookie, and the graphql-sse answers (errors in an accepted stream, a subscription refused without
 `Accept: text/event-stream`, queries still answered with JSON)."""
+import gc
 import json
+import tracemalloc
 
 import pytest
 
+from service.domain import events as events_domain
+from service.domain.events import MAX_TYPES
 from service.domain.stations import upsert_station
 from service.storage import get_repository
 from support.metrics import metric_value
@@ -90,9 +94,11 @@ def test_last_event_id_wins_over_after_and_types_filter(client, auth, repo):
     ("/events?after=%EF%BC%91", {}, "after: must be a seq"),  # a full-width digit
     ("/events?types=process.moved", {}, "types[0]: must be <kind>.<change>"),
     ("/events?types=station.*,", {}, "types[1]: must be <kind>.<change>"),
+    ("/events?types=" + ",".join(["station.*"] * (MAX_TYPES + 1)), {}, f"types: at most {MAX_TYPES} entries"),
 ])
 def test_a_bad_start_or_type_is_a_400_naming_it_before_any_stream(client, auth, path, headers, named):
-    response = client.get(path, headers={**auth, **headers})
+    response = opened(client, path, **auth, **headers)  # not read to its end: a stream taken would never end
+    response.close()
     assert response.status_code == 400 and response.mimetype == "application/json"
     assert response.get_json()["error"].startswith(named)
 
@@ -162,6 +168,66 @@ def test_a_refused_subscription_is_one_next_with_its_errors_then_complete(client
     assert complete == "event: complete\ndata:" and empty == ""
     errors = json.loads(next_message.removeprefix("event: next\ndata: "))["errors"]
     assert errors[0]["extensions"]["code"] == code and errors[0]["message"].startswith(named)
+
+
+def test_types_of_more_than_the_most_entries_are_refused_naming_types_and_as_many_are_taken(client, auth, repo):
+    commit(repo, "a")
+    too_many, most = ["station.*"] * (MAX_TYPES + 1), ["process.*", "station.created"] * (MAX_TYPES // 2)
+    message = (f"types: at most {MAX_TYPES} entries: name each type once (there are 15, and `<kind>.*` stands for the "
+               f"changes of a kind); got {MAX_TYPES + 1}")
+    feed = "query($t: [String!]) { events(types: $t) { seq } }"
+    [error] = client.post("/graph/v2", json={"query": feed, "variables": {"t": too_many}}, headers=auth).get_json()[
+        "errors"]
+    assert (error["message"], error["extensions"]) == (message, {"code": "BAD_USER_INPUT", "field": "types"})
+    response = subscribe(client, auth, "subscription($t: [String!]) { events(types: $t) { seq } }", {"t": too_many})
+    first = messages(response, 1)[0]  # a subscription taken would send a keepalive first, and go on
+    response.close()
+    assert first[0] == "event: next"
+    [error] = json.loads(first[1].removeprefix("data: "))["errors"]
+    assert (error["message"], error["extensions"]) == (message, {"code": "BAD_USER_INPUT", "field": "types"})
+    answer = client.post("/graph/v2", json={"query": feed, "variables": {"t": most}}, headers=auth).get_json()
+    assert answer == {"data": {"events": [{"seq": 1}]}}
+
+
+@pytest.mark.parametrize("query", [
+    "subscription($t: [String!], $named: Boolean!) { events(types: $t) { seq name @include(if: $named) } }",
+    "subscription($t: [String!], $named: Boolean!) { ...Root } fragment Root on Subscription { events(types: $t) { "
+    "seq ...Named } } fragment Named on Event { name @include(if: $named) }",
+])
+def test_a_subscription_holds_none_of_the_root_field_s_arguments_while_it_lasts(client, auth, repo, monkeypatch,
+                                                                                query):
+    """Each event is executed with the subscription's variables, for as long as it lasts: it keeps those its selection
+    uses (`$named` here), not `types`, which the start alone read (a `types` of 10 MB was 60 MB of a worker a stream).
+    Measured with the cap of `types` lifted, as a larger cap would be."""
+    monkeypatch.setattr(events_domain, "MAX_TYPES", 10**6)
+    variables = {"t": ["station.*"] * 200_000, "named": True}
+    subscribe(client, auth, query, variables).close()  # what the app builds once (the schema's parts) is built
+    gc.collect()
+    tracemalloc.start()
+    try:
+        response = subscribe(client, auth, query, variables)
+        assert next(iter(response.response)) == b": keepalive\n\n"
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    commit(repo, "a")
+    [found] = messages(response, 1)
+    response.close()
+    assert json.loads(found[1].removeprefix("data: ")) == {"data": {"events": {"seq": 1, "name": "a"}}}
+    # The 200,000 entries of `types` as the request's variables and their coerced copy: 15 MB (measured: 20 KB held).
+    assert held < 1_000_000, held
+
+
+def test_a_subscription_keeps_the_variables_its_events_are_executed_with(client, auth, repo):
+    """A variable inside a root argument's list, and one of a directive below the root field, are read by each
+    event."""
+    query = "subscription($one: String!, $shown: Boolean!) { events(types: [$one]) { seq name @include(if: $shown) } }"
+    response = subscribe(client, auth, query, {"one": "station.*", "shown": False})
+    commit(repo, "a")
+    _, found = messages(response, 2)
+    response.close()
+    assert json.loads(found[1].removeprefix("data: ")) == {"data": {"events": {"seq": 1}}}
 
 
 def test_a_subscription_without_event_stream_in_accept_is_refused_and_queries_stay_json(client, auth):
