@@ -5,7 +5,7 @@ import binascii
 import re
 import secrets
 
-from service.domain.events import CHANGES, PLURAL, wanted_of
+from service.domain.events import reader_wanted
 from service.domain.reads import MAX_PAGE_SIZE
 from service.domain.validation import InvalidInput, Problems, quoted
 from service.domain.webhook_addresses import AddressRefused, check_target
@@ -24,10 +24,6 @@ HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")
 MAX_HEADERS, MAX_HEADER_VALUE = 50, 4096
 # Visible ASCII, spaces and tabs: a value sent as is on every attempt (HTTP gives other characters no encoding).
 HEADER_VALUE = re.compile(r"[\t\x20-\x7e]{0,%d}" % MAX_HEADER_VALUE)
-# The entries of `types` a subscribe takes. Only 15 distinct entries mean anything (process, product or station, then
-# one of the 4 changes or *), so 100 leaves room for repeats and for kinds to come, while what is checked, reported and
-# stored stays small: the dispatcher reads a subscription's types every time it looks at it. They are stored once each.
-MAX_TYPES = 100
 # Subscriptions an org may have. The dispatchers look at every subscription each second (300 cost ~3.5 % of a core
 # at idle, the more the more), so one org cannot make the node's idle work grow without end; 100 is far more receivers
 # than a site has, and one subscription serves any number of types.
@@ -74,15 +70,10 @@ def subscribe(repo, org, data, policy, check_fragment, resolver=None):
 
 
 def _checked_types(types, problems):
-    """The entries of `types` once each, in their order (None: every type); a list longer than MAX_TYPES is one
-    problem, its entries unchecked (a problem each would be an answer as long as the list)."""
-    if isinstance(types, (list, tuple)) and len(types) > MAX_TYPES:
-        distinct = len(PLURAL) * (len(CHANGES) + 1)  # each kind with each change, or *
-        problems.add("types", f"names {len(types):,} types; at most {MAX_TYPES} are allowed, and only {distinct} "
-                              "differ (process, product or station, then created, updated, deleted, restored or *): "
-                              "name each once")
-        return None
-    if wanted_of(types, problems) is None:
+    """The entries of `types` once each, in their order (None: every type), held to the rules of the event readers'
+    (service.domain.events.reader_wanted: at most MAX_TYPES entries); stored once each, as the dispatcher reads a
+    subscription's types every time it looks at it."""
+    if reader_wanted(types, problems) is None:
         return None  # every type, or refused
     return list(dict.fromkeys(entry for entry in types if isinstance(entry, str)))  # the others are refused
 

@@ -127,7 +127,8 @@ def test_types_are_at_most_100_and_stored_once_each(client, auth):
     for types in (["process.*"] * 101, ["process.moved"] * 5000):
         [error] = subscribe(client, auth, types=types)["errors"]
         assert (error["extensions"]["code"], error["extensions"]["field"]) == ("BAD_USER_INPUT", "types")
-        assert f"names {len(types):,} types; at most 100 are allowed, and only 15 differ" in error["message"]
+        assert "types: at most 100 entries: name each type once (there are 15" in error["message"]
+        assert error["message"].endswith(f"got {len(types):,}")
     assert run(client, auth, LIST)["data"] == {"webhookSubscriptions": []}
     types = ["process.*", "station.created", "process.*"] + ["station.created"] * 97
     assert subscribe(client, auth, types=types)["data"] == {"webhookSubscribe": "SUBSCRIBED"}
