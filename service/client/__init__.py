@@ -5,6 +5,7 @@
 - api.py: Client, the facade: GraphQL upserts and reads, uploads, downloads, push.
 - transport.py: HTTP with the token, timeouts, and the retry policy (what is sent again, and why).
 - uploader.py: single and chunked, parallel, resumable uploads (one requests.Session per thread).
+- download.py: media into a file, a body cut off asked for again from where it stopped (Range), whole or nothing.
 - push.py: objects from JSON/YAML files, their local media uploaded first, applied in order (or checked: dry run).
 - transfer.py: export of an org into an archive (service.interface.archive) and import of one, through the API.
 - dry_run.py: objects checked with dryRun before what they refer to exists (push and import dry runs).

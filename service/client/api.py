@@ -1,6 +1,7 @@
 """The Client: GraphQL upserts and reads, uploads, downloads and push, over one Transport."""
 import re
 
+from service.client import download as download_module
 from service.client import events as events_module
 from service.client import push as push_module
 from service.client.errors import ClientError
@@ -8,7 +9,6 @@ from service.client.transport import Repeat, Transport, error_message
 from service.client.uploader import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, Uploader
 from service.client.webhooks import WebhookCalls
 
-READ_BLOCK = 1024 * 1024
 # A GraphQL document whose (first) operation is a mutation; comments and whitespace may come first.
 MUTATION = re.compile(r"\A(?:\s|,|#[^\n]*)*mutation\b")
 
@@ -316,15 +316,11 @@ class Client(WebhookCalls):
         return self.uploader.stream_status(stream_id)
 
     def download(self, media_path, destination):
-        """Stream the media at `media_path` into `destination` (a file name or a binary file); return its size."""
-        response = self.transport.request("GET", media_path, Repeat.SAFE, stream=True)
-        with response:
-            if response.status_code >= 400:
-                raise ClientError(response.status_code, error_message(response))
-            if hasattr(destination, "write"):
-                return _copy(response, destination)
-            with open(destination, "wb") as handle:
-                return _copy(response, handle)
+        """Stream the media at `media_path` into `destination` (a file name or a binary file); return its size.
+
+        A body cut off is asked for again from where it stopped, as service.client.download says; a file name gets
+        the whole file or, on any failure, is left as it was."""
+        return download_module.download(self.transport, media_path, destination)
 
     def upload(self, path, destination=None, chunk_size=DEFAULT_CHUNK_SIZE, parallel=DEFAULT_PARALLEL,
                progress=None, resumed=None, state_dir=None):
@@ -360,10 +356,3 @@ def _kind(kind):
         raise ValueError(f"not a kind of object: {kind!r} (process, product or station)")
     return kind
 
-
-def _copy(response, handle):
-    written = 0
-    for block in response.iter_content(READ_BLOCK):
-        handle.write(block)
-        written += len(block)
-    return written
