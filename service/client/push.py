@@ -24,8 +24,8 @@ MEDIA_KIND = {"video": "video", "image": "image", "primaryImage": "image"}
 
 
 class PushResult(NamedTuple):
-    """The outcome of one entry: `label` ("process p1", or the file and position of an unreadable entry),
-    `outcome` ("CREATED" or "UPDATED") or `error` (one line)."""
+    """The outcome of one entry: `label` (its kind, id, file and position, "process p1 (line.yaml[2])"; the file and
+    position alone for an unreadable entry), `outcome` ("CREATED" or "UPDATED") or `error` (one line)."""
 
     label: str
     outcome: Optional[str] = None
@@ -36,6 +36,11 @@ class _Item(NamedTuple):
     kind: str
     obj: dict
     source: Path
+    where: str  # the file, and the position in it when it holds a list: "line.yaml[2]"
+
+    @property
+    def label(self):
+        return f"{self.kind} {self.obj.get('id', '?')} ({self.where})"
 
 
 def push(client, paths, on_result=None, upload_options=None, progress_for=None, dry=False, comment=None):
@@ -59,7 +64,7 @@ def push(client, paths, on_result=None, upload_options=None, progress_for=None, 
     items = _collect(paths, record)
     uploaded, checked_processes = {}, set()
     for item in sorted(items, key=lambda item: KINDS.index(item.kind)):
-        label = f"{item.kind} {item.obj.get('id', '?')}"
+        label = item.label
         try:
             if dry:
                 outcome = _check(client, item, checked_processes)
@@ -114,7 +119,7 @@ def _collect(paths, record):
                                                "{\"process\": {...}} or {\"product\": {...}}"))
                 continue
             kind, obj = next(iter(entry.items()))
-            items.append(_Item(kind, obj, path))
+            items.append(_Item(kind, obj, path, where))
     return items
 
 

@@ -61,8 +61,10 @@ def test_push_applies_stations_processes_then_products(server, api, capsys, inst
     code, lines = push(server, capsys, instructions)
 
     assert code == 0
-    assert lines == ["station line_1: CREATED", "process frame_weld: CREATED", "process assembly: CREATED",
-                     "product bike: CREATED"]
+    assert lines == [f"station line_1 ({instructions}/lines/line.yml): CREATED",
+                     f"process frame_weld ({instructions}/processes.json[0]): CREATED",
+                     f"process assembly ({instructions}/processes.json[1]): CREATED",
+                     f"product bike ({instructions}/a_products.yaml[0]): CREATED"]
 
 
 def test_push_uploads_local_media_once_and_references_them(server, api, capsys, instructions):
@@ -85,7 +87,9 @@ def test_second_push_updates(server, capsys, instructions):
     code, lines = push(server, capsys, instructions / "processes.json", instructions / "lines" / "line.yml")
 
     assert code == 0
-    assert lines == ["station line_1: UPDATED", "process frame_weld: UPDATED", "process assembly: UPDATED"]
+    assert lines == [f"station line_1 ({instructions}/lines/line.yml): UPDATED",
+                     f"process frame_weld ({instructions}/processes.json[0]): UPDATED",
+                     f"process assembly ({instructions}/processes.json[1]): UPDATED"]
 
 
 def test_push_reports_each_failure_and_applies_the_rest(server, api, capsys, tmp_path):
@@ -98,17 +102,18 @@ def test_push_reports_each_failure_and_applies_the_rest(server, api, capsys, tmp
     ]))
     (tmp_path / "broken.json").write_text("{not json")
 
-    code, lines = push(server, capsys, tmp_path / "mixed.yaml", tmp_path / "broken.json")
+    mixed = tmp_path / "mixed.yaml"
+    code, lines = push(server, capsys, mixed, tmp_path / "broken.json")
 
     assert code == 1
     assert lines[0] == (f"{tmp_path / 'mixed.yaml'}[3]: error: expected one object of the form "
                         '{"station": {...}}, {"process": {...}} or {"product": {...}}')
     assert lines[1].startswith(f"{tmp_path / 'broken.json'}: error: cannot read: Expecting property name")
-    assert lines[2] == "process good_one: CREATED"
-    assert lines[3].startswith("process bad_one: error: ") and "process.steps[0].id" in lines[3]
-    assert lines[4] == (f"process no_media: error: process.steps[0].primaryImage.path: gone.png: no such file "
-                        f"(looked for {tmp_path / 'gone.png'})")
-    assert lines[5].startswith("product orphan: error: ") and "nowhere" in lines[5]
+    assert lines[2] == f"process good_one ({mixed}[0]): CREATED"
+    assert lines[3].startswith(f"process bad_one ({mixed}[1]): error: ") and "process.steps[0].id" in lines[3]
+    assert lines[4] == (f"process no_media ({mixed}[2]): error: process.steps[0].primaryImage.path: gone.png: no such "
+                        f"file (looked for {tmp_path / 'gone.png'})")
+    assert lines[5].startswith(f"product orphan ({mixed}[4]): error: ") and "nowhere" in lines[5]
     assert len(lines) == 6
     assert api.get_process("good_one") is not None
     assert api.get_process("bad_one") is None
@@ -122,8 +127,8 @@ def test_push_refuses_a_video_that_is_neither_mp4_nor_gif(server, capsys, tmp_pa
     code, lines = push(server, capsys, tmp_path / "p.yaml")
 
     assert code == 1
-    assert lines == ["process avi_video: error: process.steps[0].video.path: clip.avi: a video file must be MP4 or "
-                     "GIF; this is not a recognised image or video file"]
+    assert lines == [f"process avi_video ({tmp_path / 'p.yaml'}): error: process.steps[0].video.path: clip.avi: a video "
+                     "file must be MP4 or GIF; this is not a recognised image or video file"]
 
 
 def test_push_stops_at_the_first_unreachable_server_error(capsys, instructions):
@@ -148,9 +153,9 @@ def test_push_goes_by_content_not_by_name(server, api, capsys, tmp_path):
     code, lines = push(server, capsys, tmp_path / "p.yaml")
 
     assert code == 1
-    assert lines == ["process gif_named_oddly: CREATED",
-                     "process png_as_video: error: process.steps[0].video.path: photo.mp4: a video file must be MP4 or "
-                     "GIF; this is a PNG file"]
+    assert lines == [f"process gif_named_oddly ({tmp_path / 'p.yaml'}[0]): CREATED",
+                     f"process png_as_video ({tmp_path / 'p.yaml'}[1]): error: process.steps[0].video.path: photo.mp4: "
+                     "a video file must be MP4 or GIF; this is a PNG file"]
     assert api.get_process("gif_named_oddly")["steps"][0]["video"]["path"].endswith(".gif")
 
 
@@ -161,7 +166,24 @@ def test_client_push_returns_a_result_per_entry(server, api, instructions):
 
     assert results == seen
     assert [(r.label, r.outcome, r.error) for r in results] == [
-        ("station line_1", "CREATED", None), ("process frame_weld", "CREATED", None),
-        ("process assembly", "CREATED", None), ("product bike", "CREATED", None)]
+        (f"station line_1 ({instructions}/lines/line.yml)", "CREATED", None),
+        (f"process frame_weld ({instructions}/processes.json[0])", "CREATED", None),
+        (f"process assembly ({instructions}/processes.json[1])", "CREATED", None),
+        (f"product bike ({instructions}/a_products.yaml[0])", "CREATED", None)]
     assert [api.get_station("line_1")["id"], api.get_process("frame_weld")["id"], api.get_process("assembly")["id"],
             api.get_product("bike")["id"]] == ["line_1", "frame_weld", "assembly", "bike"]
+
+
+def test_each_line_names_the_file_and_position_of_its_object(server, capsys, tmp_path):
+    noid = tmp_path / "noid"
+    noid.mkdir()
+    (noid / "a.yaml").write_text("- station: {name: B}\n")
+    (noid / "b.yaml").write_text("- station: {id: press_2, name: P2}\n- station: {nme: C}\n")
+
+    code, lines = push(server, capsys, noid)
+
+    assert code == 1
+    assert lines[0].startswith(f"station ? ({noid / 'a.yaml'}[0]): error: station.id: ")
+    assert lines[1] == f"station press_2 ({noid / 'b.yaml'}[0]): CREATED"
+    assert lines[2].startswith(f"station ? ({noid / 'b.yaml'}[1]): error: ")
+    assert len(lines) == 3

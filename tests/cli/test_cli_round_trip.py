@@ -144,10 +144,11 @@ def test_push_dry_run_writes_nothing(source, capsys, tmp_path):
     ]))
     code, out, err = wis(capsys, source, "push", folder, "--dry-run")
     assert code == 1
-    assert "station line_1: CREATED (dry run)" in out
-    assert "process frame_weld: VALID (dry run; 1 field(s) wait for what the push creates first)" in out
-    assert any(line.startswith("process bad_one: error: process.name") for line in out)
-    assert "product bike: VALID (dry run; 1 field(s) wait for what the push creates first)" in out
+    every = folder / "all.json"
+    assert f"station line_1 ({every}[0]): CREATED (dry run)" in out
+    assert f"process frame_weld ({every}[1]): VALID (dry run; 1 field(s) wait for what the push creates first)" in out
+    assert any(line.startswith(f"process bad_one ({every}[2]): error: process.name") for line in out)
+    assert f"product bike ({every}[3]): VALID (dry run; 1 field(s) wait for what the push creates first)" in out
     assert inputs(source) == {} and media_count(source) == 0
 
 
