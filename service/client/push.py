@@ -4,7 +4,9 @@ Each file holds one object or a list of objects of the form {"station": {...}}, 
 {"product": {...}} (the mutation's input). Local media files a process refers to are uploaded first,
 to the destination their content says, and replaced by their media paths.
 """
+import datetime
 import json
+import math
 from contextlib import nullcontext
 from pathlib import Path
 from typing import NamedTuple, Optional
@@ -15,12 +17,17 @@ from service.client import dry_run
 from service.client.errors import ClientError, ServerUnreachable, describe
 from service.client.uploader import FORMAT_DESTINATIONS, file_format
 from service.interface.media_references import media_references
-from service.interface import DESTINATIONS, FORMATS, MEDIA_PATH_ROOT
+from service.interface.tar_reading import MAX_JSON_DEPTH
+from service.interface import DESTINATIONS, FORMATS, MAX_INPUT_SIZE, MEDIA_PATH_ROOT
 
 KINDS = ("station", "process", "product")  # also the order objects are applied in
 SUFFIXES = (".json", ".yaml", ".yml")
 # A process's `video` holds a video; `image` and `primaryImage` an image.
 MEDIA_KIND = {"video": "video", "image": "image", "primaryImage": "image"}
+# What YAML reads that JSON has no type for (safe_load makes these of unquoted dates, !!binary and !!set), and what to do.
+NOT_JSON = {datetime.datetime: "a date and time; quote it to send it as text",
+            datetime.date: "a date; quote it to send it as text",
+            bytes: "binary data (!!binary), which JSON cannot carry", set: "a set (!!set); write a list"}
 
 
 class PushResult(NamedTuple):
@@ -110,6 +117,9 @@ def _collect(paths, record):
             reason = error.strerror if isinstance(error, OSError) and error.strerror else " ".join(str(error).split())
             record(PushResult(str(path), error=f"cannot read: {reason}"))
             continue
+        except RecursionError:  # the parsers recurse once per level: thousands of levels end Python's stack
+            record(PushResult(str(path), error=f"cannot read: nested deeper than {MAX_JSON_DEPTH} levels"))
+            continue
         entries = content if isinstance(content, list) else [content]
         for position, entry in enumerate(entries):
             where = f"{path}[{position}]" if isinstance(content, list) else str(path)
@@ -119,8 +129,56 @@ def _collect(paths, record):
                                                "{\"process\": {...}} or {\"product\": {...}}"))
                 continue
             kind, obj = next(iter(entry.items()))
-            items.append(_Item(kind, obj, path, where))
+            item = _Item(kind, obj, path, where)
+            problem = _not_json(obj, kind)
+            if problem:
+                record(PushResult(item.label, error=problem))
+            else:
+                items.append(item)
     return items
+
+
+def _not_json(value, field):
+    """What in a value read from a file JSON cannot carry, as "<field path>: <why>": a date, binary data, a set, a key
+    that is not text, a number that is not finite, nesting deeper than MAX_JSON_DEPTH (aliases of YAML can make a
+    list hold itself); None when it all goes as JSON. Walked without recursing, in the order of the file."""
+    waiting, seen = [(value, field, 1)], 0
+    while waiting:
+        value, field, depth = waiting.pop()
+        seen += 1
+        if seen > MAX_INPUT_SIZE:  # a value is at least a character of JSON: the server refuses more anyway
+            return f"more than {MAX_INPUT_SIZE:,} values (YAML aliases, repeated): larger than the service takes"
+        if isinstance(value, (dict, list)) and depth > MAX_JSON_DEPTH:
+            return f"nested deeper than {MAX_JSON_DEPTH} levels"
+        if isinstance(value, dict):
+            for strange in (key for key in value if not isinstance(key, str)):
+                if isinstance(strange, bool):
+                    return (f"{field}: a key read as {str(strange).lower()} (YAML reads an unquoted yes, no, on or off "
+                            f"so); field names are text: quote it")
+                return f"{field}: the key {_shown(strange)} is {_what(strange)}; field names are text: quote it"
+            waiting += [(child, f"{field}.{key}", depth + 1) for key, child in reversed(value.items())]
+        elif isinstance(value, list):
+            waiting += [(child, f"{field}[{position}]", depth + 1)
+                        for position, child in reversed(list(enumerate(value)))]
+        elif isinstance(value, float) and not math.isfinite(value):
+            return f"{field}: {value} is not a finite number, which JSON cannot carry"
+        elif not isinstance(value, (str, int, float, type(None))):
+            return f"{field}: {_shown(value)} is {_what(value)}"
+    return None
+
+
+def _what(value):
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return next((said for kind, said in NOT_JSON.items() if isinstance(value, kind)),
+                f"a {type(value).__name__}, which JSON cannot carry")
+
+
+def _shown(value):
+    text = str(value) if isinstance(value, (datetime.date, datetime.datetime)) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _check(client, item, checked_processes):

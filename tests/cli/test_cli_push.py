@@ -187,3 +187,29 @@ def test_each_line_names_the_file_and_position_of_its_object(server, capsys, tmp
     assert lines[1] == f"station press_2 ({noid / 'b.yaml'}[0]): CREATED"
     assert lines[2].startswith(f"station ? ({noid / 'b.yaml'}[1]): error: ")
     assert len(lines) == 3
+
+
+def test_values_json_cannot_carry_are_errors_naming_file_entry_and_field_and_the_rest_is_pushed(
+        server, api, capsys, tmp_path):
+    (tmp_path / "f.yaml").write_text("- station: {id: date_1, name: 2024-01-01}\n"
+                                     "- station: {id: fine_1, name: Fine}\n"
+                                     "- process: {id: bin_1, name: B, steps: [{id: step_1, name: !!binary aGk=}]}\n"
+                                     "- station: {id: key_1, name: K, on: x}\n")
+    (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
+    (tmp_path / "deep.yaml").write_text("station: {id: deep_1, name: D, x: " + "[" * 150 + "]" * 150 + "}\n")
+
+    code, lines = push(server, capsys, tmp_path / "f.yaml", tmp_path / "deep.json", tmp_path / "deep.yaml")
+
+    file = tmp_path / "f.yaml"
+    assert code == 1
+    assert lines == [
+        f"station date_1 ({file}[0]): error: station.name: 2024-01-01 is a date; quote it to send it as text",
+        f"process bin_1 ({file}[2]): error: process.steps[0].name: b'hi' is binary data (!!binary), which JSON "
+        "cannot carry",
+        f"station key_1 ({file}[3]): error: station: a key read as true (YAML reads an unquoted yes, no, on or off "
+        "so); field names are text: quote it",
+        f"{tmp_path / 'deep.json'}: error: cannot read: nested deeper than 100 levels",
+        f"station deep_1 ({tmp_path / 'deep.yaml'}): error: nested deeper than 100 levels",
+        f"station fine_1 ({file}[1]): CREATED",
+    ]
+    assert api.get_station("date_1") is None and api.get_station("fine_1")["name"] == "Fine"
