@@ -55,8 +55,8 @@ def push(client, paths, on_result=None, upload_options=None, progress_for=None, 
     with `comment` when given. With `dry`, nothing is written: local media files are checked, not uploaded, and
     objects are sent with dryRun (service.client.dry_run says what that promises).
 
-    Unreadable files and malformed entries come first, then stations, processes and products in this
-    order (products refer to processes). `on_result(result)` is called as each one is known.
+    Unreadable files and malformed entries come first, then the objects whose kind and id appear more than once (none
+    of them is sent), then stations, processes and products in this order (products refer to processes). `on_result(result)` is called as each one is known.
     `upload_options` go to every upload of a local media file; `progress_for(file)`, if given, returns
     a context manager around that upload whose value is a dict of more options (`progress`, `resumed`).
     ServerUnreachable stops the push: every further object would wait through the same retries.
@@ -68,7 +68,7 @@ def push(client, paths, on_result=None, upload_options=None, progress_for=None, 
         results.append(result)
         report(result)
 
-    items = _collect(paths, record)
+    items = _once_each(_collect(paths, record), record)
     uploaded, checked_processes = {}, set()
     for item in sorted(items, key=lambda item: KINDS.index(item.kind)):
         label = item.label
@@ -93,17 +93,43 @@ def push(client, paths, on_result=None, upload_options=None, progress_for=None, 
 
 
 def input_files(paths):
-    """The files named, and the .json/.yaml/.yml files under the directories named, in a stable order."""
+    """The files named, and the .json/.yaml/.yml files under the directories named, in a stable order; a file named
+    twice (`wis push dir dir/a.yaml`) once."""
+    seen = set()
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            yield from sorted(
-                found for found in path.rglob("*")
-                if found.suffix.lower() in SUFFIXES and found.is_file()
-                and not any(part.startswith(".") for part in found.relative_to(path).parts)
+            found = sorted(
+                candidate for candidate in path.rglob("*")
+                if candidate.suffix.lower() in SUFFIXES and candidate.is_file()
+                and not any(part.startswith(".") for part in candidate.relative_to(path).parts)
             )
         else:
-            yield path
+            found = [path]
+        for file in found:
+            if file.resolve() not in seen:
+                seen.add(file.resolve())
+                yield file
+
+
+def _once_each(items, record):
+    """The items whose kind and id no other item of the push has. Each of the others is recorded as an error naming
+    where else it is, and none of them is sent: which one was meant is not for the push to guess, and sending each in
+    turn would store a revision per copy at every push of unchanged files, the last one winning."""
+    places = {}
+    for item in items:
+        if isinstance(item.obj.get("id"), str):
+            places.setdefault((item.kind, item.obj["id"]), []).append(item)
+    once = []
+    for item in items:
+        same = places.get((item.kind, item.obj.get("id")), []) if isinstance(item.obj.get("id"), str) else []
+        if len(same) > 1:
+            others = " and ".join(other.where for other in same if other is not item)
+            record(PushResult(item.label, error=f"{item.kind} {item.obj['id']} is also at {others}: an object goes "
+                                                f"once in a push; none of its copies is sent"))
+        else:
+            once.append(item)
+    return once
 
 
 def _collect(paths, record):

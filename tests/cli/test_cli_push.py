@@ -213,3 +213,30 @@ def test_values_json_cannot_carry_are_errors_naming_file_entry_and_field_and_the
         f"station fine_1 ({file}[1]): CREATED",
     ]
     assert api.get_station("date_1") is None and api.get_station("fine_1")["name"] == "Fine"
+
+
+def test_the_same_kind_and_id_twice_in_a_push_is_an_error_naming_both_places_and_sends_neither(
+        server, api, capsys, tmp_path):
+    (tmp_path / "dup.yaml").write_text("- station: {id: press_4, name: P4}\n- station: {id: press_4, name: P4 dup}\n"
+                                       "- process: {id: press_4, name: Not a station}\n")
+    (tmp_path / "more.yaml").write_text("- station: {id: press_5, name: P5}\n")
+    (tmp_path / "again.yaml").write_text("- station: {id: press_5, name: P5 again}\n")
+    dup, more, again = (tmp_path / name for name in ("dup.yaml", "more.yaml", "again.yaml"))
+
+    for _ in range(2):
+        code, lines = push(server, capsys, dup, more, again, dup)
+
+        assert code == 1
+        assert lines[:4] == [
+            f"station press_4 ({dup}[0]): error: station press_4 is also at {dup}[1]: an object goes once in a push; "
+            "none of its copies is sent",
+            f"station press_4 ({dup}[1]): error: station press_4 is also at {dup}[0]: an object goes once in a push; "
+            "none of its copies is sent",
+            f"station press_5 ({more}[0]): error: station press_5 is also at {again}[0]: an object goes once in a "
+            "push; none of its copies is sent",
+            f"station press_5 ({again}[0]): error: station press_5 is also at {more}[0]: an object goes once in a "
+            "push; none of its copies is sent"]
+        assert lines[4].startswith(f"process press_4 ({dup}[2]): ")  # another kind: not a copy; dup.yaml read once
+        assert len(lines) == 5
+    assert api.get_station("press_4") is None and api.get_station("press_5") is None
+    assert api.get_process("press_4")["revision"] == 1
