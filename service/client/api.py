@@ -111,11 +111,7 @@ class Client(WebhookCalls):
             raise ClientError(response.status_code, error_message(response))
         errors = body.get("errors")
         if errors:
-            first = errors[0] if isinstance(errors[0], dict) else {}
-            extensions = first.get("extensions") or {}
-            message = "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors)
-            raise ClientError(response.status_code, message, field=extensions.get("field"),
-                              code=extensions.get("code"), extensions=extensions, errors=errors)
+            raise ClientError.of_graphql(response.status_code, errors)
         if response.status_code >= 400 or "data" not in body:
             raise ClientError(response.status_code, error_message(response))
         return body["data"]

@@ -1,7 +1,8 @@
 """Checking objects with `dryRun: true` before what they refer to exists on the server (`wis push --dry-run`,
 `wis import --dry-run`): the media a real run would upload first, and the processes it would create before the
 products that name them, are not there during a dry run, so the server's errors on exactly the fields that name them
-are expected; every other error is reported as it is.
+are expected and left out; every other error is reported as it is (an object with both kinds fails with the others
+only, as the real run would).
 
 What a dry run promises: every object passes all of the server's checks except that the media and processes the run
 would create first exist (the media themselves are checked locally: format, destination, size limit and, from an
@@ -41,14 +42,23 @@ def process_fields(kind, obj, process_ids):
 
 
 def check(client, kind, obj, pending_fields):
-    """Send `obj` with dryRun; Checked when it passes, or fails only on `pending_fields`; else the ClientError."""
+    """Send `obj` with dryRun; Checked when it passes, or fails only on `pending_fields`; else the ClientError, of the
+    errors on other fields only: those on `pending_fields` are what the real run makes pass by creating them first."""
     try:
         return Checked(client.create(kind, obj, dry_run=True), 0)
     except ClientError as error:
-        fields = [((item.get("extensions") or {}).get("field")) for item in error.errors if isinstance(item, dict)]
-        if pending_fields and fields and all(field in pending_fields for field in fields):
-            return Checked("VALID", len(fields))
-        raise
+        if not pending_fields or not error.errors:
+            raise
+        others = [item for item in error.errors if _field(item) not in pending_fields]
+        if not others:
+            return Checked("VALID", len(error.errors))
+        if len(others) == len(error.errors):
+            raise
+        raise ClientError.of_graphql(error.status, others) from None
+
+
+def _field(graphql_error):
+    return (graphql_error.get("extensions") or {}).get("field") if isinstance(graphql_error, dict) else None
 
 
 def check_media_file(file, kind=None):

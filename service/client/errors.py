@@ -20,6 +20,15 @@ class ClientError(Exception):
         self.extensions = extensions or {}
         self.errors = errors or []  # every GraphQL error as answered (`message`, `extensions`)
 
+    @classmethod
+    def of_graphql(cls, status, errors):
+        """The error of a GraphQL answer's `errors` (a non-empty list): every message, the first one's field and code."""
+        first = errors[0] if isinstance(errors[0], dict) else {}
+        extensions = first.get("extensions") or {}
+        message = "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors)
+        return cls(status, message, field=extensions.get("field"), code=extensions.get("code"), extensions=extensions,
+                   errors=errors)
+
 
 class ServerUnreachable(ClientError):
     """No answer from the service after every retry allowed: connection refused or reset, or timed out."""

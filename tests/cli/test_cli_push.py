@@ -240,3 +240,23 @@ def test_the_same_kind_and_id_twice_in_a_push_is_an_error_naming_both_places_and
         assert len(lines) == 5
     assert api.get_station("press_4") is None and api.get_station("press_5") is None
     assert api.get_process("press_4")["revision"] == 1
+
+
+def test_a_dry_run_leaves_out_only_the_errors_on_local_files_the_real_run_uploads(server, api, capsys, tmp_path):
+    write_png(tmp_path / "my photo ü.png")
+    (tmp_path / "f.yaml").write_text('- process: {id: pd, name: D, steps: [{id: s1, primaryImage: {path: "my photo '
+                                     'ü.png"}}]}\n- process: {id: pd_ok, name: D, image: {path: "my photo ü.png"}, '
+                                     'steps: [{id: s_1, primaryImage: {path: "my photo ü.png"}}]}\n')
+
+    code = main(["push", str(tmp_path / "f.yaml"), "--dry-run", "--url", server.url, "--token", TOKEN])
+
+    lines = capsys.readouterr().out.splitlines()
+    real = main(["push", str(tmp_path / "f.yaml"), "--url", server.url, "--token", TOKEN])
+    real_lines = capsys.readouterr().out.splitlines()
+    assert (code, real) == (1, 1)
+    assert lines[0].startswith(f"process pd ({tmp_path / 'f.yaml'}[0]): error: process.id: ")
+    assert "process.steps[0].id: " in lines[0] and "primaryImage" not in lines[0]
+    assert lines[0] == real_lines[0]  # reported as the real run reports it
+    assert lines[1] == (f"process pd_ok ({tmp_path / 'f.yaml'}[1]): VALID (dry run; 2 field(s) wait for what the "
+                        "push creates first)")
+    assert len(lines) == 2
