@@ -161,6 +161,7 @@ class Uploader:
 
         Each thread has its own requests.Session and reports bytes as they are read into the request
         (and takes them back when an attempt fails); the calling thread passes them on to `progress`.
+        An error stops the starting of chunks and waits for those in flight; Ctrl-C (KeyboardInterrupt) does not wait.
         """
         events = queue.Queue()
         todo = queue.SimpleQueue()
@@ -189,23 +190,18 @@ class Uploader:
                    for number in range(min(parallel, len(indexes)))]
         for thread in threads:
             thread.start()
-        running, media_path, failure = len(threads), None, None
+        interrupted = False
         try:
-            while running:
-                kind, value = events.get()
-                if kind == "bytes":
-                    progress(value)
-                elif kind == "done":
-                    media_path = value.get("path") or media_path
-                elif kind == "error":
-                    # Chunks not yet started are dropped; those in flight finish; a rerun resumes the rest.
-                    stop.set()
-                    failure = failure or value
-                else:
-                    running -= 1
+            media_path, failure = _gather(events, len(threads), progress, stop)
+        except KeyboardInterrupt:
+            # Whoever pressed Ctrl-C is told at once (the command prints how to resume), not after the chunks in flight
+            # end: on a slow link that was a minute of silence. The daemon threads end with their chunk or with the
+            # process; the server keeps what it acknowledged, and a rerun asks it what it holds.
+            interrupted = True
+            raise
         finally:
             stop.set()
-            for thread in threads:
+            for thread in threads if not interrupted else ():
                 thread.join()
         if failure is not None:
             raise failure
@@ -217,6 +213,25 @@ class Uploader:
         return self.transport.json(
             "PATCH", f"/uploads/{job.stream_id}", Repeat.SAFE, session=session,
             body=lambda: FileSegment(fields, job.path.name, job.path, offset, length, on_read))
+
+
+def _gather(events, running, progress, stop):
+    """Read what the `running` threads report until they have all ended: bytes to `progress`; (the media path if a
+    chunk completed the stream, the first error)."""
+    media_path, failure = None, None
+    while running:
+        kind, value = events.get()
+        if kind == "bytes":
+            progress(value)
+        elif kind == "done":
+            media_path = value.get("path") or media_path
+        elif kind == "error":
+            # Chunks not yet started are dropped; those in flight finish; a rerun resumes the rest.
+            stop.set()
+            failure = failure or value
+        else:
+            running -= 1
+    return media_path, failure
 
 
 class _Job:

@@ -19,7 +19,7 @@ HEAD = re.compile(rb"(GET|HEAD|POST|PATCH|PUT|DELETE) (\S+) HTTP/1\.1\r\n((?:[^\
 class Proxy:
     """`Proxy(server.url, cut_after=100_000, cuts=1)`: its `url` leads to the server. A connection whose answers pass
     `cut_after` bytes is cut there, for the first `cuts` such connections (None: every one); `upload_rate` holds the
-    bytes each connection sends to the server to that many a second."""
+    bytes each connection sends to the server to that many a second (it may be changed meanwhile)."""
 
     def __init__(self, target_url, cut_after=None, cuts=None, upload_rate=None):
         target = urlsplit(target_url)
@@ -46,12 +46,16 @@ class Proxy:
                              {name.decode().lower(): value.decode().strip() for name, value in fields.items()}))
         return seen
 
-    def stop(self):
-        self._stopped.set()
+    def drop(self):
+        """Cut every connection open now (what a client that went away left behind), mid-request or not."""
         with self._lock:
-            sockets = list(self._sockets)
+            sockets, self._sockets = self._sockets, []
         for sock in sockets:
             _close(sock)
+
+    def stop(self):
+        self._stopped.set()
+        self.drop()
         self._listener.close()
         for thread in self._threads:
             thread.join(timeout=5)
