@@ -1,13 +1,13 @@
 """Downloads of media: a body cut off is asked for again from where it stopped; a file is whole or left as it was.
 
-The transport (service.client.transport) sends a request again until its answer's head arrives; the body comes after
-it. When the connection breaks while the body streams (a proxy that gives up, a reset, a read that times out), the
-request is sent again here, as the transport would send it again: up to `retries` times in a row, waiting backoff * 1, 2, 4... s, then
-ServerUnreachable. The next request asks for the rest only (`Range: bytes=<received>-`, with `If-Range` and the
-first answer's validator, so that the rest is of the same file) when the server said it takes ranges
-(`Accept-Ranges: bytes`, as it does for media); an answer of the whole file (200) starts the file again. An attempt
-that brought at least PROGRESS bytes (1 MB) counts as progress: the count of failures in a row starts again, so a long
-download over a link that drops now and then ends, while one that never moves is given up.
+The transport (service.client.transport) sends a request again until its answer's head arrives; the body comes after it.
+When the connection breaks while the body streams (a proxy that gives up, a reset, a read that times out), the request
+is sent again here, as the transport would send it again: up to `retries` times in a row, waiting backoff * 1, 2, 4...
+s, then ServerUnreachable. The next request asks for the rest only (`Range: bytes=<received>-`, with `If-Range` and the
+first answer's validator, so that the rest is of the same file) when the server said it takes ranges (`Accept-Ranges:
+bytes`, as it does for media); an answer of the whole file (200) starts the file again. An attempt that brought at least
+PROGRESS bytes (1 MB) counts as progress: the count of failures in a row starts again, so a long download over a link
+that drops now and then ends, while one that never moves is given up.
 
 A destination named by a path is written to a temporary file beside it, synced and renamed over it only when whole,
 and removed on any failure (Ctrl-C included): a failed download leaves the destination as it was.

@@ -22,7 +22,8 @@ class ClientError(Exception):
 
     @classmethod
     def of_graphql(cls, status, errors):
-        """The error of a GraphQL answer's `errors` (a non-empty list): every message, the first one's field and code."""
+        """The error of a GraphQL answer's `errors` (a non-empty list): every message, the first one's field and
+        code."""
         first = errors[0] if isinstance(errors[0], dict) else {}
         extensions = first.get("extensions") or {}
         message = "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors)

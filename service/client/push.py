@@ -24,7 +24,8 @@ KINDS = ("station", "process", "product")  # also the order objects are applied 
 SUFFIXES = (".json", ".yaml", ".yml")
 # A process's `video` holds a video; `image` and `primaryImage` an image.
 MEDIA_KIND = {"video": "video", "image": "image", "primaryImage": "image"}
-# What YAML reads that JSON has no type for (safe_load makes these of unquoted dates, !!binary and !!set), and what to do.
+# What YAML reads that JSON has no type for (safe_load makes these of unquoted dates, !!binary and !!set), and what to
+# do.
 NOT_JSON = {datetime.datetime: "a date and time; quote it to send it as text",
             datetime.date: "a date; quote it to send it as text",
             bytes: "binary data (!!binary), which JSON cannot carry", set: "a set (!!set); write a list"}
@@ -56,9 +57,10 @@ def push(client, paths, on_result=None, upload_options=None, progress_for=None, 
     objects are sent with dryRun (service.client.dry_run says what that promises).
 
     Unreadable files and malformed entries come first, then the objects whose kind and id appear more than once (none
-    of them is sent), then stations, processes and products in this order (products refer to processes). `on_result(result)` is called as each one is known.
-    `upload_options` go to every upload of a local media file; `progress_for(file)`, if given, returns
-    a context manager around that upload whose value is a dict of more options (`progress`, `resumed`).
+    of them is sent), then stations, processes and products in this order (products refer to processes).
+    `on_result(result)` is called as each one is known. `upload_options` go to every upload of a local media file;
+    `progress_for(file)`, if given, returns a context manager around that upload whose value is a dict of more options
+    (`progress`, `resumed`).
     ServerUnreachable stops the push: every further object would wait through the same retries.
     """
     report = on_result or (lambda result: None)

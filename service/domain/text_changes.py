@@ -3,11 +3,11 @@ words around it, so that appending a sentence to a long instruction shows that s
 
     instruction text “…with four M4 screws.” -> “…with four M4 screws. Check that the cover sits flat.”
 
-Texts are split into words and the runs of space between them. The common beginning and end are skipped in linear
-time; the rest is matched word by word (difflib), which finds several separate changes in one text, only while the
-comparison of two revisions (or the request that asks for several) has spent less than MATCH_BUDGET word comparisons on
-it (`matching_budget`), else shown as one changed run: a text holds up to 20,000 characters and an input thousands of texts, and difflib's matching is
-quadratic in the worst case.
+Texts are split into words and the runs of space between them. The common beginning and end are skipped in linear time;
+the rest is matched word by word (difflib), which finds several separate changes in one text, only while the comparison
+of two revisions (or the request that asks for several) has spent less than MATCH_BUDGET word comparisons on it
+(`matching_budget`), else shown as one changed run: a text holds up to 20,000 characters and an input thousands of
+texts, and difflib's matching is quadratic in the worst case.
 """
 import contextlib
 import contextvars

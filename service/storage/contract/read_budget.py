@@ -41,5 +41,5 @@ def spend(size):
     budget[0] -= size
     if budget[0] < 0:
         raise ReadTooLarge(f"the request would read more than {budget[1]:,} bytes of stored documents, the most one "
-                           "request may read: ask for fewer objects with `first` (and page on with `after`), and do not "
-                           "select an object under several aliases")
+                           "request may read: ask for fewer objects with `first` (and page on with `after`), and do "
+                           "not select an object under several aliases")

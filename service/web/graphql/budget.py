@@ -1,11 +1,11 @@
 """A budget on the size of one answer, spent while graphql-core builds it rather than measured once it is built.
 
 The query limits (service.web.graphql.limits) count the fields and objects a query names, not what they repeat: one 8 MB
-text selected under 100 aliases was an 839 MB answer, and the worker grew to 1.9 GB building it. Here every field of
-the answer spends the length of its name (alias) and a few characters of JSON around it, every leaf value its length
-(a string's characters, a JSON value's encoded length, a fixed width for other scalars), and the fields are counted; the field that goes over
-RESPONSE_BUDGET characters or FIELD_BUDGET fields stops the whole operation with ResponseTooLarge, before any other
-resolver runs.
+text selected under 100 aliases was an 839 MB answer, and the worker grew to 1.9 GB building it. Here every field of the
+answer spends the length of its name (alias) and a few characters of JSON around it, every leaf value its length (a
+string's characters, a JSON value's encoded length, a fixed width for other scalars), and the fields are counted; the
+field that goes over RESPONSE_BUDGET characters or FIELD_BUDGET fields stops the whole operation with ResponseTooLarge,
+before any other resolver runs.
 """
 from collections.abc import Iterator
 
@@ -51,7 +51,7 @@ class BudgetedExecutor(IncrementalExecutor):
         completed = super().complete_leaf_value(return_type, result)
         if completed.__class__ is str:
             self.spent += len(completed)
-        elif isinstance(completed, (dict, list)):  # a JSON scalar (an object's stored `input`): as long as it is written
+        elif isinstance(completed, (dict, list)):  # a JSON scalar (an object's stored `input`): its written length
             self.spent += len(orjson.dumps(completed))
         else:
             self.spent += SCALAR_LENGTH
