@@ -343,6 +343,21 @@ def test_the_process_page_shows_every_step_action_and_field(client, example):
     assert bom == [("housing", "1"), ("bolt_m8", "10"), ("sealant", "0.5"), ("cover", "1")]
 
 
+@pytest.mark.parametrize("minutes, shown", [(None, None), (0, "after 0 minutes without activity"),
+                                             (45, "after 45 minutes without activity")])
+def test_the_automatic_sign_out_is_shown_only_when_set(client, auth, minutes, shown):
+    process = {"id": "other_p", "name": "Other"}
+    if minutes is not None:
+        process["autoSignoutMinutes"] = minutes
+    upsert_process(client, auth, process)
+    log_in(client)
+    text = text_of(client.get("/view/processes/other_p"))
+    if shown is None:
+        assert "Automatic sign-out" not in text and "minutes without activity" not in text
+    else:
+        assert f"Automatic sign-out {shown}" in text
+
+
 def test_coloured_text_gets_a_style_allowed_by_a_nonce_of_its_own(client, auth):
     upsert_process(client, auth, {"id": "coloured", "name": "C", "steps": [
         {"id": "s_1", "instructionText": {"text": "Hot surface", "color": "#B3261E", "italic": True}}]})
