@@ -160,16 +160,15 @@ def _with_previous(entries):
 def _comparison(repo, kind, identifier, from_revision, to_revision, problems):
     """{"from", "to", "lines", "entries"}: the changes between two revisions in words, and the history entries of the
     two (who made each, and why); None when there are not two to compare or one of them is not in the history (a
-    problem says which)."""
-    if from_revision is None or to_revision is None:
-        return None
+    problem says which). A revision given alone is checked too: a `to` with no `from` to pair it with (an object with
+    one revision with content) must not be offered as a choice unchecked."""
     found = {}
-    for number in dict.fromkeys((from_revision, to_revision)):
+    for number in dict.fromkeys(number for number in (from_revision, to_revision) if number is not None):
         found[number] = revision_input(repo, g.org, kind, identifier, number)
         if found[number] is None:
             problems.append(f"Revision {number} of this {WHAT[kind]} is not in its history: it was never made, is "
                             f"older than the revisions kept, or is a deletion, which has no content to compare.")
-    if problems:
+    if problems or from_revision is None or to_revision is None:
         return None
     lines = changes(kind, found[from_revision], found[to_revision])
     entries = [entry for number in found for entry in history_of(repo, g.org, kind, identifier, 1, number + 1)]

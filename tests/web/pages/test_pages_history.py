@@ -180,6 +180,21 @@ def test_a_deletion_and_a_pruned_revision_cannot_be_compared(make_app, auth):
     assert revisions_listed(client.get("/view/stations/st_1/history")) == [(4, "deleted"), (3, "updated")]
 
 
+@pytest.mark.parametrize("deleted", [False, True])
+@pytest.mark.parametrize("query, number", [("to=999", 999), ("from=999", 999), ("to=2", 2), ("from=2&to=1", 2)])
+def test_a_lone_revision_is_compared_with_no_revision_the_history_does_not_hold(client, auth, deleted, query, number):
+    """With one revision with content there is no default `from`: a `to` alone is checked all the same."""
+    gql(client, auth, 'mutation { stationCreate(input: {station: {id: "lone_st", name: "Lone"}}) }')
+    if deleted:
+        gql(client, auth, 'mutation { stationDelete(id: "lone_st") }')  # revision 2, a deletion
+    log_in(client)
+    response = client.get(f"/view/stations/lone_st/history?{query}")
+    assert response.status_code == 400, query
+    assert f"Revision {number} of this station is not in its history" in text_of(response)
+    assert "nothing to compare yet" not in text_of(response) and "<select" not in response.get_data(as_text=True)
+    assert changes_listed(response) == []
+
+
 def test_an_unknown_id_or_another_orgs_object_has_no_history_page(client, auth, changed):
     for path in ("/view/processes/nothing_here/history", "/view/processes/bad%20id!/history",
                  "/view/products/gearbox_assembly/history", "/view/parts/gb_200/history"):
