@@ -9,7 +9,7 @@ nothing (curl, a script) is let through, as it carries a token of its own. The s
 no other site's request carries it, and it authorises only reads: a token of any scope signs in (CONTRACT 16).
 """
 import functools
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from flask import g, redirect, render_template, request, url_for
 
@@ -21,6 +21,8 @@ from service.web.sessions import carries_cookie, end_session, session_credential
 FIRST_PAGE = "pages.processes"
 # Sec-Fetch-Site values of a request a person started on this service's own pages (or by typing the address).
 OWN_SITE = {"same-origin", "none"}
+# The path segments a browser resolves away (RFC 3986, 5.2.4).
+DOT_SEGMENTS = {".", ".."}
 
 
 def login_required(view):
@@ -52,10 +54,22 @@ def _came_from_another_site():
 
 def _page_to_return_to(value):
     """`value` when it is the path of a page of this service, else the first page (never another site's URL)."""
-    if isinstance(value, str) and value.startswith("/") and not value.startswith("//") and "\\" not in value \
-            and value.isprintable() and is_page_path(urlsplit(value).path):
-        return value
-    return url_for(FIRST_PAGE)
+    return value if _is_plain_page_path(value) else url_for(FIRST_PAGE)
+
+
+def _is_plain_page_path(value):
+    """True for `/`, `/view` or a path under `/view/` (with any query) that a browser follows as it is written: no
+    other host, and no dot segment, backslash or control character, whether written plainly or percent-encoded.
+    A browser resolves `/view/../graph/v2` (and `/view/%2e%2e/...`, which it decodes first) to a path out of the
+    pages before it asks for it, so checking the prefix alone would lead a login to an API path."""
+    if not isinstance(value, str) or not value.startswith("/") or value.startswith("//"):
+        return False
+    path = urlsplit(value).path
+    if "\\" in value or not value.isprintable() or not is_page_path(path):
+        return False
+    decoded = unquote(path)
+    return "\\" not in decoded and decoded.isprintable() and \
+        not any(segment in DOT_SEGMENTS for segment in decoded.split("/"))
 
 
 def _refused_from_another_site():

@@ -144,9 +144,19 @@ def test_a_login_from_the_service_itself_or_from_a_script_starts_a_session(clien
 
 
 @pytest.mark.parametrize("next_page", ["//attacker.example/x", "https://attacker.example/", "/\\attacker.example",
-                                       "/graph/v2", "javascript:alert(1)", "/view/x\nSet-Cookie: a=b"])
+                                       "/graph/v2", "javascript:alert(1)", "/view/x\nSet-Cookie: a=b",
+                                       # Dot segments a browser resolves out of /view/, plain or percent-encoded.
+                                       "/view/../graph/v2", "/view/%2e%2e/api/v1/images/x", "/view/.%2E/graph/v2",
+                                       "/view/./../graph/v2", "/view/processes/../../graph/v2", "/view/..",
+                                       "/view/%2e%2e%2fgraph/v2", "/view/.", "/view/%5c..%5cgraph", "/view/%0a"])
 def test_a_login_returns_only_to_a_page_of_the_service(client, next_page):
     assert log_in(client, next=next_page).headers["Location"] == "/view/processes"
+
+
+@pytest.mark.parametrize("next_page", ["/", "/view", "/view/products?q=..%2F&after=a.b", "/view/processes/a..b",
+                                       "/view/stations/st_1/history?from=1&to=2"])
+def test_a_login_returns_to_any_plain_page_path(client, next_page):
+    assert log_in(client, next=next_page).headers["Location"] == next_page
 
 
 def test_a_login_form_over_its_limit_is_refused_and_starts_nothing(client):
