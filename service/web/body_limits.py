@@ -7,7 +7,8 @@ Content-Length is measured, and the one 413 answer.
   413 names a file (CONTRACT 5): one over MAX_REQUEST_BODY reaches its view, which reads it to nowhere, counting its
   file, to name the file's own size and the smallest limit it breaks (service.web.uploads.chunks); past
   FILE_FORM_READ_LIMIT the body's size stands in for the file's.
-- A preview page's form (the login, the logout) is at most FORM_FIELD_LIMIT.
+- A preview page's form (the login, the logout) is at most FORM_FIELD_LIMIT. A multipart one of more than werkzeug's
+  max_form_parts is refused by werkzeug with the same exception as a body too large; its answer is a 400 that says so.
 - A snapshot sent to test mode's POST /_test/restore is at most MAX_SNAPSHOT_BYTES.
 - A tus body (application/offset+octet-stream on the same routes) is bounded by its upload's Upload-Length, checked as
   it is appended (service.domain.tus_uploads), not here; a tus creation without an Upload-Length has the first limit.
@@ -150,8 +151,27 @@ def _close_spool(error):
 
 
 def answer_too_large(error):
-    """The one 413 answer to a body over its limit, refused here or by werkzeug as a view read it."""
-    return service_error_response(too_large(body_rule(), request.content_length))
+    """The one 413 answer to a body over its limit, refused here or by werkzeug as a view read it; a 400 to a form
+    within its limit that werkzeug refused for its number of parts."""
+    rule, size = body_rule(), request.content_length
+    if _form_of_too_many_parts(rule, size):
+        return service_error_response(MalformedBody(too_many_parts_message(request.max_form_parts)))
+    return service_error_response(too_large(rule, size))
+
+
+def _form_of_too_many_parts(rule, size):
+    """True when werkzeug's 413 can only be its limit of a multipart form's parts (max_form_parts): werkzeug raises the
+    same error for the body's length and a part's size. The body is within its route's limit (a chunked one has its
+    length by now), so the read limit did not stop it, and within max_form_memory_size, so no part of it is larger.
+    The upload forms are parsed by service.web.uploads.multipart, which names its own limit of parts."""
+    memory_limit = request.max_form_memory_size
+    return (request.mimetype == "multipart/form-data" and not rule.carries_file and size is not None
+            and rule.limit is not None and size <= rule.limit and (memory_limit is None or size <= memory_limit))
+
+
+def too_many_parts_message(limit):
+    """What a form of more than `limit` parts is told."""
+    return f"the form has more than {limit} parts (fields and files); at most {limit} are accepted"
 
 
 def init_app(app):

@@ -164,6 +164,27 @@ def test_a_login_form_over_its_limit_is_refused_and_starts_nothing(client):
     assert response.status_code == 413 and "Set-Cookie" not in response.headers
 
 
+def multipart_form(fields):
+    """(body, content type) of a multipart/form-data form of these (name, value) fields."""
+    parts = [f'--b\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n' for name, value in fields]
+    return ("".join(parts) + "--b--\r\n").encode(), "multipart/form-data; boundary=b"
+
+
+def test_a_small_login_form_of_too_many_parts_is_refused_saying_so(client):
+    """Werkzeug's limit of a multipart form's parts (Flask's MAX_FORM_PARTS, 1,000) is not the body's size: its answer
+    says which limit it is. (Werkzeug counts no parts of a urlencoded form.)"""
+    fields = [("token", TOKEN)] + [(f"f{number}", "x") for number in range(1000)]
+    body, content_type = multipart_form(fields)
+    assert len(body) < FORM_FIELD_LIMIT
+    response = client.post("/view/login", data=body, content_type=content_type)
+    assert response.status_code == 400 and "Set-Cookie" not in response.headers
+    assert response.get_json() == {"error": "the form has more than 1000 parts (fields and files); at most 1000 are "
+                                            "accepted"}
+    # A form within the limit of parts signs in.
+    body, content_type = multipart_form(fields[:1000])
+    assert client.post("/view/login", data=body, content_type=content_type).status_code == 303
+
+
 # -- sessions that no longer count ---------------------------------------------------------------------------------------
 
 def signing_key(app):
