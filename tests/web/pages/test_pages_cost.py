@@ -57,7 +57,8 @@ def test_the_product_page_reads_no_whole_process_document(app, client, monkeypat
     for number in range(3):
         store_large_process(app, f"proc_{number}", "d" * 1_000_000)
     documents = get_repository(app).documents
-    documents.save(ORG, PRODUCTS, "prod", {"id": "prod", "name": "Product", "finalProcessId": "proc_2", "dependencies": [
+    documents.save(ORG, PRODUCTS, "prod", {"id": "prod", "name": "Product", "finalProcessId": "proc_2",
+                                           "dependencies": [
         {"processId": "proc_2", "upstreamProcessId": "proc_0", "quantity": 1},
         {"processId": "proc_2", "upstreamProcessId": "proc_1", "quantity": 2},
         {"processId": "proc_2", "upstreamProcessId": "gone", "quantity": 1}]})
