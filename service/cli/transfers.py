@@ -35,7 +35,8 @@ def add_commands(commands):
         "export", help="write one org's stations, processes, products and their media into an archive (.tar.gz)",
         description="Reads every object of the token's org in input form and the media its processes refer to, "
                     "through the API, into an archive of format 1 that `wis import` reads.")
-    export.add_argument("file", metavar="FILE", help="the archive to write (replaced if it exists)")
+    export.add_argument("file", metavar="FILE", help="the archive to write (one that exists is replaced once the "
+                                                      "new one is whole; a failed export leaves it as it was)")
     export.add_argument("--org", default="default",
                         help="the org's name recorded in the archive's manifest (the API does not tell a client its "
                              "org; default: default)")

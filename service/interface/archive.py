@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from service.interface.ids import is_valid_id
+from service.interface.replacing_file import ReplacingFile
 from service.interface.kinds import KINDS
 from service.interface import (
     KIND_BY_SEGMENT, MAX_ARCHIVE_ENTRIES, MAX_REQUEST_BODY, MEDIA_NAME, MEDIA_PATH_ROOT, made_media_name_problem,
@@ -90,8 +91,8 @@ def utc_now():
 
 class ArchiveWriter:
     """Writes an archive to `target` (a path, or a binary file object opened for writing), streaming: each entry is
-    written as it is added, the manifest last. Use as a context manager; an exception inside the block leaves an
-    archive without a manifest, which every reader refuses."""
+    written as it is added, the manifest last. Use as a context manager: an exception inside the block leaves a path as
+    it was (written aside, renamed over it when whole), a file object with an archive no reader takes (no manifest)."""
 
     def __init__(self, target, org, *, folder=""):
         """With `folder` (`<org>/`), `target` is a tarfile.TarFile open for writing: the archive is written into that
@@ -100,12 +101,11 @@ class ArchiveWriter:
         self.exported_at = utc_now()
         self._mtime = time.time()
         self._counts = {kind: 0 for kind in (*KINDS, MEDIA)}
-        self._media = {}
-        self._names = set()
+        self._media, self._names = {}, set()
         self._folder = folder
-        self._file = open(target, "wb") if isinstance(target, (str, os.PathLike)) else None
-        self._gzip = None if folder else \
-            gzip.GzipFile(fileobj=self._file or target, mode="wb", compresslevel=COMPRESS_LEVEL, mtime=0)
+        self._file = ReplacingFile(target) if isinstance(target, (str, os.PathLike)) else None
+        out = self._file.file if self._file else target
+        self._gzip = None if folder else gzip.GzipFile(fileobj=out, mode="wb", compresslevel=COMPRESS_LEVEL, mtime=0)
         self._tar = target if folder else tarfile.open(fileobj=self._gzip, mode="w|")
 
     def __enter__(self):
@@ -118,9 +118,11 @@ class ArchiveWriter:
             if not self._folder:
                 self._tar.close()
                 self._gzip.close()
+            if self._file is not None and kind is None:
+                self._file.commit()
         finally:
             if self._file is not None:
-                self._file.close()
+                self._file.discard()  # after commit(), nothing left to remove
 
     def manifest(self):
         return {"format": FORMAT, "org": self.org, "exportedAt": self.exported_at, "counts": dict(self._counts),

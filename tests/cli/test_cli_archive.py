@@ -7,12 +7,13 @@ import tarfile
 
 import pytest
 
-from service.interface.archive import ArchiveWriter
+from service.interface.archive import ArchiveReader, ArchiveWriter
 from service.cli import main
 from service.client import Client
 from support.client import downloaded_sha
 from support.datadir import media_names_of
 from support.media import GIF, MP4, png, random_blob, sha256
+from support.ports import free_port
 from support.tar_blocks import MB, with_tail
 from support.tokens import TOKEN
 
@@ -151,6 +152,25 @@ def test_an_archive_of_another_format_sends_nothing(server, capsys, tmp_path):
     assert (code, out) == (1, [])
     assert err == "error: manifest.json: format 2; this version reads format 1 only\n"
     assert media_count(server) == 0
+
+
+@pytest.mark.file_backend_only("the client's archive file; the server's answers are tested on both backends")
+def test_a_failed_export_leaves_the_archive_it_would_replace_as_it_was(server, capsys, tmp_path):
+    """`--help` says the archive is replaced if it exists: only by a whole one. A refused token or a server that is not
+    there used to leave an 88-byte archive without a manifest in its place, which `wis import` refuses."""
+    with Client(server.url, TOKEN) as client:
+        client.create_station(STATION)
+    archive = tmp_path / "exports" / "org.tar.gz"
+    archive.parent.mkdir()
+    assert wis(capsys, "export", archive, server=server)[0] == 0
+    before = archive.read_bytes()
+    for url, token in ((server.url, "not-the-token"), (f"http://127.0.0.1:{free_port()}", TOKEN)):
+        code = main(["export", str(archive), "--url", url, "--token", token, "--retries", "0", "--no-progress"])
+        err = capsys.readouterr().err
+        assert code == 1 and err.startswith("error: "), err
+        assert archive.read_bytes() == before
+    assert [path.name for path in archive.parent.iterdir()] == ["org.tar.gz"]
+    assert ArchiveReader(archive).check().ids["stations"] == ["line_1"]
 
 
 def test_the_verbs_refuse_bad_arguments_before_asking_a_server(capsys):

@@ -4,9 +4,12 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import re
+import stat
 import subprocess
 import tarfile
+import threading
 import tracemalloc
 
 import pytest
@@ -382,9 +385,8 @@ def test_the_writer_refuses_what_a_reader_would(tmp_path):
         with ArchiveWriter(tmp_path / "a.tar.gz", ORG) as writer:
             writer.add_object("stations", "st_1", STATION)
             writer.add_object("stations", "st_1", STATION)
-    # Interrupted: no manifest, so no reader takes it for a whole archive.
-    with pytest.raises(ArchiveError, match="manifest.json: missing"):
-        ArchiveReader(tmp_path / "a.tar.gz").check()
+    # Interrupted: nothing is left at the path (the archive was written aside), nor aside.
+    assert list(tmp_path.iterdir()) == []
     with ArchiveWriter(tmp_path / "b.tar.gz", ORG) as writer:
         with pytest.raises(ValueError):
             writer.add_object("stations", "st 1", {"id": "st 1"})
@@ -392,6 +394,43 @@ def test_the_writer_refuses_what_a_reader_would(tmp_path):
             writer.add_media("/etc/passwd", io.BytesIO(b""), 0)
         with pytest.raises(OSError):
             writer.add_media(IMAGE, io.BytesIO(b"short"), 100)
+
+
+def test_an_interrupted_writer_leaves_the_archive_at_its_path_as_it_was(tmp_path):
+    """`wis export` over an archive that then fails (a refused token, a server gone, a full disk) must not destroy the
+    archive it would have replaced: the new one is written aside and renamed over it only when whole."""
+    write_archive(tmp_path / "a.tar.gz")
+    (tmp_path / "a.tar.gz").chmod(0o600)
+    before = (tmp_path / "a.tar.gz").read_bytes()
+    with pytest.raises(ConnectionError):
+        with ArchiveWriter(tmp_path / "a.tar.gz", ORG) as writer:
+            writer.add_object("stations", "st_2", {**STATION, "id": "st_2"})
+            raise ConnectionError("the server went away")
+    assert (tmp_path / "a.tar.gz").read_bytes() == before
+    assert [path.name for path in tmp_path.iterdir()] == ["a.tar.gz"]
+    # Through a symbolic link, the file it names is replaced (and the link kept); a replaced file keeps its mode.
+    (tmp_path / "link.tar.gz").symlink_to(tmp_path / "a.tar.gz")
+    with ArchiveWriter(tmp_path / "link.tar.gz", ORG) as writer:
+        writer.add_object("stations", "st_2", {**STATION, "id": "st_2"})
+    assert (tmp_path / "link.tar.gz").is_symlink()
+    assert ArchiveReader(tmp_path / "a.tar.gz").check().ids["stations"] == ["st_2"]
+    assert (tmp_path / "a.tar.gz").stat().st_mode & 0o777 == 0o600
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.tar.gz", "link.tar.gz"]
+
+
+def test_the_writer_writes_into_a_pipe_at_a_path_as_it_is(tmp_path):
+    """A FIFO (or /dev/stdout) is not a file to keep: it is written directly, never renamed over."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    with ArchiveWriter(fifo, ORG) as writer:
+        writer.add_object("stations", "st_1", STATION)
+    reader.join(30)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and [path.name for path in tmp_path.iterdir()] == ["pipe"]
+    (tmp_path / "a.tar.gz").write_bytes(received[0])
+    assert ArchiveReader(tmp_path / "a.tar.gz").check().ids["stations"] == ["st_1"]
 
 
 def test_the_writer_streams_into_any_binary_file(tmp_path):
