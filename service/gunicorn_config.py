@@ -52,13 +52,14 @@ from service.web.openapi import load_document  # noqa: E402
 
 
 def _settings():
-    """Gunicorn's settings and the service's, checked before anything starts: a malformed setting, a broken
-    schema or OpenAPI file, or a shared backend whose database or bucket is out of reach or not ready is one line
-    naming it and exit status 1, not a traceback from every worker."""
+    """Gunicorn's settings and the service's, checked before anything starts: a malformed setting, a data directory
+    that cannot be made or written, a broken schema or OpenAPI file, or a shared backend whose database or bucket is
+    out of reach or not ready is one line naming it and exit status 1, not a traceback from every worker."""
     try:
         server = load_server_config()
         service = load_config()
         parse_api_tokens(service["API_TOKENS"])
+        storage.check_data_dir(service)
         load_schema()
         load_document()
         if uses_shared_backend(service):

@@ -3,9 +3,12 @@ chooses and opens the backend the configuration names, the file backend (service
 data directory) or the shared backend (service.storage.shared: PostgreSQL and an S3 bucket), and sweeps its expired
 streams after responses."""
 import logging
+import tempfile
 import time
+from pathlib import Path
 
 from service.config import database_url_variable
+from service.errors import ConfigurationError
 from service.storage.files import FileRepository
 from service.storage.common.schedule import SWEEP_INTERVAL_SECONDS
 
@@ -25,6 +28,27 @@ def open_repository(config, clock=time.time):
                                 config["S3_PREFIX"], ttl_seconds, clock, max_open, config.get("TEST_SEED"), kept,
                                 events_kept, database_options(config))
     return FileRepository(config["DATA_DIR"], ttl_seconds, clock, max_open, config.get("TEST_SEED"), kept, events_kept)
+
+
+def check_data_dir(config):
+    """At start-up: ConfigurationError naming the setting, with the system's reason, when the data directory cannot be
+    made or written (a file in its path, permission denied, a read-only file system). Both backends keep files there
+    (the shared one its spool of request bodies), and so does the embedded default token; found later, it was a
+    traceback from the gunicorn master or a worker that failed to boot."""
+    path = Path(config["DATA_DIR"])
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        # mkdir(exist_ok=True) of a path that is a file says "File exists", which hides what is wrong.
+        reason = "Not a directory" if isinstance(error, FileExistsError) else error.strerror or error
+        raise ConfigurationError(f"WIS_DATA_DIR (wis serve --data-dir): cannot make the data directory {path}: "
+                                 f"{reason}") from None
+    try:
+        with tempfile.TemporaryFile(dir=path):  # an unnamed file (O_TMPFILE) where the file system has them
+            pass
+    except OSError as error:
+        raise ConfigurationError(f"WIS_DATA_DIR (wis serve --data-dir): cannot write in the data directory {path}: "
+                                 f"{error.strerror or error}") from None
 
 
 def database_options(config):

@@ -1,15 +1,19 @@
 """`wis serve`: gunicorn with the service's config, the app factory, and the command-line options."""
+import errno
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 import requests
 
+from service import storage
 from service.cli import main
+from service.errors import ConfigurationError
 from support.ports import free_port
 from support.tokens import HEADERS, TOKENS
 
@@ -66,6 +70,50 @@ def test_a_malformed_setting_stops_serve_with_one_line_naming_it(tmp_path, setti
     assert done.returncode == 1
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("work-instruction service: ") and named in line and "Traceback" not in done.stderr
+
+
+PROCFILE_WEB = Path(__file__).parents[2].joinpath("Procfile").read_text().split("web: ", 1)[1].split("\n")[0]
+
+
+@pytest.mark.parametrize("tokens", [None, TOKENS])  # without: the master makes the default token; with: the workers
+@pytest.mark.parametrize("command", ["wis serve", "Procfile"])
+@pytest.mark.parametrize("data_dir, reason", [
+    ("a-file/data", "cannot make the data directory {path}: Not a directory"),
+    ("a-file", "cannot make the data directory {path}: Not a directory"),
+])
+def test_an_unusable_data_directory_stops_serve_with_one_line_naming_it(tmp_path, server_process, tokens, command,
+                                                                        data_dir, reason):
+    """It was a NotADirectoryError traceback from the master (making the default token) or from every worker that
+    failed to boot; now one line naming the setting and the system's reason, exit status 1, as a malformed setting."""
+    (tmp_path / "a-file").write_text("not a directory")
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("WIS_")}
+    environment.update({"WIS_API_TOKENS": tokens} if tokens else {})
+    port = free_port()
+    if command == "wis serve":
+        argv = [str(WIS), "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1", "--data-dir", data_dir]
+    else:
+        # The Procfile's own command line, as a platform runs it (bash, $PORT), with WIS_DATA_DIR; on 127.0.0.1 only.
+        line = PROCFILE_WEB.replace("gunicorn", f"{sys.executable} -m gunicorn", 1).replace("0.0.0.0", "127.0.0.1")
+        argv = ["bash", "-c", f"exec {line}"]
+        environment.update(PORT=str(port), WIS_DATA_DIR=data_dir, WIS_WORKERS="1")
+    done = server_process.run(argv, cwd=tmp_path, timeout=60, env=environment, capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [
+        "work-instruction service: WIS_DATA_DIR (wis serve --data-dir): "
+        + reason.format(path=tmp_path / data_dir)], done.stderr
+
+
+def test_a_data_directory_that_cannot_be_written_is_named_with_the_reason(tmp_path, monkeypatch):
+    """Permission denied or a read-only file system (made here by refusing the probe: the tests run as root, whom no
+    mode stops)."""
+    def refused(**options):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), options["dir"])
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", refused)
+    with pytest.raises(ConfigurationError) as refusal:
+        storage.check_data_dir({"DATA_DIR": str(tmp_path / "data")})
+    assert str(refusal.value) == (f"WIS_DATA_DIR (wis serve --data-dir): cannot write in the data directory "
+                                  f"{tmp_path / 'data'}: Permission denied")
 
 
 # Hides the shared backend's packages, as on a machine where the `shared` extra was not installed.
