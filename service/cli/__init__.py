@@ -1,44 +1,20 @@
-"""`wis`: serve the service, upload media, push work instructions from files, export and import an org, delete and
-restore objects, follow change events, manage webhooks, collect garbage, upgrade the shared backend's database and
-move a data directory into it, manage API tokens. One module a group of commands; each adds its commands to the parser
-and runs them."""
-import argparse
+"""`wis`, the command line: `main` is the console script's entry point; the commands are in service.cli.commands.
+
+This module imports nothing but `sys`, and the commands (with the client, requests and the rest, a tenth of a second)
+are imported inside `main`'s handling of Ctrl-C: an interrupt that comes while they load is the same quiet exit 130 as
+one that comes later, where it used to be a KeyboardInterrupt traceback."""
 import sys
 
-from service.cli import events, objects, operations, serve, tokens, transfers, webhooks
-from service.cli.common import UsageError
-from service.client import ClientError, describe
-from service.errors import ConfigurationError, ServiceError
-from service.interface.archive import ArchiveError
-
-
-def build_parser():
-    parser = argparse.ArgumentParser(prog="wis", description="Serve the work-instruction service, upload media, "
-                                     "push work instructions from files, export and import an org, delete and "
-                                     "restore objects, collect garbage.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (serve, transfers, objects, events, webhooks, operations, tokens):
-        group.add_commands(commands)
-    return parser
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C ended
 
 
 def main(argv=None):
-    """Entry point of the `wis` console script."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the `wis` console script: the exit status of the command of `argv` (default: sys.argv)."""
     try:
-        return args.run(args) or 0
-    except ClientError as error:
-        print(f"error: {describe(error)}", file=sys.stderr)
-    # ValueError: a request the client refused; ArchiveError: an archive that cannot be used at all.
-    except (UsageError, ConfigurationError, ValueError, ArchiveError) as error:
-        print(f"error: {error}", file=sys.stderr)
-    # A storage command's refusal (a token's name taken), or its database, bucket or disk that failed.
-    except ServiceError as error:
-        print(f"error: {error}", file=sys.stderr)
-    except OSError as error:
-        # A local file or directory (input, upload state, data directory) that cannot be used.
-        print(f"error: {error.strerror or error}: {error.filename}", file=sys.stderr)
+        from service.cli.commands import run
+
+        return run(argv)
     except KeyboardInterrupt:
-        print("interrupted; run the same command again to resume an upload", file=sys.stderr)
-        return 130
-    return 1
+        # Only an interrupt during the imports gets here: run() answers those that come later, by the command.
+        print("interrupted", file=sys.stderr)
+        return INTERRUPTED

@@ -6,7 +6,7 @@ import requests
 
 from service import create_app
 from service.domain.tokens import ADMIN, Credential, digest_of, parse_api_tokens
-from service.cli import build_parser
+from service.cli.commands import build_parser
 from service.errors import ConfigurationError
 from service.interface import TOKEN_HEADER
 from service.storage.common.data_dir_secrets import ensure_default_token
