@@ -13,6 +13,9 @@ from service.interface import MB
 from service.storage.common.data_dir_secrets import DEFAULT_TOKEN_FILE
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+# --timeout's largest: a day is longer than anyone waits for one answer, and far below what overflows the socket's
+# clock (`--timeout inf` or 1e10 was an OverflowError traceback).
+MAX_TIMEOUT = 24 * 3600
 
 
 class UsageError(Exception):
@@ -38,6 +41,17 @@ def int_at_least(minimum):
     return integer
 
 
+def timeout_argument(text):
+    """An argparse type: seconds, a number above 0 and at most MAX_TIMEOUT (not inf, nor nan)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < seconds <= MAX_TIMEOUT:  # nan is neither
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0 and at most {MAX_TIMEOUT}, not {text!r}")
+    return seconds
+
+
 def add_server_options(command):
     """The options of a command that talks to a server: where it is, the token, retries, uploads' chunks."""
     command.add_argument("--url", default=os.environ.get("WIS_URL", DEFAULT_URL),
@@ -46,7 +60,8 @@ def add_server_options(command):
                                           "of a service on this machine, DATA_DIR/default-token)")
     command.add_argument("--data-dir", help="data directory of a service on this machine, whose default token "
                                             "is used when no token is given (default: $WIS_DATA_DIR or ./data)")
-    command.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each answer")
+    command.add_argument("--timeout", type=timeout_argument, default=60.0,
+                         help=f"seconds to wait for each answer (default 60, at most {MAX_TIMEOUT})")
     command.add_argument("--retries", type=int_at_least(0), default=4,
                          help="retries of a request after a connection error, timeout or 500/502/503/504; "
                               "a mutation only when the connection could not be made (default 4)")

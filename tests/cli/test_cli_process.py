@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from support.ports import free_port
 from support.servers import WIS
 
@@ -46,3 +48,15 @@ def test_the_console_script_imports_no_command_before_its_handling_of_ctrl_c():
              "print(sorted(name for name in sys.modules if name.startswith(('service', 'requests'))))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "['service', 'service.cli']"
+
+
+@pytest.mark.parametrize("timeout", ["inf", "1e30", "nan", "0", "-5", "86401", "soon"])
+def test_a_timeout_that_is_not_a_sane_number_of_seconds_is_refused_by_the_parser(timeout):
+    """`--timeout inf` (or any huge value) was an OverflowError traceback from the socket's clock."""
+    done = subprocess.run([str(WIS), "history", "station", "x", "--timeout", timeout, "--url",
+                           f"http://127.0.0.1:{free_port()}", "--token", "a-token-of-no-server"], env=environment(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    reason = f"not a number of seconds: {timeout!r}" if timeout == "soon" else \
+        f"must be a number of seconds above 0 and at most 86400, not {timeout!r}"
+    assert done.stderr.splitlines()[-1] == f"wis history: error: argument --timeout: {reason}"
