@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from service.client import DEFAULT_CHUNK_SIZE, DEFAULT_PARALLEL, Client
+from service.client.transport import token_problem
 from service.config import load_config
 from service.interface import MB
 from service.storage.common.data_dir_secrets import DEFAULT_TOKEN_FILE
@@ -82,10 +83,12 @@ def add_comment_option(command):
 
 
 def find_token(args):
-    """--token, else $WIS_TOKEN, else the default token a service on this machine keeps in its data directory."""
-    token = args.token or os.environ.get("WIS_TOKEN")
-    if token:
-        return token
+    """--token, else $WIS_TOKEN, else the default token a service on this machine keeps in its data directory; without
+    the whitespace around it (a token has none: a copy-paste's), and refused, naming where it came from but never
+    showing it, when it holds what an HTTP header cannot carry."""
+    for token, source in ((args.token, "--token"), (os.environ.get("WIS_TOKEN"), "WIS_TOKEN")):
+        if token and token.strip():
+            return _sendable(token.strip(), source)
     data_dir = load_config({"DATA_DIR": args.data_dir} if args.data_dir else {})["DATA_DIR"]
     file = Path(data_dir).absolute() / DEFAULT_TOKEN_FILE
     try:
@@ -100,6 +103,13 @@ def find_token(args):
         raise UsageError(f"no API token: no --token, WIS_TOKEN is not set, and {file} {reason} (a service started "
                          f"without WIS_API_TOKENS keeps its token there; point --data-dir or WIS_DATA_DIR at its "
                          f"data directory)")
+    return _sendable(token, file)
+
+
+def _sendable(token, source):
+    problem = token_problem(token)
+    if problem:
+        raise UsageError(f"the API token from {source} {problem}; it is not shown here")
     return token
 
 

@@ -28,6 +28,10 @@ from urllib3.exceptions import ConnectTimeoutError
 from service.client.errors import ClientError, ServerUnreachable
 from service.interface import TOKEN_HEADER
 
+# What an HTTP header's value can hold (RFC 9110's field-value: visible ASCII, spaces and tabs, the obsolete Latin-1
+# bytes): what http.client can encode and gunicorn reads. Anything else was requests' or http.client's error, which
+# quoted the token or did not say it was the token.
+HEADER_VALUE_CHARACTER = re.compile(r"[\t\x20-\x7e\x80-\xff]")
 # Answers worth retrying: the server or a proxy in front of it had a passing problem.
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 BROKEN = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
@@ -54,6 +58,9 @@ class Transport:
     """
 
     def __init__(self, base_url, token, timeout=60.0, retries=4, backoff=0.5, session_factory=None):
+        problem = token_problem(token) if isinstance(token, str) else None
+        if problem:
+            raise ValueError(f"the API token {problem}; it is not shown here")
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -121,6 +128,17 @@ class Transport:
             return response.json()
         except ValueError:
             raise ClientError(response.status_code, error_message(response)) from None
+
+
+def token_problem(token):
+    """Why `token` cannot be sent in the token header, in words that never show it; None when it can."""
+    if token != token.strip():
+        return "starts or ends with whitespace, which no token has"
+    bad = next((at for at, character in enumerate(token, 1) if not HEADER_VALUE_CHARACTER.fullmatch(character)), None)
+    if bad is not None:
+        return (f"holds a character an HTTP header cannot carry (character {bad} of {len(token)}: a control character, "
+                "or one beyond Latin-1)")
+    return None
 
 
 def _never_sent(exc):

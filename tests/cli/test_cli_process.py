@@ -6,8 +6,10 @@ import sys
 
 import pytest
 
+from service.client import Client
 from support.ports import free_port
 from support.servers import WIS
+from support.tokens import TOKEN
 
 # Sends this process Ctrl-C (SIGINT) as it starts importing `requests`: inside the tenth of a second in which `wis`
 # imports its commands, before any command runs. A site hook, so that the console script itself is what is tested.
@@ -29,9 +31,21 @@ sys.meta_path.insert(0, InterruptAt())
 '''
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, start_module_gunicorn):
+    """Real gunicorn (the file backend: what is tested is the command) for the tests that need a server's answers."""
+    return start_module_gunicorn(tmp_path_factory.mktemp("process") / "data", workers=1)
+
+
 def environment(**values):
     """This environment without the WIS_ settings of the machine, with `values`."""
     return {**{name: value for name, value in os.environ.items() if not name.startswith("WIS_")}, **values}
+
+
+def wis(*args, env=None, **options):
+    """Run the installed `wis` with `env` added to environment(); the finished process, its output as text."""
+    return subprocess.run([str(WIS), *args], env=environment(**(env or {})), capture_output=True, text=True,
+                          timeout=120, **options)
 
 
 def test_ctrl_c_while_the_commands_are_imported_exits_130_without_a_traceback(tmp_path):
@@ -60,3 +74,38 @@ def test_a_timeout_that_is_not_a_sane_number_of_seconds_is_refused_by_the_parser
     reason = f"not a number of seconds: {timeout!r}" if timeout == "soon" else \
         f"must be a number of seconds above 0 and at most 86400, not {timeout!r}"
     assert done.stderr.splitlines()[-1] == f"wis history: error: argument --timeout: {reason}"
+
+
+def test_a_token_copied_with_spaces_around_it_is_sent_without_them(server):
+    """A token never has whitespace around it: it was sent as it was, and requests' refusal printed the token."""
+    for token in (f" {TOKEN} ", f"{TOKEN}\n"):
+        done = wis("events", "--url", server.url, env={"WIS_TOKEN": token})
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        done = wis("events", "--url", server.url, f"--token={token}")
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+
+
+@pytest.mark.parametrize("where", ["WIS_TOKEN", "--token", "the token file"])
+@pytest.mark.parametrize("token, character", [("tok\u20acn-secret", 4), ("tok\x01en-secret", 4),
+                                              ("token-se\u200bcret", 9)])
+def test_a_token_a_header_cannot_carry_is_refused_naming_where_it_came_from_and_never_shown(tmp_path, where, token,
+                                                                                           character):
+    """'tok€n' was `error: 'latin-1' codec can't encode character...`, which named neither the token nor its source."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "default-token").write_text(token + "\n")
+    options = {"WIS_TOKEN": (["history", "station", "x"], {"WIS_TOKEN": token}),
+               "--token": (["history", "station", "x", f"--token={token}"], {}),
+               "the token file": (["history", "station", "x", "--data-dir", str(tmp_path / "data")], {})}
+    argv, env = options[where]
+    done = wis(*argv, "--url", f"http://127.0.0.1:{free_port()}", env=env)
+    source = tmp_path / "data" / "default-token" if where == "the token file" else where
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        f"error: the API token from {source} holds a character an HTTP header cannot carry (character {character} of "
+        f"{len(token)}: a control character, or one beyond Latin-1); it is not shown here"]
+
+
+def test_the_client_refuses_such_a_token_before_sending_anything():
+    for token in (" wis-a-token", "wis-a-token\n", "wis-tok\u20acn"):
+        with pytest.raises(ValueError, match=r"^the API token (starts or ends with whitespace|holds a character)"):
+            Client(f"http://127.0.0.1:{free_port()}", token)
