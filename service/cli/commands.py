@@ -3,10 +3,11 @@ restore objects, follow change events, manage webhooks, collect garbage, upgrade
 move a data directory into it, manage API tokens. One module a group of commands; each adds its commands to the parser
 and runs them. `run` is what the console script's `main` (service.cli) runs."""
 import argparse
+import os
 import sys
 
 from service.cli import INTERRUPTED, events, objects, operations, serve, tokens, transfers, webhooks
-from service.cli.common import UsageError
+from service.cli.common import CLOSED_OUTPUT, UsageError, stdout_closed
 from service.client import ClientError, describe
 from service.errors import ConfigurationError, ServiceError
 from service.interface.archive import ArchiveError
@@ -26,7 +27,9 @@ def run(argv=None):
     """Run the command of `argv` (default: the process's arguments); its exit status."""
     args = build_parser().parse_args(argv)
     try:
-        return args.run(args) or 0
+        status = args.run(args) or 0
+        sys.stdout.flush()  # a closed pipe is met here, not in the interpreter's last flush (exit status 120)
+        return status
     except ClientError as error:
         print(f"error: {describe(error)}", file=sys.stderr)
     # ValueError: a request the client refused; ArchiveError: an archive that cannot be used at all.
@@ -36,9 +39,19 @@ def run(argv=None):
     except ServiceError as error:
         print(f"error: {error}", file=sys.stderr)
     except OSError as error:
+        if isinstance(error, BrokenPipeError) and stdout_closed():
+            return CLOSED_OUTPUT  # `wis history ... | head -1`: as any Unix tool whose reader went away, quietly
         # A local file or directory (input, upload state, data directory) that cannot be used.
-        print(f"error: {error.strerror or error}: {error.filename}", file=sys.stderr)
+        print(f"error: {os_error_message(error)}", file=sys.stderr)
     except KeyboardInterrupt:
         print("interrupted; run the same command again to resume an upload", file=sys.stderr)
         return INTERRUPTED
     return 1
+
+
+def os_error_message(error):
+    """`<reason>: <file>` of an OSError, with the file (or both files of a rename) only when it names one: a full disk
+    or a closed pipe has none, and was `No space left on device: None`."""
+    names = [os.fsdecode(name) if isinstance(name, (str, bytes)) else str(name)
+             for name in (error.filename, error.filename2) if name is not None]
+    return ": ".join([error.strerror or str(error), *names])

@@ -3,6 +3,7 @@ make, and the progress bars and result lines of transfers."""
 import argparse
 import os
 import re
+import select
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +15,9 @@ from service.interface import MB
 from service.storage.common.data_dir_secrets import DEFAULT_TOKEN_FILE
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+# The status a shell reports for a command that SIGPIPE ended (128 + 13), as `yes` of `yes | head -1`: what `wis`
+# exits with when the reader of its output went away (Python ignores SIGPIPE, and gets BrokenPipeError instead).
+CLOSED_OUTPUT = 141
 # --timeout's largest: a day is longer than anyone waits for one answer, and far below what overflows the socket's
 # clock (`--timeout inf` or 1e10 was an OverflowError traceback).
 MAX_TIMEOUT = 24 * 3600
@@ -147,8 +151,33 @@ def upload_options(args):
 
 
 def show_result(result):
-    print(f"{result.label}: {result.outcome}" if result.error is None else f"{result.label}: error: {result.error}",
-          flush=True)
+    """One line of a transfer's results. When stdout's reader went away (`wis push dir/ | head -1`), the lines are lost
+    but not the work: the push (import, export) goes on to its end and exits with its own status."""
+    try:
+        print(f"{result.label}: {result.outcome}" if result.error is None else f"{result.label}: error: {result.error}",
+              flush=True)
+    except BrokenPipeError:
+        if not stdout_closed():
+            raise
+
+
+def stdout_closed():
+    """True when stdout is a pipe whose reader is gone; stdout then goes to /dev/null from here on, so that nothing more
+    fails on it (what is still buffered, the interpreter's last flush)."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        events = poll.poll(0)
+    except (OSError, ValueError):  # no descriptor: closed, or replaced (a test's capture)
+        return False
+    if not any(event & select.POLLERR for _, event in events):  # Linux: POLLERR once no reader is left
+        return False
+    nowhere = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(nowhere, sys.stdout.fileno())
+    finally:
+        os.close(nowhere)
+    return True
 
 
 @contextmanager

@@ -1,5 +1,6 @@
 """The `wis` process as a shell sees it: its exit status, what it writes on stderr, and how it meets Ctrl-C, a closed
 output pipe and arguments it cannot use. Each test runs the installed command as a process of its own."""
+import json
 import os
 import subprocess
 import sys
@@ -44,8 +45,8 @@ def environment(**values):
 
 def wis(*args, env=None, **options):
     """Run the installed `wis` with `env` added to environment(); the finished process, its output as text."""
-    return subprocess.run([str(WIS), *args], env=environment(**(env or {})), capture_output=True, text=True,
-                          timeout=120, **options)
+    options = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **options}
+    return subprocess.run([str(WIS), *args], env=environment(**(env or {})), text=True, timeout=120, **options)
 
 
 def test_ctrl_c_while_the_commands_are_imported_exits_130_without_a_traceback(tmp_path):
@@ -109,3 +110,43 @@ def test_the_client_refuses_such_a_token_before_sending_anything():
     for token in (" wis-a-token", "wis-a-token\n", "wis-tok\u20acn"):
         with pytest.raises(ValueError, match=r"^the API token (starts or ends with whitespace|holds a character)"):
             Client(f"http://127.0.0.1:{free_port()}", token)
+
+
+def run_into_a_closed_pipe(*args, env=None):
+    """Run `wis` with its stdout a pipe whose reader has already gone: `wis ... | head -1` once head has exited, every
+    time (with a real `head`, whether the command writes before head exits is a race)."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        return wis(*args, env=env, stdout=writer)
+    finally:
+        os.close(writer)
+
+
+@pytest.mark.parametrize("command", [["history", "station", "pipe_1"], ["events"], ["events", "--json"]])
+def test_a_reading_command_whose_reader_went_away_exits_141_quietly(server, command):
+    """It was `error: Broken pipe: None` and exit status 1."""
+    with Client(server.url, TOKEN) as client:
+        for name in ("Press 1", "Press one", "Press 1"):
+            client.create_station({"id": "pipe_1", "name": name})
+    done = run_into_a_closed_pipe(*command, "--url", server.url, "--token", TOKEN)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
+def test_a_push_whose_reader_went_away_pushes_everything_and_exits_with_its_own_status(server, tmp_path):
+    """`wis push many/ | head -1` stopped after the object whose line found the pipe closed: the lines are lost, the
+    work is not."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for number in range(8):
+        (folder / f"s{number}.json").write_text(json.dumps({"station": {"id": f"many_{number}", "name": "Many"}}))
+    done = run_into_a_closed_pipe("push", str(folder), "--url", server.url, "--token", TOKEN, "--no-progress")
+    assert (done.returncode, done.stderr) == (0, "")
+    with Client(server.url, TOKEN) as client:
+        assert [client.get_station(f"many_{number}")["name"] for number in range(8)] == ["Many"] * 8
+
+
+def test_an_os_error_without_a_file_is_one_line_without_none(server):
+    """A full disk (or a closed pipe) names no file: the message was `error: No space left on device: None`."""
+    done = wis("export", "/dev/full", "--url", server.url, "--token", TOKEN, "--no-progress")
+    assert (done.returncode, done.stderr) == (1, "error: No space left on device\n")
