@@ -44,7 +44,8 @@ def run(argv=None):
         # A local file or directory (input, upload state, data directory) that cannot be used.
         print(f"error: {os_error_message(error)}", file=sys.stderr)
     except KeyboardInterrupt:
-        print("interrupted; run the same command again to resume an upload", file=sys.stderr)
+        # What the command says an interrupt leaves (an upload to resume, an archive as it was), else no more.
+        print(getattr(args, "interrupted", "interrupted"), file=sys.stderr)
         return INTERRUPTED
     return 1
 

@@ -1,7 +1,9 @@
 """`wis events`: the org's change events, one a line; with --follow, as they commit."""
 import json
+import sys
 
 from service.cli.common import add_server_options, int_at_least, make_client
+from service.client.events import follow
 
 PAGE = 1000
 
@@ -25,7 +27,7 @@ def add_commands(commands):
 def events_command(args):
     with make_client(args) as client:
         if args.follow:
-            for envelope in client.follow(args.after, args.types):
+            for envelope in follow(client.transport, args.after, args.types, on_outage=_say_outage):
                 print(json.dumps(envelope) if args.json else _envelope_line(envelope), flush=True)
             return
         after = args.after or 0
@@ -36,6 +38,15 @@ def events_command(args):
             if len(page) < PAGE:
                 break
             after = page[-1]["seq"]
+
+
+def _say_outage(reason):
+    """On stderr, once an outage: following does not stop by itself, and would otherwise print nothing for as long as
+    the server is out of reach."""
+    if reason is None:
+        print("wis events: following again", file=sys.stderr, flush=True)
+    else:
+        print(f"wis events: {reason}; trying again until interrupted", file=sys.stderr, flush=True)
 
 
 def _line(event):

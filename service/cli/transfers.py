@@ -7,6 +7,9 @@ from service.client import transfer
 from service.interface import DESTINATIONS
 from service.interface.archive import ArchiveReader
 
+# What Ctrl-C leaves of a command that uploads: the uploads resume, and what was applied is not applied twice.
+RESUME = "interrupted; run the same command again to go on: an upload resumes where it stopped"
+
 
 def add_commands(commands):
     upload = commands.add_parser("upload", help="upload a media file and print its path")
@@ -15,7 +18,7 @@ def add_commands(commands):
                         help="default: from the file's content: PNG or JPEG -> stepImage, MP4 -> stepVideo, "
                              "GIF -> stepVideoGif")
     add_server_options(upload)
-    upload.set_defaults(run=upload_command)
+    upload.set_defaults(run=upload_command, interrupted=RESUME)
 
     push = commands.add_parser(
         "push", help="create or update stations, processes and products described in JSON or YAML files",
@@ -29,7 +32,7 @@ def add_commands(commands):
                            "server's dryRun")
     add_comment_option(push)
     add_server_options(push)
-    push.set_defaults(run=push_command)
+    push.set_defaults(run=push_command, interrupted=RESUME)
 
     export = commands.add_parser(
         "export", help="write one org's stations, processes, products and their media into an archive (.tar.gz)",
@@ -41,7 +44,8 @@ def add_commands(commands):
                         help="the org's name recorded in the archive's manifest (the API does not tell a client its "
                              "org; default: default)")
     add_server_options(export)
-    export.set_defaults(run=export_command)
+    export.set_defaults(run=export_command, interrupted="interrupted; the archive was not written (a file that was "
+                                                            "there is as it was)")
 
     import_ = commands.add_parser(
         "import", help="send an archive of `wis export` to a server (media, stations, processes, products)",
@@ -54,7 +58,7 @@ def add_commands(commands):
                               "server's dryRun")
     add_comment_option(import_)
     add_server_options(import_)
-    import_.set_defaults(run=import_command)
+    import_.set_defaults(run=import_command, interrupted=RESUME)
 
 
 def upload_command(args):

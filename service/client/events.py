@@ -6,7 +6,7 @@ import re
 import time
 
 from service.client.errors import ClientError
-from service.client.transport import BROKEN, error_message
+from service.client.transport import BROKEN, _connection_reason, error_message
 
 EVENT_FIELDS = "seq type timestamp kind id revision change name author comment"
 EVENTS_QUERY = (f"query($after: Int, $first: Int, $types: [String!]) {{ events(after: $after, first: $first, "
@@ -29,13 +29,15 @@ def events_page(client, after=None, first=100, types=None):
     return client.graphql(EVENTS_QUERY, {"after": after, "first": first, "types": types})["events"]
 
 
-def follow(transport, after=None, types=None, read_timeout=READ_TIMEOUT, sleep=time.sleep):
+def follow(transport, after=None, types=None, read_timeout=READ_TIMEOUT, sleep=time.sleep, on_outage=None):
     """Yield each event of the stream as its envelope ({"type", "timestamp", "data": {"seq", ...}}), in seq order,
     from the one after `after` (None: only events committed from now on). A dropped connection, a node that died, or a
     server at its cap of streams is met by connecting again with `Last-Event-ID`, after the server's `retry` delay; an
     answer of 4xx but 429 raises ClientError. When the events after the start were pruned (or a test-mode reset
-    numbered them again), a {"type": "reset", "data": {"oldest": n}} comes first: re-read the state, then carry on."""
-    last, delay = after, DEFAULT_RECONNECT_SECONDS
+    numbered them again), a {"type": "reset", "data": {"oldest": n}} comes first: re-read the state, then carry on.
+    `on_outage(reason)` is told once when connecting fails (no connection, a 5xx or 429 answer), with why, however long
+    the failures last, and `on_outage(None)` once a stream is open again."""
+    last, delay, outage = after, DEFAULT_RECONNECT_SECONDS, _Outage(on_outage)
     session = transport.new_session()
     try:
         while True:
@@ -46,15 +48,19 @@ def follow(transport, after=None, types=None, read_timeout=READ_TIMEOUT, sleep=t
                 response = session.get(f"{transport.base_url}/events", headers=headers, stream=True,
                                        params={"types": ",".join(types)} if types else None,
                                        timeout=(transport.timeout, read_timeout))
-            except BROKEN:
+            except BROKEN as error:
+                outage.began(f"cannot reach {transport.base_url} ({_connection_reason(error)})")
                 sleep(delay)
                 continue
             with response:
                 if response.status_code in (429, 503) or response.status_code >= 500:
+                    outage.began(f"{transport.base_url} answered {error_message(response)} (HTTP "
+                                 f"{response.status_code})")
                     sleep(_retry_after(response, delay))
                     continue
                 if response.status_code >= 400:
                     raise ClientError(response.status_code, error_message(response))
+                outage.ended()
                 try:
                     for message in messages(lines_of(response.iter_content(READ_SIZE))):
                         if message.get("retry") is not None:
@@ -70,6 +76,24 @@ def follow(transport, after=None, types=None, read_timeout=READ_TIMEOUT, sleep=t
             sleep(delay)
     finally:
         session.close()
+
+
+class _Outage:
+    """Whether following works, told to `report` when that changes: once when it stops (with why), once when it works
+    again; not at every attempt, every few seconds, between the two."""
+
+    def __init__(self, report):
+        self.report, self.lasting = report, False
+
+    def began(self, reason):
+        if not self.lasting and self.report is not None:
+            self.report(reason)
+        self.lasting = True
+
+    def ended(self):
+        if self.lasting and self.report is not None:
+            self.report(None)
+        self.lasting = False
 
 
 def lines_of(chunks):

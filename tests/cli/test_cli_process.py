@@ -2,10 +2,17 @@
 output pipe and arguments it cannot use. Each test runs the installed command as a process of its own."""
 import json
 import os
+import queue
+import select
+import signal
+import socket
 import subprocess
 import sys
+import threading
 
 import pytest
+from werkzeug.serving import make_server
+from werkzeug.wrappers import Request, Response
 
 from service.client import Client
 from support.ports import free_port
@@ -150,3 +157,98 @@ def test_an_os_error_without_a_file_is_one_line_without_none(server):
     """A full disk (or a closed pipe) names no file: the message was `error: No space left on device: None`."""
     done = wis("export", "/dev/full", "--url", server.url, "--token", TOKEN, "--no-progress")
     assert (done.returncode, done.stderr) == (1, "error: No space left on device\n")
+
+
+def lines_of(pipe):
+    """A queue that receives each line of `pipe` (without its end) as it comes, then None at its end."""
+    lines = queue.Queue()
+
+    def read():
+        for line in pipe:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+ENVELOPE = {"type": "station.created", "timestamp": "2026-11-29T12:00:00.000Z",
+            "data": {"seq": 7, "kind": "station", "id": "press_1", "revision": 1, "change": "CREATED",
+                     "name": "Press 1", "author": "env-1", "comment": None}}
+
+
+def event_stream(stop):
+    """A WSGI app whose GET /events is a stream holding ENVELOPE (for a first connection), then keepalives until
+    `stop` is set."""
+    @Request.application
+    def app(request):
+        def stream():
+            yield "retry: 200\n\n"
+            if "Last-Event-ID" not in request.headers:
+                yield f"id: 7\nevent: station.created\ndata: {json.dumps(ENVELOPE)}\n\n"
+            while not stop.wait(0.2):
+                yield ": keepalive\n\n"
+
+        return Response(stream(), mimetype="text/event-stream")
+
+    return app
+
+
+def test_following_an_unreachable_server_says_so_once_and_says_when_it_is_back(tmp_path):
+    """`wis events --follow` printed nothing, for as long as the server was out of reach; its Ctrl-C spoke of an
+    upload to resume."""
+    port = free_port()
+    following = subprocess.Popen([str(WIS), "events", "--follow", "--json", "--url", f"http://127.0.0.1:{port}",
+                                  "--token", TOKEN], env=environment(), stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+    out, err = lines_of(following.stdout), lines_of(following.stderr)
+    stop = threading.Event()
+    server = None
+    try:
+        assert err.get(timeout=30) == (f"wis events: cannot reach http://127.0.0.1:{port} (Connection refused); "
+                                       "trying again until interrupted")
+        server = make_server("127.0.0.1", port, event_stream(stop), threaded=True)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        assert json.loads(out.get(timeout=30)) == ENVELOPE
+        assert err.get(timeout=30) == "wis events: following again"
+        following.send_signal(signal.SIGINT)
+        assert following.wait(30) == 130
+        assert [err.get(timeout=10), err.get(timeout=10)] == ["interrupted", None]
+    finally:
+        stop.set()
+        if following.poll() is None:
+            following.kill()
+            following.wait()
+        following.stdout.close()
+        following.stderr.close()
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+
+@pytest.mark.parametrize("command, said", [
+    (["export", "{archive}"], "interrupted; the archive was not written (a file that was there is as it was)"),
+    (["history", "station", "press_1"], "interrupted"),
+])
+def test_ctrl_c_says_what_it_leaves_of_the_command_it_stopped(tmp_path, command, said):
+    """Ctrl-C of every command used to say "run the same command again to resume an upload"."""
+    archive = tmp_path / "org.tar.gz"
+    archive.write_bytes(b"an archive of an earlier export")
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        argv = [part.format(archive=archive) for part in command]
+        waiting = subprocess.Popen([str(WIS), *argv, "--url", f"http://127.0.0.1:{silent.getsockname()[1]}",
+                                    "--token", TOKEN, "--no-progress"], env=environment(), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        try:
+            # Connected: the command is waiting for its first answer.
+            assert select.select([silent], [], [], 30)[0], "wis did not connect"
+            waiting.send_signal(signal.SIGINT)
+            out, err = waiting.communicate(timeout=30)
+        finally:
+            if waiting.poll() is None:
+                waiting.kill()
+                waiting.communicate()
+    assert (waiting.returncode, out, err) == (130, "", said + "\n")
+    assert archive.read_bytes() == b"an archive of an earlier export"

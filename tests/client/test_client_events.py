@@ -1,6 +1,7 @@
 """Change events from the Python client and `wis events` against real gunicorn on both backends: the feed read page by
 page, its errors, following the stream across a server that drops it, and the Server-Sent Events parser that
 `follow()` reads the stream with."""
+import io
 import json
 import signal
 import subprocess
@@ -8,10 +9,13 @@ import threading
 import time
 
 import pytest
+import requests
 
 from service.cli import main
 from service.client import Client, ClientError
+from service.client import events as events_module
 from service.client.events import lines_of, messages
+from service.client.transport import Transport
 from support.servers import WIS
 from support.tokens import TOKEN
 
@@ -151,6 +155,45 @@ def test_wis_events_follow_prints_each_event_as_it_commits(server, api):
         following.stdout.close()
     assert [(int(seq), kind, identifier) for seq, _, kind, identifier, _, _ in lines] == [
         (start + 1, "station.created", "ev_cli_follow"), (start + 2, "station.deleted", "ev_cli_follow")]
+
+
+class ScriptedSession:
+    """A requests.Session whose GETs answer, in turn, what `script` holds: an exception to raise or a Response."""
+
+    def __init__(self, script):
+        self.script, self.headers = list(script), {}
+
+    def get(self, url, **options):
+        step = self.script.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        return step
+
+    def close(self):
+        pass
+
+
+def answer(status, body=b""):
+    response = requests.Response()
+    response.status_code, response.raw = status, io.BytesIO(body)
+    response.headers["Content-Type"] = "text/event-stream" if status == 200 else "application/json"
+    return response
+
+
+def test_follow_tells_once_when_following_stops_working_and_once_when_it_works_again():
+    """`wis events --follow` retried an unreachable server for ever and said nothing."""
+    event = b'id: 7\ndata: {"type": "station.created", "data": {"seq": 7}}\n\n'
+    refused = requests.ConnectionError("HTTPConnectionPool: Max retries exceeded ([Errno 111] Connection refused)")
+    session = ScriptedSession([refused, refused, answer(200, event), refused,
+                               answer(503, b'{"error": "too many event streams"}'), refused, answer(200, event)])
+    told = []
+    transport = Transport("http://127.0.0.1:9", "a-token-of-no-server", session_factory=lambda: session)
+    following = events_module.follow(transport, after=3, sleep=lambda seconds: None, on_outage=told.append)
+    assert [next(following)["data"]["seq"] for _ in range(2)] == [7, 7]
+    following.close()
+    assert told == ["cannot reach http://127.0.0.1:9 (Connection refused)", None,
+                    "cannot reach http://127.0.0.1:9 (Connection refused)", None]
+    assert session.script == []
 
 
 def wait_for(condition, seconds=30):
