@@ -1,4 +1,6 @@
 """`wis gc`, `wis db upgrade` and `wis migrate`: commands on the storage itself, run where it is."""
+import argparse
+import math
 import os
 import sys
 import time
@@ -13,11 +15,23 @@ from service.storage.files import FileRepository
 from service.storage.migration import copy_data_directory, is_data_directory
 
 
+def age_hours(text):
+    """An argparse type: hours, 0 or more and finite. A negative age (or -inf) made every medium count as old enough,
+    so `--delete` could remove what was uploaded a moment ago for a process about to be pushed; nan listed nothing."""
+    try:
+        hours = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of hours: {text!r}") from None
+    if not 0 <= hours < math.inf:  # nan is neither
+        raise argparse.ArgumentTypeError(f"must be a finite number of hours, 0 or more, not {text!r}")
+    return hours
+
+
 def add_commands(commands):
     gc = commands.add_parser("gc", help="remove expired upload streams and list (or delete) unreferenced media")
     gc.add_argument("--data-dir", default=os.environ.get("WIS_DATA_DIR"),
                     help="data directory (default: $WIS_DATA_DIR or ./data)")
-    gc.add_argument("--min-age-hours", type=float, default=1.0,
+    gc.add_argument("--min-age-hours", type=age_hours, default=1.0,
                     help="only media older than this count as garbage, so a file uploaded for a process "
                          "that is about to be pushed is spared (default 1)")
     gc.add_argument("--delete", action="store_true", help="delete the unreferenced media")

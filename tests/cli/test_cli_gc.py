@@ -136,3 +136,14 @@ def test_gc_delete_keeps_media_a_process_starts_using_after_the_listing(data, cl
     response = client.post("/graph/v2", headers=auth, json={
         "query": '{ process(id: "late") { steps { primaryImage { path } } } }'})
     assert response.get_json()["data"]["process"]["steps"][0]["primaryImage"]["path"] == data["unused"]
+
+
+@pytest.mark.parametrize("hours", ["-1", "-inf", "inf", "nan", "soon"])
+def test_an_age_that_is_no_finite_number_of_hours_is_refused_and_nothing_is_removed(data, client, auth, capsys,
+                                                                                     hours):
+    """A negative age made every medium old enough: --delete removed what was uploaded a moment ago."""
+    with pytest.raises(SystemExit) as exited:
+        main(["gc", "--data-dir", data["dir"], f"--min-age-hours={hours}", "--delete"])
+    assert exited.value.code == 2
+    assert "--min-age-hours" in capsys.readouterr().err
+    assert status_of(client, data["unused"], auth) == 200
