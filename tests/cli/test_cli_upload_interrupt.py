@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from service.cli.transfers import RESUME
 from service.client import MB, Client
 from support.client import downloaded_sha
 from support.media import sha256_of, write_mp4
@@ -42,7 +43,7 @@ def test_the_first_ctrl_c_ends_a_chunked_upload_at_once_and_the_same_command_res
                 process.wait()
 
         assert (process.returncode, out) == (130, "")
-        assert err.splitlines() == ["interrupted; run the same command again to resume an upload"]
+        assert err.splitlines() == [RESUME]
         assert took < 5, f"the command ended {took:.1f} s after Ctrl-C"
         [state_file] = state_dir.iterdir()
         stream_id = json.loads(state_file.read_text())["streamId"]
