@@ -75,6 +75,24 @@ def _flag(value):
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _ranged(convert, low, high, unit, above=False):
+    """A parser of a number of `unit` from `low` (or, `above`, more than it) to `high`. The bound keeps out inf,
+    nan and a value too large for the dates, timers and system calls it reaches, which would pass start-up and then
+    fail every request that uses it."""
+    def parse(value):
+        number = convert(value)
+        # Written so that nan fails both comparisons; inf and -inf fail one.
+        if not ((number > low if above else number >= low) and number <= high):
+            raise ValueError(f"must be a number of {unit} {'more than' if above else 'from'} {low:g}, at most {high:g}")
+        return number
+    return parse
+
+
+# An upload stream holds its parts on disk (or in the bucket) until it has been idle this long: a year is longer than
+# any upload worth resuming, and its expiry stays a date HTTP can carry (Upload-Expires).
+MAX_STREAM_TTL_HOURS = 24 * 366
+
+
 def _positive_int(value):
     number = int(value)
     if number < 1:
@@ -162,7 +180,7 @@ def parse_origins(value):
 ENVIRONMENT = {
     "WIS_DATA_DIR": ("DATA_DIR", str),
     "WIS_API_TOKENS": ("API_TOKENS", str),
-    "WIS_STREAM_TTL_HOURS": ("STREAM_TTL_HOURS", float),
+    "WIS_STREAM_TTL_HOURS": ("STREAM_TTL_HOURS", _ranged(float, 0, MAX_STREAM_TTL_HOURS, "hours", above=True)),
     "WIS_MAX_OPEN_STREAMS": ("MAX_OPEN_STREAMS", _positive_int),
     "WIS_HISTORY_REVISIONS": ("HISTORY_REVISIONS", _count),
     "WIS_EVENTS_RETENTION_DAYS": ("EVENTS_RETENTION_DAYS", _days),

@@ -1,4 +1,6 @@
 """`wis gc` on a data directory (no server running): expired streams, unreferenced media."""
+import time
+
 import pytest
 
 from service.cli import main
@@ -84,7 +86,9 @@ def test_gc_removes_expired_streams(data, client, auth, capsys, monkeypatch):
         # WIS_STREAM_TTL_HOURS of the host running `wis gc`.
         expire_every_stream(get_repository(client.application))
     else:
-        monkeypatch.setenv("WIS_STREAM_TTL_HOURS", "0")
+        # The shortest time-to-live there is (0 is refused: a stream created under it would expire as it is made).
+        monkeypatch.setenv("WIS_STREAM_TTL_HOURS", "1e-9")
+        time.sleep(0.01)
 
     code, out, err = gc(capsys, data["dir"])
 

@@ -62,6 +62,8 @@ def test_dev_mode_is_one_reloading_worker(monkeypatch, tmp_path):
     ({"WIS_API_TOKENS": "acme:a-long-enough-token,acme:another-long-token:owner"},
      "WIS_API_TOKENS, entry 2 (org 'acme'): unknown scope 'owner'"),
     ({"WIS_STREAM_TTL_HOURS": "soon"}, "WIS_STREAM_TTL_HOURS"),
+    # Passed start-up before, then every tus creation was a 500.
+    ({"WIS_STREAM_TTL_HOURS": "inf"}, "invalid value for WIS_STREAM_TTL_HOURS: 'inf' (must be a number of hours"),
 ])
 def test_a_malformed_setting_stops_serve_with_one_line_naming_it(tmp_path, setting, named, server_process):
     environment = {name: value for name, value in os.environ.items() if not name.startswith("WIS_")}

@@ -2,7 +2,7 @@
 messages that name the variable actually set."""
 import pytest
 
-from service.config import MAX_DEFAULT_WORKERS, load_config, load_server_config
+from service.config import MAX_DEFAULT_WORKERS, MAX_STREAM_TTL_HOURS, load_config, load_server_config
 from service.errors import ConfigurationError
 from service.storage import database_options
 
@@ -52,3 +52,17 @@ def test_the_webhook_settings_come_from_the_environment():
 def test_a_wrong_webhook_setting_is_refused_naming_its_variable(variable, value):
     with pytest.raises(ConfigurationError, match=f"invalid value for {variable}: '{value}'"):
         load_config(environ={variable: value}, serving=False)
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "0", "-inf", str(MAX_STREAM_TTL_HOURS + 1)])
+def test_a_stream_lifetime_that_is_no_positive_number_within_a_year_is_refused(value):
+    # inf and nan passed start-up and then failed every tus creation (500); -1 made expiries in the past.
+    with pytest.raises(ConfigurationError, match=f"invalid value for WIS_STREAM_TTL_HOURS: '{value}' .must be a number "
+                                                 f"of hours more than 0, at most {MAX_STREAM_TTL_HOURS}.$"):
+        load_config(environ={"WIS_STREAM_TTL_HOURS": value}, serving=False)
+
+
+@pytest.mark.parametrize("value, hours", [("0.5", 0.5), ("1e-7", 1e-7),
+                                          (str(MAX_STREAM_TTL_HOURS), MAX_STREAM_TTL_HOURS)])
+def test_a_stream_lifetime_within_a_year_is_taken(value, hours):
+    assert load_config(environ={"WIS_STREAM_TTL_HOURS": value}, serving=False)["STREAM_TTL_HOURS"] == hours
