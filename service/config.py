@@ -1,7 +1,6 @@
 """Configuration: defaults, then the environment, then explicit overrides (tests, embedding)."""
 import importlib
 import ipaddress
-import math
 import os
 import re
 
@@ -75,15 +74,15 @@ def _flag(value):
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _ranged(convert, low, high, unit, above=False):
-    """A parser of a number of `unit` from `low` (or, `above`, more than it) to `high`. The bound keeps out inf,
-    nan and a value too large for the dates, timers and system calls it reaches, which would pass start-up and then
-    fail every request that uses it."""
+def _ranged(convert, low, high, what, above=False):
+    """A parser of `what` (a number of hours, a whole number) from `low` (or, `above`, more than it) to `high`.
+    The bound keeps out inf, nan and a value too large for the dates, timers and system calls it reaches, which would
+    pass start-up and then fail every request that uses it."""
     def parse(value):
         number = convert(value)
         # Written so that nan fails both comparisons; inf and -inf fail one.
         if not ((number > low if above else number >= low) and number <= high):
-            raise ValueError(f"must be a number of {unit} {'more than' if above else 'from'} {low:g}, at most {high:g}")
+            raise ValueError(f"must be {what} {'more than' if above else 'from'} {low}, at most {high}")
         return number
     return parse
 
@@ -91,41 +90,24 @@ def _ranged(convert, low, high, unit, above=False):
 # An upload stream holds its parts on disk (or in the bucket) until it has been idle this long: a year is longer than
 # any upload worth resuming, and its expiry stays a date HTTP can carry (Upload-Expires).
 MAX_STREAM_TTL_HOURS = 24 * 366
-
-
-def _positive_int(value):
-    number = int(value)
-    if number < 1:
-        raise ValueError("must be 1 or more")
-    return number
-
-
-def _count(value):
-    number = int(value)
-    if number < 0:
-        raise ValueError("must be 0 or more")
-    return number
-
-
-def _days(value):
-    days = float(value)
-    if not days >= 0 or days == float("inf"):
-        raise ValueError("must be a number of days, 0 or more")
-    return days
-
-
-def _session_hours(value):
-    hours = float(value)
-    if not (math.isfinite(hours) and hours > 0):
-        raise ValueError("must be a number of hours greater than 0")
-    return hours
-
-
-def _seconds(value):
-    seconds = float(value)
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError("must be a number of seconds greater than 0")
-    return seconds
+# A session cookie's expiry must be a date HTTP can carry (year 9999 at most); a year outlasts any shift.
+MAX_SESSION_HOURS = 24 * 366
+# Ten years of change events; 0 keeps them all for longer (a retention is an interval in the database).
+MAX_RETENTION_DAYS = 3660
+# A wait (a webhook attempt, a pooled connection, a request's arrival): a day is longer than any worth having, and short
+# enough for every timer it reaches (SO_RCVTIMEO, poll, the database's intervals).
+MAX_WAIT_SECONDS = 86400
+# A delay between webhook attempts: a week, beyond the 5 days after which a failing subscription is disabled.
+MAX_RETRY_DELAY_SECONDS = 7 * 86400
+# Counts (open streams, revisions kept, pooled connections, concurrent attempts or event streams): a million is far
+# past any use and stays a 32-bit integer wherever the database compares it.
+MAX_COUNT = 1_000_000
+_positive_int = _ranged(int, 1, MAX_COUNT, "a whole number")
+_count = _ranged(int, 0, MAX_COUNT, "a whole number")
+_days = _ranged(float, 0, MAX_RETENTION_DAYS, "a number of days")
+_session_hours = _ranged(float, 0, MAX_SESSION_HOURS, "a number of hours", above=True)
+_seconds = _ranged(float, 0, MAX_WAIT_SECONDS, "a number of seconds", above=True)
+_stream_ttl_hours = _ranged(float, 0, MAX_STREAM_TTL_HOURS, "a number of hours", above=True)
 
 
 # A key shorter than this is guessable enough to forge sessions offline.
@@ -143,8 +125,9 @@ def parse_delays(value):
     """Comma-separated seconds (or a list of them) -> a tuple of delays, each 0 or more, at least one."""
     entries = [part.strip() for part in value.split(",")] if isinstance(value, str) else list(value)
     delays = tuple(float(entry) for entry in entries if entry != "")
-    if not delays or not all(math.isfinite(delay) and delay >= 0 for delay in delays):
-        raise ValueError("must be comma-separated seconds, each 0 or more, at least one (5,300,1800)")
+    if not delays or not all(0 <= delay <= MAX_RETRY_DELAY_SECONDS for delay in delays):
+        raise ValueError(f"must be comma-separated seconds, each from 0, at most {MAX_RETRY_DELAY_SECONDS}, at least "
+                         "one (5,300,1800)")
     return delays
 
 
@@ -180,7 +163,7 @@ def parse_origins(value):
 ENVIRONMENT = {
     "WIS_DATA_DIR": ("DATA_DIR", str),
     "WIS_API_TOKENS": ("API_TOKENS", str),
-    "WIS_STREAM_TTL_HOURS": ("STREAM_TTL_HOURS", _ranged(float, 0, MAX_STREAM_TTL_HOURS, "hours", above=True)),
+    "WIS_STREAM_TTL_HOURS": ("STREAM_TTL_HOURS", _stream_ttl_hours),
     "WIS_MAX_OPEN_STREAMS": ("MAX_OPEN_STREAMS", _positive_int),
     "WIS_HISTORY_REVISIONS": ("HISTORY_REVISIONS", _count),
     "WIS_EVENTS_RETENTION_DAYS": ("EVENTS_RETENTION_DAYS", _days),
@@ -213,11 +196,9 @@ PARSED_OVERRIDES = {"CORS_ORIGINS": "WIS_CORS_ORIGINS", "WEBHOOK_RETRY_SECONDS":
                     "WEBHOOK_ALLOW_NETS": "WIS_WEBHOOK_ALLOW_NETS"}
 
 
-def _bytes_per_second(value):
-    rate = int(value)
-    if rate < 1:
-        raise ValueError("must be a whole number of bytes per second, at least 1")
-    return rate
+# A rate beyond any link's only turns the allowance for a body's size off.
+MAX_BYTES_PER_SECOND = 10 ** 9
+_bytes_per_second = _ranged(int, 1, MAX_BYTES_PER_SECOND, "a whole number of bytes per second")
 
 
 SERVER_ENVIRONMENT = {

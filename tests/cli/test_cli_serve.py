@@ -64,6 +64,9 @@ def test_dev_mode_is_one_reloading_worker(monkeypatch, tmp_path):
     ({"WIS_STREAM_TTL_HOURS": "soon"}, "WIS_STREAM_TTL_HOURS"),
     # Passed start-up before, then every tus creation was a 500.
     ({"WIS_STREAM_TTL_HOURS": "inf"}, "invalid value for WIS_STREAM_TTL_HOURS: 'inf' (must be a number of hours"),
+    # Passed start-up before, then every login was a 500, and a body arriving in two pieces.
+    ({"WIS_SESSION_HOURS": "100000000"}, "invalid value for WIS_SESSION_HOURS: '100000000' (must be a number of hours"),
+    ({"WIS_REQUEST_BODY_TIMEOUT": "1e300"}, "invalid value for WIS_REQUEST_BODY_TIMEOUT: '1e300' (must be a number"),
 ])
 def test_a_malformed_setting_stops_serve_with_one_line_naming_it(tmp_path, setting, named, server_process):
     environment = {name: value for name, value in os.environ.items() if not name.startswith("WIS_")}

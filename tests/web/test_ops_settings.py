@@ -2,7 +2,9 @@
 messages that name the variable actually set."""
 import pytest
 
-from service.config import MAX_DEFAULT_WORKERS, MAX_STREAM_TTL_HOURS, load_config, load_server_config
+from service.config import (MAX_BYTES_PER_SECOND, MAX_COUNT, MAX_DEFAULT_WORKERS, MAX_RETENTION_DAYS,
+                            MAX_RETRY_DELAY_SECONDS, MAX_SESSION_HOURS, MAX_STREAM_TTL_HOURS, MAX_WAIT_SECONDS,
+                            ENVIRONMENT, SERVER_ENVIRONMENT, load_config, load_server_config)
 from service.errors import ConfigurationError
 from service.storage import database_options
 
@@ -66,3 +68,41 @@ def test_a_stream_lifetime_that_is_no_positive_number_within_a_year_is_refused(v
                                           (str(MAX_STREAM_TTL_HOURS), MAX_STREAM_TTL_HOURS)])
 def test_a_stream_lifetime_within_a_year_is_taken(value, hours):
     assert load_config(environ={"WIS_STREAM_TTL_HOURS": value}, serving=False)["STREAM_TTL_HOURS"] == hours
+
+
+# Each passed start-up and then failed the requests that used it: a session of 100,000,000 hours made every login a
+# 500 (its cookie's expiry, year 13434, is no HTTP date); a body timeout of 1e300 s made a body arriving in two pieces
+# a 500 (no struct timeval holds it).
+TOO_LARGE = [
+    ("WIS_SESSION_HOURS", "100000000", MAX_SESSION_HOURS), ("WIS_EVENTS_RETENTION_DAYS", "1e300", MAX_RETENTION_DAYS),
+    ("WIS_WEBHOOK_TIMEOUT_SECONDS", "86401", MAX_WAIT_SECONDS), ("WIS_DB_POOL_WAIT_SECONDS", "1e300", MAX_WAIT_SECONDS),
+    ("WIS_WEBHOOK_RETRY_SECONDS", "5,1e300", MAX_RETRY_DELAY_SECONDS), ("WIS_MAX_OPEN_STREAMS", "1000001", MAX_COUNT),
+    ("WIS_HISTORY_REVISIONS", "10" * 20, MAX_COUNT), ("WIS_DB_POOL_SIZE", "1000001", MAX_COUNT),
+    ("WIS_WEBHOOK_CONCURRENCY", "1000001", MAX_COUNT), ("WIS_EVENT_STREAMS_PER_WORKER", "1000001", MAX_COUNT),
+    # Read by the server's worker (service.server.worker).
+    ("WIS_REQUEST_BODY_TIMEOUT", "1e300", MAX_WAIT_SECONDS), ("WIS_REQUEST_START_TIMEOUT", "86401", MAX_WAIT_SECONDS),
+    ("WIS_REQUEST_BODY_MIN_RATE", str(MAX_BYTES_PER_SECOND + 1), MAX_BYTES_PER_SECOND),
+]
+
+
+def load_setting(variable, value):
+    """The settings `variable` is one of, read from an environment holding only it."""
+    if variable in SERVER_ENVIRONMENT:
+        return load_server_config(environ={variable: value})
+    return load_config(environ={variable: value}, serving=False)
+
+
+@pytest.mark.parametrize("variable, value, maximum", TOO_LARGE)
+def test_a_duration_or_size_past_its_maximum_is_refused_naming_its_variable_and_the_maximum(variable, value, maximum):
+    with pytest.raises(ConfigurationError, match=f"^invalid value for {variable}: '{value}' .must be .*at most "
+                                                 f"{maximum}"):
+        load_setting(variable, value)
+
+
+@pytest.mark.parametrize("variable, value, maximum", TOO_LARGE)
+def test_a_duration_or_size_at_its_maximum_is_taken(variable, value, maximum):
+    if variable == "WIS_WEBHOOK_RETRY_SECONDS":
+        assert load_setting(variable, f"5,{maximum}")["WEBHOOK_RETRY_SECONDS"] == (5, maximum)
+    else:
+        key = (ENVIRONMENT.get(variable) or SERVER_ENVIRONMENT[variable])[0]
+        assert load_setting(variable, str(maximum))[key] == maximum
