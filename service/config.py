@@ -199,23 +199,63 @@ PARSED_OVERRIDES = {"CORS_ORIGINS": "WIS_CORS_ORIGINS", "WEBHOOK_RETRY_SECONDS":
 # A rate beyond any link's only turns the allowance for a body's size off.
 MAX_BYTES_PER_SECOND = 10 ** 9
 _bytes_per_second = _ranged(int, 1, MAX_BYTES_PER_SECOND, "a whole number of bytes per second")
+# Gunicorn's forms of an address; a port past 65535 would pass gunicorn's parser and fail the bind with a traceback.
+_BIND = re.compile(r"unix:.+|fd://[0-9]+|(\[[0-9A-Fa-f:.]+\]|[^\s\[\]:/]*)(?::([0-9]{1,5}))?")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")  # gunicorn's; it takes any other word for info
+
+
+def _bind(value):
+    match = _BIND.fullmatch(value)
+    if match is None or int(match.group(2) or 0) > 65535:
+        raise ValueError("must be host:port with a port from 0 to 65535 ([::1]:port for IPv6), unix:PATH or fd://N")
+    return value
+
+
+def _worker_class(value):
+    # Loaded as gunicorn loads it: else a traceback in the master, or one in each worker's boot.
+    from gunicorn.util import load_class
+    from gunicorn.workers.base import Worker
+    try:
+        loaded = load_class(value, default="gthread", section="gunicorn.workers")
+    except Exception:  # gunicorn wraps the import's failure, whatever it was, in a RuntimeError with its traceback
+        loaded = None
+    if not (isinstance(loaded, type) and issubclass(loaded, Worker)):
+        raise ValueError("must be a gunicorn worker: sync, gthread, gevent (installed), or module.Class of one")
+    return value
+
+
+def _log_level(value):
+    if value.lower() not in LOG_LEVELS:
+        raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+    return value.lower()
+
+
+def _log_file(value):
+    # Checked here because gunicorn's own refusal is a multi-line message that does not name the variable.
+    path = os.path.abspath(value)
+    usable = os.access(path, os.W_OK) if os.path.exists(path) else os.access(os.path.dirname(path), os.W_OK | os.X_OK)
+    if value != "-" and (os.path.isdir(path) or not usable):
+        raise ValueError("must be '-' or a file this user may write, in a directory that exists")
+    return value
 
 
 SERVER_ENVIRONMENT = {
-    "WIS_BIND": ("bind", str),
-    "WIS_WORKER_CLASS": ("worker_class", str),
-    "WIS_WORKERS": ("workers", int),
-    "WIS_THREADS": ("threads", int),
-    "WIS_WORKER_CONNECTIONS": ("worker_connections", int),
+    "WIS_BIND": ("bind", _bind),
+    "WIS_WORKER_CLASS": ("worker_class", _worker_class),
+    # A worker is about 100 MB, a thread holds a stack, a connection a file descriptor; 0 listens and never answers.
+    "WIS_WORKERS": ("workers", _ranged(int, 1, 256, "a whole number")),
+    "WIS_THREADS": ("threads", _ranged(int, 1, 1024, "a whole number")),
+    "WIS_WORKER_CONNECTIONS": ("worker_connections", _ranged(int, 1, 100_000, "a whole number")),
     "WIS_REQUEST_START_TIMEOUT": ("request_start_timeout", _seconds),
     "WIS_REQUEST_BODY_TIMEOUT": ("request_body_timeout", _seconds),
     "WIS_REQUEST_BODY_MIN_RATE": ("request_body_min_rate", _bytes_per_second),
-    "WIS_TIMEOUT": ("timeout", int),
-    "WIS_GRACEFUL_TIMEOUT": ("graceful_timeout", int),
-    "WIS_KEEPALIVE": ("keepalive", int),
-    "WIS_LOG_LEVEL": ("loglevel", str),
-    "WIS_ACCESS_LOG": ("accesslog", lambda value: None if value.lower() == "off" else value),
-    "WIS_ERROR_LOG": ("errorlog", str),
+    # Gunicorn's: 0 turns the worker timeout off, makes a graceful stop immediate, turns keep-alive off.
+    "WIS_TIMEOUT": ("timeout", _ranged(int, 0, MAX_WAIT_SECONDS, "a whole number of seconds")),
+    "WIS_GRACEFUL_TIMEOUT": ("graceful_timeout", _ranged(int, 0, MAX_WAIT_SECONDS, "a whole number of seconds")),
+    "WIS_KEEPALIVE": ("keepalive", _ranged(int, 0, 3600, "a whole number of seconds")),
+    "WIS_LOG_LEVEL": ("loglevel", _log_level),
+    "WIS_ACCESS_LOG": ("accesslog", lambda value: None if value.lower() == "off" else _log_file(value)),
+    "WIS_ERROR_LOG": ("errorlog", _log_file),
     "WIS_CONTROL_SOCKET": ("control_socket", str),
 }
 

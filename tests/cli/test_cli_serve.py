@@ -67,6 +67,11 @@ def test_dev_mode_is_one_reloading_worker(monkeypatch, tmp_path):
     # Passed start-up before, then every login was a 500, and a body arriving in two pieces.
     ({"WIS_SESSION_HOURS": "100000000"}, "invalid value for WIS_SESSION_HOURS: '100000000' (must be a number of hours"),
     ({"WIS_REQUEST_BODY_TIMEOUT": "1e300"}, "invalid value for WIS_REQUEST_BODY_TIMEOUT: '1e300' (must be a number"),
+    # A worker boot's traceback (exit 3), the master's traceback, gunicorn's own lines not naming the variable.
+    ({"WIS_THREADS": "0"}, "invalid value for WIS_THREADS: '0' (must be a whole number from 1, at most 1024)"),
+    ({"WIS_WORKER_CLASS": "nonsense"}, "invalid value for WIS_WORKER_CLASS: 'nonsense' (must be a gunicorn worker"),
+    ({"WIS_WORKERS": "-1"}, "invalid value for WIS_WORKERS: '-1' (must be a whole number from 1, at most 256)"),
+    ({"WIS_ERROR_LOG": "/nonexistent/x"}, "invalid value for WIS_ERROR_LOG: '/nonexistent/x' (must be '-' or a file"),
 ])
 def test_a_malformed_setting_stops_serve_with_one_line_naming_it(tmp_path, setting, named, server_process):
     environment = {name: value for name, value in os.environ.items() if not name.startswith("WIS_")}

@@ -106,3 +106,50 @@ def test_a_duration_or_size_at_its_maximum_is_taken(variable, value, maximum):
     else:
         key = (ENVIRONMENT.get(variable) or SERVER_ENVIRONMENT[variable])[0]
         assert load_setting(variable, str(maximum))[key] == maximum
+
+
+# Each passed start-up before, then listened and never answered (0 workers or connections), failed each worker's boot
+# (0 threads), failed with a traceback (a port past 65535, a worker class that is none), stopped with gunicorn's
+# message that does not name the variable (-1 workers, a log in a missing directory), or was taken as info.
+@pytest.mark.parametrize("variable, value, accepted", [
+    ("WIS_WORKERS", "0", "a whole number from 1, at most 256"), ("WIS_WORKERS", "-1", "from 1"),
+    ("WIS_WORKERS", "257", "at most 256"), ("WIS_THREADS", "0", "a whole number from 1, at most 1024"),
+    ("WIS_WORKER_CONNECTIONS", "0", "a whole number from 1, at most 100000"),
+    ("WIS_TIMEOUT", "-1", "a whole number of seconds from 0, at most 86400"),
+    ("WIS_GRACEFUL_TIMEOUT", "86401", "at most 86400"), ("WIS_KEEPALIVE", "3601", "at most 3600"),
+    ("WIS_BIND", "127.0.0.1:99999", "host:port with a port from 0 to 65535"),
+    ("WIS_BIND", "http://127.0.0.1:80", "unix:PATH or fd://N"),
+    ("WIS_BIND", "::1:8000", "[::1]:port for IPv6"),
+    ("WIS_WORKER_CLASS", "nonsense", "a gunicorn worker"), ("WIS_WORKER_CLASS", "os.path", "a gunicorn worker"),
+    ("WIS_WORKER_CLASS", "service.config.load_config", "a gunicorn worker"),
+    ("WIS_LOG_LEVEL", "verbose", "one of debug, info, warning, error, critical"),
+    ("WIS_ERROR_LOG", "/nonexistent/x", "'-' or a file this user may write"), ("WIS_ERROR_LOG", "/", "a file"),
+    ("WIS_ACCESS_LOG", "/nonexistent/x", "'-' or a file this user may write"),
+])
+def test_a_wrong_server_setting_is_refused_naming_its_variable_and_what_it_accepts(variable, value, accepted):
+    with pytest.raises(ConfigurationError) as refused:
+        load_server_config(environ={variable: value})
+    message = str(refused.value)
+    assert message.startswith(f"invalid value for {variable}: {value!r} (must be ") and accepted in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("variable, value, taken", [
+    ("WIS_WORKERS", "256", 256), ("WIS_THREADS", "1", 1), ("WIS_WORKER_CONNECTIONS", "100000", 100_000),
+    ("WIS_TIMEOUT", "0", 0), ("WIS_KEEPALIVE", "0", 0),
+    ("WIS_BIND", "127.0.0.1:65535", "127.0.0.1:65535"), ("WIS_BIND", "[::1]:0", "[::1]:0"),
+    ("WIS_BIND", "localhost", "localhost"), ("WIS_BIND", "unix:/run/wis.sock", "unix:/run/wis.sock"),
+    ("WIS_BIND", "fd://3", "fd://3"),
+    ("WIS_WORKER_CLASS", "gthread", "gthread"), ("WIS_WORKER_CLASS", "sync", "sync"),
+    ("WIS_WORKER_CLASS", "service.server.worker.ReadAheadWorker", "service.server.worker.ReadAheadWorker"),
+    ("WIS_LOG_LEVEL", "WARNING", "warning"), ("WIS_ERROR_LOG", "-", "-"), ("WIS_ACCESS_LOG", "off", None),
+])
+def test_a_server_setting_in_its_range_is_taken(variable, value, taken):
+    assert load_server_config(environ={variable: value})[SERVER_ENVIRONMENT[variable][0]] == taken
+
+
+def test_a_log_file_may_be_new_or_existing_in_a_writable_directory(tmp_path):
+    (tmp_path / "old.log").write_text("")
+    settings = load_server_config(environ={"WIS_ERROR_LOG": str(tmp_path / "new.log"),
+                                           "WIS_ACCESS_LOG": str(tmp_path / "old.log")})
+    assert (settings["errorlog"], settings["accesslog"]) == (str(tmp_path / "new.log"), str(tmp_path / "old.log"))
