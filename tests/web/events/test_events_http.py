@@ -189,6 +189,7 @@ def test_types_of_more_than_the_most_entries_are_refused_naming_types_and_as_man
     assert answer == {"data": {"events": [{"seq": 1}]}}
 
 
+@pytest.mark.exhaustive  # a types of 200,000 entries, its memory traced
 @pytest.mark.parametrize("query", [
     "subscription($t: [String!], $named: Boolean!) { events(types: $t) { seq name @include(if: $named) } }",
     "subscription($t: [String!], $named: Boolean!) { ...Root } fragment Root on Subscription { events(types: $t) { "
