@@ -46,15 +46,24 @@ def int_at_least(minimum):
     return integer
 
 
-def timeout_argument(text):
-    """An argparse type: seconds, a number above 0 and at most MAX_TIMEOUT (not inf, nor nan)."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 < seconds <= MAX_TIMEOUT:  # nan is neither
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0 and at most {MAX_TIMEOUT}, not {text!r}")
-    return seconds
+def number_argument(unit, accepts, within):
+    """An argparse type: a number (of `unit`) for which `within(value)` holds, else a message saying what it `accepts`
+    (nan holds for no comparison, so `within` refuses it)."""
+    def number(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of {unit}: {text!r}") from None
+        if not within(value):
+            raise argparse.ArgumentTypeError(f"must be {accepts}, not {text!r}")
+        return value
+
+    return number
+
+
+# Seconds above 0 and at most MAX_TIMEOUT (not inf, nor nan).
+timeout_argument = number_argument("seconds", f"a number of seconds above 0 and at most {MAX_TIMEOUT}",
+                                   lambda seconds: 0 < seconds <= MAX_TIMEOUT)
 
 
 def add_server_options(command):

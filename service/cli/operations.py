@@ -1,12 +1,11 @@
 """`wis gc`, `wis db upgrade` and `wis migrate`: commands on the storage itself, run where it is."""
-import argparse
 import math
 import os
 import sys
 import time
 from pathlib import Path
 
-from service.cli.common import UsageError
+from service.cli.common import UsageError, number_argument
 from service.config import load_config, uses_shared_backend
 from service.domain.media_gc import delete_unreferenced, unreferenced_media
 from service.storage import database_options, open_repository
@@ -15,16 +14,9 @@ from service.storage.files import FileRepository
 from service.storage.migration import copy_data_directory, is_data_directory
 
 
-def age_hours(text):
-    """An argparse type: hours, 0 or more and finite. A negative age (or -inf) made every medium count as old enough,
-    so `--delete` could remove what was uploaded a moment ago for a process about to be pushed; nan listed nothing."""
-    try:
-        hours = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of hours: {text!r}") from None
-    if not 0 <= hours < math.inf:  # nan is neither
-        raise argparse.ArgumentTypeError(f"must be a finite number of hours, 0 or more, not {text!r}")
-    return hours
+# Hours, 0 or more and finite. A negative age (or -inf) made every medium count as old enough, so `--delete` could
+# remove what was uploaded a moment ago for a process about to be pushed; nan listed nothing.
+age_hours = number_argument("hours", "a finite number of hours, 0 or more", lambda hours: 0 <= hours < math.inf)
 
 
 def add_commands(commands):

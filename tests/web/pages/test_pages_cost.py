@@ -18,19 +18,25 @@ def store_large_process(app, identifier, description, steps=2):
         "endBehavior": "SUMMARY", "steps": [{"id": f"step_{number}"} for number in range(steps)]})
 
 
+def traced_get(client, path):
+    """(the page at `path`, the peak of memory traced while it was made), after a first page has rendered what every
+    page shares."""
+    client.get("/view/stations")
+    tracemalloc.start()
+    try:
+        page = client.get(path)
+        return page, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_a_list_page_of_large_documents_holds_one_at_a_time(app, client):
     """40 processes of 1 MB are 40 MB read for a page of a few KB: what is held stays near a document (a batch of
     them on the shared backend, 8 MB), not the page."""
     for number in range(40):
         store_large_process(app, f"proc_{number:02d}", "d" * 1_000_000, steps=number % 3)
     log_in(client)
-    client.get("/view/stations")  # the first page renders what every page shares
-    tracemalloc.start()
-    try:
-        page = client.get("/view/processes")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    page, peak = traced_get(client, "/view/processes")
     assert page.status_code == 200 and len(page.get_data()) < 100_000
     text = text_of(page)
     assert all(f"Large proc_{number:02d} proc_ {number:02d} {number % 3} 1" in text for number in range(40)), text
@@ -41,13 +47,7 @@ def test_a_search_page_holds_one_document_at_a_time_too(app, client):
     for number in range(40):
         store_large_process(app, f"proc_{number:02d}", "d" * 1_000_000)
     log_in(client)
-    client.get("/view/stations")
-    tracemalloc.start()
-    try:
-        page = client.get("/view/processes?q=large")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    page, peak = traced_get(client, "/view/processes?q=large")
     assert len(re.findall(r'<a href="/view/processes/proc_\d\d">', page.get_data(as_text=True))) == 40
     assert peak < 30_000_000
 
