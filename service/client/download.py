@@ -6,8 +6,8 @@ is sent again here, as the transport would send it again: up to `retries` times 
 s, then ServerUnreachable. The next request asks for the rest only (`Range: bytes=<received>-`, with `If-Range` and the
 first answer's validator, so that the rest is of the same file) when the server said it takes ranges (`Accept-Ranges:
 bytes`, as it does for media); an answer of the whole file (200) starts the file again. An attempt that brought at least
-PROGRESS bytes (1 MB) counts as progress: the count of failures in a row starts again, so a long download over a link
-that drops now and then ends, while one that never moves is given up.
+PROGRESS bytes (1 MB) beyond the farthest any attempt reached counts as progress: the count of failures in a row starts
+again, so a long download over a link that drops now and then ends, while one that never moves is given up.
 
 A destination named by a path is written to a temporary file beside it, synced and renamed over it only when whole,
 and removed on any failure (Ctrl-C included): a failed download leaves the destination as it was.
@@ -56,7 +56,10 @@ def download(transport, media_path, destination):
 def _fetch(transport, media_path, handle):
     """Write the body into `handle`, asking again for what a broken connection did not bring; its size."""
     start = handle.tell() if getattr(handle, "seekable", lambda: False)() else None
-    received, validator, failures = 0, None, 0
+    # `farthest`: the most received by any attempt. Progress is bytes beyond it: a server that ignores Range and breaks
+    # off at the same place every time (the whole file again, received counting from 0) must not count as progress,
+    # or it would be asked again for ever.
+    received, farthest, validator, failures = 0, 0, None, 0
     while True:
         resuming = received > 0 and validator is not None
         headers = {"Range": f"bytes={received}-", "If-Range": validator} if resuming else {}
@@ -74,7 +77,6 @@ def _fetch(transport, media_path, handle):
                                        f"{response.headers.get('Content-Range')!r}")
             expected = received + int(response.headers["Content-Length"]) \
                 if response.headers.get("Content-Length", "").isdigit() else None
-            before = received
             try:
                 for block in response.iter_content(READ_BLOCK):
                     handle.write(block)
@@ -82,7 +84,8 @@ def _fetch(transport, media_path, handle):
                 if expected is not None and received != expected:
                     raise _CutOff()
             except (*BROKEN, _CutOff) as error:
-                failures = 1 if received - before >= PROGRESS else failures + 1
+                failures = 1 if received - farthest >= PROGRESS else failures + 1
+                farthest = max(farthest, received)
                 if failures > transport.retries:
                     raise ServerUnreachable(
                         f"cannot download {media_path} from {transport.base_url}: the connection broke "

@@ -3,6 +3,8 @@ connection after so many bytes: the rest is asked for with a Range, a file is wh
 after every retry is the client's own."""
 import hashlib
 import io
+import socket
+import threading
 
 import pytest
 
@@ -134,3 +136,44 @@ def test_an_export_whose_media_download_breaks_every_time_is_one_error_line(prox
     [line] = err.splitlines()
     assert line.startswith(f"error: cannot download {path} from {cutting.url}: the connection broke 2 times in a row")
     assert "Connection broken: IncompleteRead(" in line
+
+
+def test_a_server_that_ignores_range_and_breaks_off_at_the_same_place_is_given_up(tmp_path):
+    """Such a server sends the whole file again from its first byte, and breaks off after 1.5 MB of 3 MB every time: the
+    same 1.5 MB again is no progress, so the failures in a row reach the retries and the download ends, where it was
+    asked again for ever (each attempt's 1.5 MB counted as progress)."""
+    asked = []
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stopped = threading.Event()
+
+    def serve():
+        while not stopped.is_set() and len(asked) < 40:  # (bounded: the code before asked without end)
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                continue
+            with connection:
+                connection.settimeout(5)
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    piece = connection.recv(4096)
+                    if not piece:
+                        break
+                    head += piece
+                asked.append(head)
+                connection.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 3000000\r\nAccept-Ranges: bytes\r\n'
+                                   b'ETag: "same"\r\n\r\n' + bytes(1_500_000))
+        listener.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        client = Client(f"http://127.0.0.1:{listener.getsockname()[1]}", TOKEN, retries=3, backoff=0)
+        with pytest.raises(ServerUnreachable, match="broke 4 times in a row"):
+            client.download("/api/v1/videos/0123456789abcdef-long.mp4", tmp_path / "long.mp4")
+    finally:
+        stopped.set()
+        thread.join(timeout=10)
+    assert len(asked) == 4 and b"range: bytes=" in asked[1].lower()  # asked for the rest, answered the whole again
+    assert list(tmp_path.iterdir()) == []
