@@ -15,7 +15,8 @@ from support.media import sha256_of, write_mp4
 from support.proxy import Proxy
 from support.tokens import TOKEN
 
-pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the server's answers are tested on both backends")
+pytestmark = pytest.mark.file_backend_only("the client's own behaviour (requests, retries, progress, resuming); the "
+                                           "server's answers are tested on both backends")
 
 CUT_AFTER = 100_000
 
